@@ -1,0 +1,116 @@
+/*
+ * zloader.h - libzloader, the endless prefetching loader of loaderx-in-C.
+ *
+ * A loader reads N index-aligned streams (typed stores of equal length)
+ * step after step without end. For step k it draws the indices from the
+ * sampler (libzsampler: a pure function of seed and step), gathers every
+ * stream at those same indices, and hands out batch k. Worker threads
+ * prepare up to `prefetch` batches ahead; batches come out strictly in step
+ * order, and batch k is the same whatever the number of workers.
+ *
+ * Per stream, a batch holds:
+ *   dense   one buffer of batch_size * record_size bytes, record i at
+ *           i * record_size: a (batch_size, *item_shape) array.
+ *   ragged  one buffer of packed ragged records (see zrstore.h) plus
+ *           batch_size + 1 byte bounds.
+ *
+ * Ownership: zld_next hands the caller a zld_batch; the caller owns it and
+ * frees it with zld_batch_free. A stream's buffer may be detached from the
+ * batch (zld_batch_detach) so that, for example, a numpy array can own it
+ * without a copy; detached buffers are released with zld_free.
+ *
+ * Errors: 0 or a negative zr_status (zrengine.h) with zr_last_error().
+ * An error in a worker (a failed gather) is returned by the consumer's next
+ * zld_next as ZR_ESTATE, with a detail naming the step and the cause; the
+ * loader then stops. The streams are borrowed: they must stay open until
+ * zld_close returns.
+ */
+#ifndef ZLOADER_H
+#define ZLOADER_H
+
+#include <zrstore.h>
+#include <zsampler.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZLOADER_VERSION_MAJOR 0
+#define ZLOADER_VERSION_MINOR 1
+#define ZLOADER_VERSION_PATCH 0
+#define ZLOADER_VERSION_NUMBER \
+    (ZLOADER_VERSION_MAJOR * 10000 + ZLOADER_VERSION_MINOR * 100 + ZLOADER_VERSION_PATCH)
+
+#if defined(_WIN32) && defined(ZLOADER_BUILDING)
+#define ZLD_API __declspec(dllexport)
+#elif defined(_WIN32) && !defined(ZR_STATIC)
+#define ZLD_API __declspec(dllimport)
+#elif defined(__GNUC__)
+#define ZLD_API __attribute__((visibility("default")))
+#else
+#define ZLD_API
+#endif
+
+ZLD_API unsigned zloader_version(void);
+ZLD_API const char *zloader_version_string(void);
+
+/* Loader options. Start from ZLD_OPTIONS_INIT and change what you need. */
+typedef struct zld_options {
+    int version;          /* ZLD_OPTIONS_VERSION */
+    uint64_t batch_size;  /* records per batch (per rank), >= 1 */
+    zsm_mode mode;        /* sampler mode */
+    uint64_t seed;        /* sampler seed */
+    uint64_t start_step;  /* first step handed out */
+    uint32_t rank;        /* this process's rank, < world_size */
+    uint32_t world_size;  /* ranks sharing each global batch, >= 1 */
+    unsigned num_workers; /* gather threads; 0 = CPU count */
+    unsigned prefetch;    /* batches prepared ahead; 0 = 2 * num_workers */
+} zld_options;
+
+#define ZLD_OPTIONS_VERSION 1
+#define ZLD_OPTIONS_INIT \
+    { ZLD_OPTIONS_VERSION, 256, ZSM_CYCLIC, 0, 0, 0, 1, 0, 0 }
+
+typedef struct zld_loader zld_loader;
+typedef struct zld_batch zld_batch;
+
+/* Start a loader over streams[0..nstreams) (borrowed, must outlive the
+ * loader). ZR_EINVAL: no streams, unequal lengths (naming both), an empty
+ * store, or options the sampler refuses. Workers start at once. */
+ZLD_API int zld_create(zld_loader **out, zrs_store *const *streams,
+                       size_t nstreams, const zld_options *options);
+
+/* Block until the next step's batch is ready and hand it to the caller
+ * (*out owned by the caller; free with zld_batch_free). ZR_ESTATE if a
+ * worker failed (detail names the step); ZR_ECLOSED after zld_close. */
+ZLD_API int zld_next(zld_loader *l, zld_batch **out);
+
+/* The step the next zld_next call will return. */
+ZLD_API uint64_t zld_next_step(const zld_loader *l);
+
+/* Stop the workers, free the loader and any undelivered batches. Never
+ * blocks on a full queue. NULL is a no-op. */
+ZLD_API void zld_close(zld_loader *l);
+
+/* -------------------------------------------------------------- batches */
+
+ZLD_API uint64_t zld_batch_step(const zld_batch *b);
+/* Records in the batch (batch_size). */
+ZLD_API uint64_t zld_batch_count(const zld_batch *b);
+/* The indices gathered, batch_size values owned by the batch. */
+ZLD_API const uint64_t *zld_batch_indices(const zld_batch *b);
+/* Stream s's bytes (NULL once detached) and their size in *nbytes. */
+ZLD_API void *zld_batch_data(zld_batch *b, size_t stream, uint64_t *nbytes);
+/* Ragged stream s: batch_size + 1 byte offsets into its data, owned by
+ * the batch. Dense stream: NULL. */
+ZLD_API const uint64_t *zld_batch_bounds(const zld_batch *b, size_t stream);
+/* Take ownership of stream s's buffer: returns it (free with zld_free)
+ * and leaves the batch without it. NULL if already detached. */
+ZLD_API void *zld_batch_detach(zld_batch *b, size_t stream, uint64_t *nbytes);
+ZLD_API void zld_batch_free(zld_batch *b);
+ZLD_API void zld_free(void *buffer);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZLOADER_H */

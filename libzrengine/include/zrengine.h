@@ -1,0 +1,199 @@
+/*
+ * zrengine.h - libzrengine, the physical record engine of loaderx-in-C.
+ *
+ * A store directory holds records: opaque, non-empty byte strings addressed
+ * by a dense index 0..length-1. The engine knows bytes only (no dtype, no
+ * shape); typed stores live one layer up in libzrstore.
+ *
+ * On-disk layout (every integer little-endian; docs/FORMAT.md is byte-exact):
+ *
+ *   meta.zr   32 bytes: u64 length, u32 tail_chunk, u32 tail_offset,
+ *             u8 codec, 15 reserved zero bytes.
+ *   N.loc     record table segment N: up to 2^28 entries of 16 bytes
+ *             {u32 offset, u32 phys_length, u32 logic_length, u32 chunk_id}.
+ *   N.chunk   record payloads; logical capacity 4 GiB; a record never
+ *             straddles two chunks.
+ *   store.zr  the typed identity, written by libzrstore, not by the engine.
+ *
+ * Commit protocol: payload bytes, then record-table entries, then meta.zr.
+ * A reader trusts only what meta.zr says is committed.
+ *
+ * Errors: functions return 0 (ZR_OK) or a negative zr_status. The calling
+ * thread's detail message, zr_last_error(), then says what and where.
+ * Nothing here prints or aborts.
+ *
+ * Threads: zre_append and zre_gather may be called concurrently from many
+ * threads on one handle. zre_close must not race with any other call.
+ */
+#ifndef ZRENGINE_H
+#define ZRENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ===================================================== version and export */
+
+#define ZRENGINE_VERSION_MAJOR 0
+#define ZRENGINE_VERSION_MINOR 1
+#define ZRENGINE_VERSION_PATCH 0
+#define ZRENGINE_VERSION_NUMBER \
+    (ZRENGINE_VERSION_MAJOR * 10000 + ZRENGINE_VERSION_MINOR * 100 + ZRENGINE_VERSION_PATCH)
+
+#if defined(_WIN32) && defined(ZRENGINE_BUILDING)
+#define ZRE_API __declspec(dllexport)
+#elif defined(_WIN32) && !defined(ZR_STATIC)
+#define ZRE_API __declspec(dllimport)
+#elif defined(__GNUC__)
+#define ZRE_API __attribute__((visibility("default")))
+#else
+#define ZRE_API
+#endif
+
+/* The runtime library's ZRENGINE_VERSION_NUMBER (may differ from the
+ * header a program was compiled with). */
+ZRE_API unsigned zrengine_version(void);
+/* "MAJOR.MINOR.PATCH"; static storage, never free. */
+ZRE_API const char *zrengine_version_string(void);
+
+/* ================================================================ errors */
+
+/* The one status enum shared by every loaderx-in-C library. */
+typedef enum zr_status {
+    ZR_OK = 0,
+    ZR_EINVAL = -1,       /* a bad argument: wrong size, dtype, shape, NULL */
+    ZR_ENOMEM = -2,       /* an allocation failed */
+    ZR_EIO = -3,          /* the operating system refused a file operation */
+    ZR_EBUSY = -4,        /* the store is locked by another handle/process */
+    ZR_EEXIST = -5,       /* create: the path already exists */
+    ZR_ENOTSTORE = -6,    /* open: the path is not a store, or is malformed */
+    ZR_ERANGE = -7,       /* an index is out of range */
+    ZR_ECORRUPT = -8,     /* stored bytes are inconsistent or fail to decode */
+    ZR_ETOOBIG = -9,      /* a record over ZRE_RECORD_MAX bytes */
+    ZR_EUNSUPPORTED = -10,/* an operation this handle or build cannot do */
+    ZR_ECLOSED = -11,     /* the object was closed or shut down */
+    ZR_ESTATE = -12       /* an error earlier in a pipeline (see detail) */
+} zr_status;
+
+/* Short fixed text for a status ("store is busy", ...). Static storage. */
+ZRE_API const char *zr_strerror(int status);
+
+/* The calling thread's detail message for its most recent failure, e.g.
+ * "gather: index 70000 out of range for store of 60000 records".
+ * Valid until the same thread's next failing call; never free. Returns ""
+ * when nothing failed yet on this thread. */
+ZRE_API const char *zr_last_error(void);
+
+/* Set the calling thread's detail message (printf-style) and return
+ * `status`. For the layers above the engine; not for general use. */
+ZRE_API int zr_set_error(int status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* ================================================================ codecs */
+
+typedef enum zre_codec {
+    ZRE_CODEC_RAW = 0,       /* bytes stored as given */
+    ZRE_CODEC_ZSTD = 1,      /* one zstd frame per record, level 3 */
+    ZRE_CODEC_ZSTD_DICT = 2  /* zstd level 19 with dict.zr (not yet built) */
+} zre_codec;
+
+/* "raw", "zstd", "zstd_dict"; NULL for an unknown value. Static storage. */
+ZRE_API const char *zre_codec_name(zre_codec codec);
+/* Parse a codec name; ZR_EINVAL (with detail) for anything else. */
+ZRE_API int zre_codec_parse(const char *name, zre_codec *out);
+
+/* Format limits (from the specification). */
+#define ZRE_META_SIZE 32u
+#define ZRE_LOC_ENTRY_SIZE 16u
+#define ZRE_LOC_SEGMENT_ENTRIES (UINT64_C(1) << 28)  /* entries per N.loc */
+#define ZRE_CHUNK_CAPACITY (UINT64_C(1) << 32)       /* bytes per N.chunk */
+#define ZRE_RECORD_MAX (UINT64_C(1) << 31)           /* bytes per record */
+#define ZRE_ZSTD_LEVEL 3
+
+/* =============================================================== engine */
+
+typedef struct zre_engine zre_engine;
+
+/* Create a new, empty store directory at `path` with `codec`.
+ * The path must not exist (ZR_EEXIST otherwise); parent directories are
+ * created as needed. Writes meta.zr and makes it durable. The handle is
+ * writable and holds the store's exclusive lock.
+ * On success *out owns the handle: release it with zre_close. */
+ZRE_API int zre_create(zre_engine **out, const char *path, zre_codec codec);
+
+/* Open an existing store directory for reading and appending, taking its
+ * exclusive lock without waiting: ZR_EBUSY if another handle (in this or
+ * any process) holds it. ZR_ENOTSTORE if meta.zr is missing or malformed
+ * (wrong size, unknown codec, non-zero reserved bytes, tail beyond the
+ * chunk files, table shorter than length). */
+ZRE_API int zre_open(zre_engine **out, const char *path);
+
+/* Make the committed state durable (see zre_sync), release the lock and
+ * free the handle. Returns the sync status; the handle is freed either
+ * way. NULL is a no-op. */
+ZRE_API int zre_close(zre_engine *e);
+
+/* fsync chunk files, then record-table segments, then meta.zr. A failed
+ * fsync is returned as ZR_EIO, never ignored. */
+ZRE_API int zre_sync(zre_engine *e);
+
+/* Number of committed records. */
+ZRE_API uint64_t zre_length(const zre_engine *e);
+ZRE_API zre_codec zre_get_codec(const zre_engine *e);
+/* The directory path as given at create/open; owned by the handle. */
+ZRE_API const char *zre_path(const zre_engine *e);
+
+/* Append `count` records in one call from one contiguous buffer `src`.
+ * Record boundaries are either fixed (`bounds == NULL`: record i is
+ * src[i*record_size, (i+1)*record_size)) or explicit (`bounds` holds
+ * count+1 increasing byte offsets into src; record i is
+ * src[bounds[i], bounds[i+1]) and record_size is ignored).
+ * Every record must be 1..ZRE_RECORD_MAX bytes (ZR_EINVAL / ZR_ETOOBIG).
+ * Compressed stores compress records in parallel on all CPUs.
+ * On success *first_index (if not NULL) receives the index of the first
+ * new record; on failure nothing is committed (length is unchanged).
+ * The engine does not keep any pointer into src after return. */
+ZRE_API int zre_append(zre_engine *e, const void *src, uint64_t record_size,
+                       const uint64_t *bounds, uint64_t count,
+                       uint64_t *first_index);
+
+/* Logical (uncompressed) byte size of each record: sizes[i] for index[i].
+ * ZR_ERANGE if any index >= length. */
+ZRE_API int zre_record_sizes(zre_engine *e, const uint64_t *index,
+                             uint64_t count, uint64_t *sizes);
+
+/* Gather records index[0..count) into `dst` (capacity `dst_capacity`
+ * bytes), decompressing straight into place; work is sharded over all
+ * CPUs in contiguous blocks. Placement is fixed (`dst_bounds == NULL`:
+ * record i lands at dst + i*record_size and must be exactly record_size
+ * bytes) or explicit (record i lands at dst + dst_bounds[i] and must be
+ * exactly dst_bounds[i+1] - dst_bounds[i] bytes). Indices may repeat and
+ * come in any order. Errors: ZR_ERANGE (index >= length), ZR_EINVAL (dst
+ * too small), ZR_ECORRUPT (size mismatch or undecodable frame, naming the
+ * index), ZR_EIO. On failure the contents of dst are unspecified. */
+ZRE_API int zre_gather(zre_engine *e, const uint64_t *index, uint64_t count,
+                       void *dst, uint64_t dst_capacity, uint64_t record_size,
+                       const uint64_t *dst_bounds);
+
+/* Space accounting. */
+typedef struct zre_stats {
+    uint64_t records;        /* committed records */
+    uint64_t logical_bytes;  /* sum of uncompressed record sizes */
+    uint64_t live_bytes;     /* sum of stored (physical) record sizes */
+    uint64_t chunk_bytes;    /* bytes in chunk files up to the frontier */
+    uint64_t reclaimable;    /* chunk_bytes - live_bytes */
+} zre_stats;
+
+/* Fill *out by scanning the record table (O(length)). */
+ZRE_API int zre_get_stats(zre_engine *e, zre_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZRENGINE_H */

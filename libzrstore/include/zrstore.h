@@ -1,0 +1,179 @@
+/*
+ * zrstore.h - libzrstore, typed record stores over libzrengine.
+ *
+ * Two contracts over one engine:
+ *   dense   every record is one array of the store's fixed item_shape and
+ *           dtype: exactly itemsize * prod(item_shape) bytes.
+ *   ragged  every record keeps its own shape; the physical record is
+ *           [u64le ndim][u64le dims[ndim]][payload], one codec frame.
+ *           A scalar record has ndim 0. Zero-byte payloads are refused.
+ *
+ * The identity lives in store.zr as one msgpack map, exactly:
+ *   dense  {"dtype": "<f4", "item_shape": [28, 28]}
+ *   ragged {"dtype": "<i4"}
+ * with dtype in numpy's string form; any other key, type or dtype is
+ * refused on open (ZR_ENOTSTORE). store.zr is written only after the
+ * engine's files are durable, so a directory without it is not a store.
+ *
+ * Errors and threads: as in zrengine.h (0 or a negative zr_status, detail
+ * in zr_last_error()). Gather and append may run concurrently on one
+ * handle from many threads.
+ */
+#ifndef ZRSTORE_H
+#define ZRSTORE_H
+
+#include <zrengine.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZRSTORE_VERSION_MAJOR 0
+#define ZRSTORE_VERSION_MINOR 1
+#define ZRSTORE_VERSION_PATCH 0
+#define ZRSTORE_VERSION_NUMBER \
+    (ZRSTORE_VERSION_MAJOR * 10000 + ZRSTORE_VERSION_MINOR * 100 + ZRSTORE_VERSION_PATCH)
+
+#if defined(_WIN32) && defined(ZRSTORE_BUILDING)
+#define ZRS_API __declspec(dllexport)
+#elif defined(_WIN32) && !defined(ZR_STATIC)
+#define ZRS_API __declspec(dllimport)
+#elif defined(__GNUC__)
+#define ZRS_API __attribute__((visibility("default")))
+#else
+#define ZRS_API
+#endif
+
+ZRS_API unsigned zrstore_version(void);
+ZRS_API const char *zrstore_version_string(void);
+
+/* ================================================================ dtypes */
+
+/* The closed dtype set. Strings are numpy's dtype.str for a little-endian
+ * host: one-byte types use '|', the rest '<'. */
+typedef enum zrs_dtype {
+    ZRS_BOOL = 0,     /* "|b1" */
+    ZRS_INT8,         /* "|i1" */
+    ZRS_INT16,        /* "<i2" */
+    ZRS_INT32,        /* "<i4" */
+    ZRS_INT64,        /* "<i8" */
+    ZRS_UINT8,        /* "|u1" */
+    ZRS_UINT16,       /* "<u2" */
+    ZRS_UINT32,       /* "<u4" */
+    ZRS_UINT64,       /* "<u8" */
+    ZRS_FLOAT16,      /* "<f2" */
+    ZRS_FLOAT32,      /* "<f4" */
+    ZRS_FLOAT64,      /* "<f8" */
+    ZRS_COMPLEX64,    /* "<c8" */
+    ZRS_COMPLEX128,   /* "<c16" */
+    ZRS_DTYPE_COUNT
+} zrs_dtype;
+
+/* Parse numpy's dtype string; ZR_EINVAL naming the string otherwise. */
+ZRS_API int zrs_dtype_parse(const char *str, zrs_dtype *out);
+/* numpy's dtype string; NULL for an invalid value. Static storage. */
+ZRS_API const char *zrs_dtype_str(zrs_dtype dtype);
+/* Bytes per element; 0 for an invalid value. */
+ZRS_API size_t zrs_dtype_itemsize(zrs_dtype dtype);
+
+/* Most dimensions a dense item_shape or a ragged record may have. */
+#define ZRS_MAX_NDIM 32
+
+/* ================================================================ stores */
+
+typedef enum zrs_kind { ZRS_DENSE = 0, ZRS_RAGGED = 1 } zrs_kind;
+
+typedef struct zrs_store zrs_store;
+
+/* Create a dense store: records of `dtype` with shape item_shape[0..ndim)
+ * (ndim 0 is a store of scalars). Every dim must be >= 1. The path must
+ * not exist (ZR_EEXIST). The handle is writable and owns the lock;
+ * release with zrs_close. */
+ZRS_API int zrs_create_dense(zrs_store **out, const char *path,
+                             zrs_dtype dtype, const uint64_t *item_shape,
+                             size_t ndim, zre_codec codec);
+
+/* Create a ragged store of `dtype`. */
+ZRS_API int zrs_create_ragged(zrs_store **out, const char *path,
+                              zrs_dtype dtype, zre_codec codec);
+
+/* Open an existing store (dense or ragged, as store.zr says).
+ * ZR_ENOTSTORE: missing or invalid store.zr or engine files.
+ * ZR_EBUSY: another handle holds the store. */
+ZRS_API int zrs_open(zrs_store **out, const char *path);
+
+/* Sync and close; the handle is freed whatever the result. NULL: no-op. */
+ZRS_API int zrs_close(zrs_store *s);
+
+ZRS_API zrs_kind zrs_get_kind(const zrs_store *s);
+ZRS_API zrs_dtype zrs_get_dtype(const zrs_store *s);
+ZRS_API zre_codec zrs_get_codec(const zrs_store *s);
+ZRS_API uint64_t zrs_length(const zrs_store *s);
+/* Dense: dimensions of item_shape (0 for scalars). Ragged: 0. */
+ZRS_API size_t zrs_item_ndim(const zrs_store *s);
+/* Dense: item_shape[0..ndim), owned by the handle. Ragged: NULL. */
+ZRS_API const uint64_t *zrs_item_shape(const zrs_store *s);
+/* Dense: bytes per record (itemsize * prod(item_shape)). Ragged: 0. */
+ZRS_API uint64_t zrs_record_size(const zrs_store *s);
+/* The store directory; owned by the handle. */
+ZRS_API const char *zrs_path(const zrs_store *s);
+/* The engine underneath, borrowed (do not close). */
+ZRS_API zre_engine *zrs_engine(zrs_store *s);
+
+/* Resolve `count` indices in place semantics: negative i means
+ * length + i. Writes the absolute indices to out[0..count).
+ * ZR_ERANGE names the first index outside [-length, length). */
+ZRS_API int zrs_resolve_index(const zrs_store *s, const int64_t *index,
+                              uint64_t count, uint64_t *out);
+
+/* ----------------------------------------------------------------- dense */
+
+/* Append `count` records from `data` (`nbytes` must equal
+ * count * zrs_record_size, ZR_EINVAL naming expected and got otherwise).
+ * *first_index receives the first new index. Nothing is committed on
+ * failure. Dense stores only. */
+ZRS_API int zrs_append_dense(zrs_store *s, const void *data, uint64_t nbytes,
+                             uint64_t count, uint64_t *first_index);
+
+/* Gather records at `index` (negatives wrap) into dst, record i at
+ * dst + i * record_size. dst_capacity must be >= count * record_size. */
+ZRS_API int zrs_gather_dense(zrs_store *s, const int64_t *index,
+                             uint64_t count, void *dst, uint64_t dst_capacity);
+
+/* ---------------------------------------------------------------- ragged */
+
+/* Append `count` packed ragged records from one buffer: record i is
+ * packed[bounds[i], bounds[i+1]) and holds [u64le ndim][u64le dims]
+ * [payload]. Each record is validated before anything is written:
+ * ndim <= ZRS_MAX_NDIM, every dim >= 1, payload length exactly
+ * itemsize * prod(dims). ZR_EINVAL names the record otherwise. */
+ZRS_API int zrs_append_ragged(zrs_store *s, const void *packed,
+                              const uint64_t *bounds, uint64_t count,
+                              uint64_t *first_index);
+
+/* Physical size in bytes (prefix + payload) of each record at index. */
+ZRS_API int zrs_ragged_sizes(zrs_store *s, const int64_t *index,
+                             uint64_t count, uint64_t *sizes);
+
+/* Gather packed ragged records: record i lands at dst + bounds[i] and must
+ * be exactly bounds[i+1] - bounds[i] bytes (take them from
+ * zrs_ragged_sizes). Each record's prefix is validated after the read
+ * (ZR_ECORRUPT naming the index otherwise). */
+ZRS_API int zrs_gather_ragged(zrs_store *s, const int64_t *index,
+                              uint64_t count, void *dst, uint64_t dst_capacity,
+                              const uint64_t *bounds);
+
+/* Decode one packed ragged record of `size` bytes: *ndim, dims[0..ndim)
+ * (dims must hold ZRS_MAX_NDIM values) and *payload_offset, the byte
+ * offset of the payload within the record. Validates against dtype. */
+ZRS_API int zrs_ragged_decode(const void *record, uint64_t size,
+                              zrs_dtype dtype, size_t *ndim, uint64_t *dims,
+                              uint64_t *payload_offset);
+
+/* Bytes of the [ndim][dims] prefix for a record of `ndim` dims. */
+#define ZRS_RAGGED_PREFIX_SIZE(ndim) (8u * (1u + (uint64_t)(ndim)))
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZRSTORE_H */
