@@ -1,0 +1,211 @@
+/*
+ * gather.c - zre_gather: sharded positional reads (and zstd decodes)
+ * straight into the caller's destination.
+ *
+ * Record locations are read from the N.loc files with pread (16 bytes per
+ * record, or one pread per run of consecutive indices) rather than cached
+ * in memory: the table can be far larger than RAM would like (16 bytes per
+ * record, 2^32+ records), the page cache already keeps hot segments in
+ * memory, and reading the file keeps one source of truth that an appending
+ * thread updates before it publishes `length`.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "engine_internal.h"
+
+/* Below these a gather runs on the calling thread: handing work to the
+ * pool costs more than it saves. */
+#define INLINE_MAX_BYTES ((uint64_t)256 << 10)
+#define INLINE_MAX_RECORDS 8u
+/* Longest run of consecutive indices whose entries are read in one pread. */
+#define LOC_RUN 256u
+
+typedef struct gjob {
+    zre_engine *e;
+    const uint64_t *index;
+    uint64_t count;
+    unsigned char *dst;
+    uint64_t record_size;
+    const uint64_t *dst_bounds;
+    unsigned nshards;
+    _Atomic int failed; /* lets other shards stop early */
+    zre_err *errs;      /* one per shard */
+} gjob;
+
+typedef struct gshard {
+    ZSTD_DCtx *dctx;
+    unsigned char *stage;
+    size_t stage_cap;
+} gshard;
+
+static int read_record(zre_engine *e, gshard *sh, uint64_t idx, const zre_loc *l, unsigned char *out,
+                       uint64_t slot)
+{
+    if (l->logic_length != slot)
+        return zr_set_error(ZR_ECORRUPT, "gather: record %" PRIu64 " is %u bytes but its destination "
+                            "slot is %" PRIu64 " bytes", idx, l->logic_length, slot);
+    zrp_file f = zre_fdtab_get(&e->chunks, l->chunk_id);
+    if (f.fd < 0)
+        return zr_set_error(ZR_ECORRUPT, "gather: record %" PRIu64 " points at chunk %u, which %s/ "
+                            "does not hold", idx, l->chunk_id, e->path);
+    if ((uint64_t)l->offset + l->phys_length > ZRE_CHUNK_USABLE || l->phys_length == 0)
+        return zr_set_error(ZR_ECORRUPT, "gather: record %" PRIu64 " has a bad location (offset %u, "
+                            "%u bytes) in chunk %u", idx, l->offset, l->phys_length, l->chunk_id);
+    if (e->codec == ZRE_CODEC_RAW) {
+        if (l->phys_length != l->logic_length)
+            return zr_set_error(ZR_ECORRUPT, "gather: raw record %" PRIu64 " has stored size %u != "
+                                "logical size %u", idx, l->phys_length, l->logic_length);
+        int rc = zrp_pread_all(f, out, l->phys_length, l->offset);
+        if (rc < 0)
+            return zr_set_error(zre_io_status(rc, ZR_ECORRUPT), "gather: reading record %" PRIu64
+                                " (%u bytes at %s/%u.chunk offset %u) failed: %s", idx, l->phys_length,
+                                e->path, l->chunk_id, l->offset,
+                                rc == ZRP_ESHORT ? "chunk file too short" : strerror(-rc));
+        return ZR_OK;
+    }
+    if (!sh->dctx) {
+        sh->dctx = zre_dctx_get(e);
+        if (!sh->dctx)
+            return zr_set_error(ZR_ENOMEM, "gather: cannot create a zstd decompression context");
+    }
+    if (sh->stage_cap < l->phys_length) {
+        size_t cap = l->phys_length;
+        unsigned char *p = realloc(sh->stage, cap);
+        if (!p)
+            return zr_set_error(ZR_ENOMEM, "gather: out of memory staging %zu bytes of record %" PRIu64,
+                                cap, idx);
+        sh->stage = p;
+        sh->stage_cap = cap;
+    }
+    int rc = zrp_pread_all(f, sh->stage, l->phys_length, l->offset);
+    if (rc < 0)
+        return zr_set_error(zre_io_status(rc, ZR_ECORRUPT), "gather: reading record %" PRIu64
+                            " (%u bytes at %s/%u.chunk offset %u) failed: %s", idx, l->phys_length,
+                            e->path, l->chunk_id, l->offset,
+                            rc == ZRP_ESHORT ? "chunk file too short" : strerror(-rc));
+    size_t got = ZSTD_decompressDCtx(sh->dctx, out, (size_t)slot, sh->stage, l->phys_length);
+    if (ZSTD_isError(got))
+        return zr_set_error(ZR_ECORRUPT, "gather: record %" PRIu64 " does not decode (%s/%u.chunk "
+                            "offset %u): %s", idx, e->path, l->chunk_id, l->offset,
+                            ZSTD_getErrorName(got));
+    if (got != l->logic_length)
+        return zr_set_error(ZR_ECORRUPT, "gather: record %" PRIu64 " decoded to %zu bytes, expected %u",
+                            idx, got, l->logic_length);
+    return ZR_OK;
+}
+
+static int run_shard(gjob *j, uint64_t lo, uint64_t hi)
+{
+    zre_engine *e = j->e;
+    gshard sh = {0};
+    unsigned char locs[LOC_RUN * ZRE_LOC_ENTRY_SIZE];
+    int rc = ZR_OK;
+    for (uint64_t k = lo; k < hi && rc == 0;) {
+        if (atomic_load_explicit(&j->failed, memory_order_relaxed))
+            break;
+        /* Read the entries of a run of consecutive indices at once. */
+        uint64_t run = 1;
+        while (k + run < hi && run < LOC_RUN && j->index[k + run] == j->index[k] + run)
+            run++;
+        rc = zre_read_locs(e, j->index[k], locs, run);
+        for (uint64_t r = 0; r < run && rc == 0; r++) {
+            uint64_t i = k + r;
+            zre_loc l;
+            zre_loc_decode(&l, locs + r * ZRE_LOC_ENTRY_SIZE);
+            uint64_t at, slot;
+            if (j->dst_bounds) {
+                at = j->dst_bounds[i];
+                slot = j->dst_bounds[i + 1] - j->dst_bounds[i];
+            } else {
+                at = i * j->record_size;
+                slot = j->record_size;
+            }
+            rc = read_record(e, &sh, j->index[i], &l, j->dst + at, slot);
+        }
+        k += run;
+    }
+    zre_dctx_put(e, sh.dctx);
+    free(sh.stage);
+    return rc;
+}
+
+static void gather_shard(void *arg, unsigned s)
+{
+    gjob *j = arg;
+    uint64_t lo = j->count * s / j->nshards, hi = j->count * (s + 1) / j->nshards;
+    int rc = run_shard(j, lo, hi);
+    if (rc < 0) {
+        zre_err_capture(&j->errs[s], rc);
+        atomic_store(&j->failed, 1);
+    }
+}
+
+ZRE_API int zre_gather(zre_engine *e, const uint64_t *index, uint64_t count, void *dst,
+                       uint64_t dst_capacity, uint64_t record_size, const uint64_t *dst_bounds)
+{
+    if (!e)
+        return zr_set_error(ZR_EINVAL, "gather: NULL handle");
+    if (count == 0)
+        return ZR_OK;
+    if (!index || !dst)
+        return zr_set_error(ZR_EINVAL, "gather: NULL index or destination for %" PRIu64 " records",
+                            count);
+    uint64_t length = zre_length(e);
+    for (uint64_t i = 0; i < count; i++)
+        if (index[i] >= length)
+            return zr_set_error(ZR_ERANGE, "gather: index %" PRIu64 " out of range for store of %" PRIu64
+                                " records (position %" PRIu64 ")", index[i], length, i);
+    uint64_t total;
+    if (dst_bounds) {
+        for (uint64_t i = 0; i < count; i++)
+            if (dst_bounds[i + 1] < dst_bounds[i])
+                return zr_set_error(ZR_EINVAL, "gather: dst_bounds decrease at position %" PRIu64
+                                    " (%" PRIu64 " then %" PRIu64 ")", i, dst_bounds[i],
+                                    dst_bounds[i + 1]);
+        if (dst_bounds[count] > dst_capacity)
+            return zr_set_error(ZR_EINVAL, "gather: destination needs %" PRIu64 " bytes, capacity is %"
+                                PRIu64, dst_bounds[count], dst_capacity);
+        total = dst_bounds[count] - dst_bounds[0];
+    } else {
+        if (record_size == 0)
+            return zr_set_error(ZR_EINVAL, "gather: record_size is 0 with fixed placement");
+        if (count > dst_capacity / record_size)
+            return zr_set_error(ZR_EINVAL, "gather: %" PRIu64 " records of %" PRIu64 " bytes do not "
+                                "fit a destination of %" PRIu64 " bytes", count, record_size,
+                                dst_capacity);
+        total = count * record_size;
+    }
+
+    gjob j = {e, index, count, dst, record_size, dst_bounds, 1, 0, NULL};
+    zre_err one = {0};
+    if (total < INLINE_MAX_BYTES || count < INLINE_MAX_RECORDS || e->ncpu < 2) {
+        j.errs = &one;
+        gather_shard(&j, 0);
+    } else {
+        j.nshards = count < e->ncpu ? (unsigned)count : e->ncpu;
+        j.errs = calloc(j.nshards, sizeof *j.errs);
+        if (!j.errs) {
+            j.nshards = 1;
+            j.errs = &one;
+            gather_shard(&j, 0);
+        } else {
+            zre_pool_run(&e->pool, j.nshards, gather_shard, &j);
+        }
+    }
+    int rc = ZR_OK;
+    if (atomic_load(&j.failed)) {
+        /* Report the failure of the lowest shard that failed. */
+        for (unsigned s = 0; s < j.nshards; s++) {
+            if (j.errs[s].status < 0) {
+                rc = zre_err_raise(&j.errs[s]);
+                break;
+            }
+        }
+    }
+    if (j.errs != &one)
+        free(j.errs);
+    return rc;
+}

@@ -1,0 +1,395 @@
+/*
+ * zr_platform_posix.c - POSIX/Linux implementation of zr_platform.h.
+ *
+ * Every function returns 0 or a negative errno (or one of the ZRP_E*
+ * codes); nothing here prints or aborts.
+ */
+#include "zr_platform.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The opaque storage in the header must hold the native types. */
+_Static_assert(sizeof(pthread_mutex_t) <= sizeof(((zrp_mutex *)0)->opaque),
+               "zrp_mutex storage too small for pthread_mutex_t");
+_Static_assert(sizeof(pthread_cond_t) <= sizeof(((zrp_cond *)0)->opaque),
+               "zrp_cond storage too small for pthread_cond_t");
+_Static_assert(_Alignof(pthread_mutex_t) <= 16, "pthread_mutex_t alignment");
+_Static_assert(_Alignof(pthread_cond_t) <= 16, "pthread_cond_t alignment");
+_Static_assert(sizeof(pthread_t) <= sizeof(uintptr_t), "pthread_t must fit uintptr_t");
+
+/* Linux caps one read/write at 0x7ffff000 bytes; stay below it. */
+#define ZRP_IO_MAX ((size_t)1 << 30)
+
+static int neg_errno(void) { return errno ? -errno : -EIO; }
+
+/* ---------------------------------------------------------------- files */
+
+int zrp_open(zrp_file *out, const char *path, unsigned flags)
+{
+    int oflags = O_CLOEXEC;
+    if ((flags & ZRP_READ) && (flags & ZRP_WRITE))
+        oflags |= O_RDWR;
+    else if (flags & ZRP_WRITE)
+        oflags |= O_WRONLY;
+    else
+        oflags |= O_RDONLY;
+    if (flags & ZRP_CREATE) {
+        oflags |= O_CREAT;
+        if (flags & ZRP_EXCLUSIVE)
+            oflags |= O_EXCL;
+    }
+    int fd;
+    do {
+        fd = open(path, oflags, 0666);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+        *out = ZRP_FILE_INVALID;
+        return neg_errno();
+    }
+    out->fd = fd;
+    return 0;
+}
+
+int zrp_close(zrp_file *f)
+{
+    if (f->fd < 0)
+        return 0;
+    /* Never retry close on EINTR: the descriptor is already released. */
+    int rc = close((int)f->fd);
+    f->fd = -1;
+    return rc < 0 && errno != EINTR ? neg_errno() : 0;
+}
+
+int zrp_pread_all(zrp_file f, void *buf, size_t len, uint64_t offset)
+{
+    unsigned char *p = buf;
+    while (len > 0) {
+        size_t want = len < ZRP_IO_MAX ? len : ZRP_IO_MAX;
+        ssize_t n = pread((int)f.fd, p, want, (off_t)offset);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return neg_errno();
+        }
+        if (n == 0)
+            return ZRP_ESHORT;
+        p += n;
+        len -= (size_t)n;
+        offset += (uint64_t)n;
+    }
+    return 0;
+}
+
+int zrp_pwrite_all(zrp_file f, const void *buf, size_t len, uint64_t offset)
+{
+    const unsigned char *p = buf;
+    while (len > 0) {
+        size_t want = len < ZRP_IO_MAX ? len : ZRP_IO_MAX;
+        ssize_t n = pwrite((int)f.fd, p, want, (off_t)offset);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return neg_errno();
+        }
+        if (n == 0)
+            return -EIO;
+        p += n;
+        len -= (size_t)n;
+        offset += (uint64_t)n;
+    }
+    return 0;
+}
+
+int zrp_file_size(zrp_file f, uint64_t *out)
+{
+    struct stat st;
+    if (fstat((int)f.fd, &st) < 0)
+        return neg_errno();
+    *out = (uint64_t)st.st_size;
+    return 0;
+}
+
+int zrp_truncate(zrp_file f, uint64_t size)
+{
+    int rc;
+    do {
+        rc = ftruncate((int)f.fd, (off_t)size);
+    } while (rc < 0 && errno == EINTR);
+    return rc < 0 ? neg_errno() : 0;
+}
+
+int zrp_fsync(zrp_file f)
+{
+    int rc;
+    do {
+        rc = fsync((int)f.fd);
+    } while (rc < 0 && errno == EINTR);
+    return rc < 0 ? neg_errno() : 0;
+}
+
+int zrp_advise_willneed(zrp_file f, uint64_t offset, uint64_t len)
+{
+    int rc = posix_fadvise((int)f.fd, (off_t)offset, (off_t)len, POSIX_FADV_WILLNEED);
+    return rc ? -rc : 0;
+}
+
+static int do_flock(zrp_file f, int op)
+{
+    int rc;
+    do {
+        rc = flock((int)f.fd, op | LOCK_NB);
+    } while (rc < 0 && errno == EINTR);
+    if (rc < 0)
+        return errno == EWOULDBLOCK ? ZRP_EBUSY : neg_errno();
+    return 0;
+}
+
+int zrp_lock_exclusive(zrp_file f) { return do_flock(f, LOCK_EX); }
+int zrp_lock_shared(zrp_file f) { return do_flock(f, LOCK_SH); }
+
+/* ---------------------------------------------------------- directories */
+
+int zrp_path_exists(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+int zrp_is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int zrp_mkdir(const char *path)
+{
+    return mkdir(path, 0777) < 0 ? neg_errno() : 0;
+}
+
+int zrp_mkdir_parents(const char *path)
+{
+    size_t n = strlen(path);
+    if (n == 0)
+        return -EINVAL;
+    char *buf = malloc(n + 1);
+    if (!buf)
+        return -ENOMEM;
+    memcpy(buf, path, n + 1);
+    int rc = 0;
+    /* Create each prefix ending just before a '/', then the whole path. */
+    for (size_t i = 1; i <= n && rc == 0; i++) {
+        if (i < n && buf[i] != '/')
+            continue;
+        if (i < n && buf[i - 1] == '/')
+            continue; /* repeated slashes */
+        char saved = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0777) < 0) {
+            int err = errno;
+            if (err != EEXIST)
+                rc = -err;
+            else if (!zrp_is_dir(buf))
+                rc = -ENOTDIR;
+        }
+        buf[i] = saved;
+    }
+    free(buf);
+    return rc;
+}
+
+int zrp_unlink(const char *path)
+{
+    return unlink(path) < 0 ? neg_errno() : 0;
+}
+
+int zrp_fsync_dir(const char *path)
+{
+    int fd;
+    do {
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return neg_errno();
+    int rc;
+    do {
+        rc = fsync(fd);
+    } while (rc < 0 && errno == EINTR);
+    int err = rc < 0 ? neg_errno() : 0;
+    close(fd);
+    return err;
+}
+
+/* The directory part of `path` in a malloc'd string ("." if none). */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return strdup(".");
+    if (slash == path)
+        return strdup("/");
+    size_t n = (size_t)(slash - path);
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, path, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+int zrp_write_file_atomic(const char *path, const void *buf, size_t len)
+{
+    size_t n = strlen(path);
+    char *tmp = malloc(n + 32);
+    char *dir = dir_of(path);
+    int rc = 0;
+    if (!tmp || !dir) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    snprintf(tmp, n + 32, "%s.tmp.%ld", path, (long)getpid());
+    zrp_file f;
+    rc = zrp_open(&f, tmp, ZRP_WRITE | ZRP_CREATE);
+    if (rc < 0)
+        goto out;
+    rc = zrp_truncate(f, 0);
+    if (rc == 0)
+        rc = zrp_pwrite_all(f, buf, len, 0);
+    if (rc == 0)
+        rc = zrp_fsync(f);
+    int crc = zrp_close(&f);
+    if (rc == 0)
+        rc = crc;
+    if (rc == 0 && rename(tmp, path) < 0)
+        rc = neg_errno();
+    if (rc < 0) {
+        unlink(tmp);
+        goto out;
+    }
+    rc = zrp_fsync_dir(dir);
+out:
+    free(tmp);
+    free(dir);
+    return rc;
+}
+
+int zrp_read_file(const char *path, void **out, size_t *len, size_t max_len)
+{
+    *out = NULL;
+    *len = 0;
+    zrp_file f;
+    int rc = zrp_open(&f, path, ZRP_READ);
+    if (rc < 0)
+        return rc;
+    uint64_t size;
+    rc = zrp_file_size(f, &size);
+    if (rc == 0 && size > max_len)
+        rc = -EFBIG;
+    void *buf = NULL;
+    if (rc == 0) {
+        buf = malloc(size ? (size_t)size : 1);
+        if (!buf)
+            rc = -ENOMEM;
+    }
+    if (rc == 0)
+        rc = zrp_pread_all(f, buf, (size_t)size, 0);
+    zrp_close(&f);
+    if (rc < 0) {
+        free(buf);
+        return rc;
+    }
+    *out = buf;
+    *len = (size_t)size;
+    return 0;
+}
+
+/* -------------------------------------------------------------- threads */
+
+typedef struct thread_start {
+    void (*fn)(void *);
+    void *arg;
+} thread_start;
+
+static void *thread_trampoline(void *p)
+{
+    thread_start s = *(thread_start *)p;
+    free(p);
+    s.fn(s.arg);
+    return NULL;
+}
+
+int zrp_thread_start(zrp_thread *t, void (*fn)(void *), void *arg)
+{
+    thread_start *s = malloc(sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    s->fn = fn;
+    s->arg = arg;
+    pthread_t th;
+    int rc = pthread_create(&th, NULL, thread_trampoline, s);
+    if (rc) {
+        free(s);
+        return -rc;
+    }
+    t->handle = (uintptr_t)th;
+    return 0;
+}
+
+int zrp_thread_join(zrp_thread t)
+{
+    int rc = pthread_join((pthread_t)t.handle, NULL);
+    return rc ? -rc : 0;
+}
+
+int zrp_mutex_init(zrp_mutex *m)
+{
+    int rc = pthread_mutex_init((pthread_mutex_t *)(void *)m->opaque, NULL);
+    return rc ? -rc : 0;
+}
+void zrp_mutex_destroy(zrp_mutex *m) { pthread_mutex_destroy((pthread_mutex_t *)(void *)m->opaque); }
+void zrp_mutex_lock(zrp_mutex *m) { pthread_mutex_lock((pthread_mutex_t *)(void *)m->opaque); }
+void zrp_mutex_unlock(zrp_mutex *m) { pthread_mutex_unlock((pthread_mutex_t *)(void *)m->opaque); }
+
+int zrp_cond_init(zrp_cond *c)
+{
+    int rc = pthread_cond_init((pthread_cond_t *)(void *)c->opaque, NULL);
+    return rc ? -rc : 0;
+}
+void zrp_cond_destroy(zrp_cond *c) { pthread_cond_destroy((pthread_cond_t *)(void *)c->opaque); }
+void zrp_cond_wait(zrp_cond *c, zrp_mutex *m)
+{
+    pthread_cond_wait((pthread_cond_t *)(void *)c->opaque, (pthread_mutex_t *)(void *)m->opaque);
+}
+void zrp_cond_signal(zrp_cond *c) { pthread_cond_signal((pthread_cond_t *)(void *)c->opaque); }
+void zrp_cond_broadcast(zrp_cond *c) { pthread_cond_broadcast((pthread_cond_t *)(void *)c->opaque); }
+
+unsigned zrp_cpu_count(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0)
+            return (unsigned)n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1u;
+}
+
+uint64_t zrp_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+}
