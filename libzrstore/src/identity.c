@@ -1,0 +1,245 @@
+/*
+ * identity.c - the store.zr type identity: one msgpack map, exactly
+ *   dense  {"dtype": "<f4", "item_shape": [28, 28]}
+ *   ragged {"dtype": "<i4"}
+ * Written canonically (keys in that order, str keys, smallest unsigned int
+ * encodings) so that Python's msgpack.packb of the same dict gives the same
+ * bytes; read strictly (any other key, type, dtype or trailing byte is
+ * refused).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <msgpack.h>
+
+#include "zrs_internal.h"
+
+#define KEY_DTYPE "dtype"
+#define KEY_SHAPE "item_shape"
+
+int zrs__identity_check(zrs_identity *id, char *why)
+{
+    size_t itemsize = zrs_dtype_itemsize(id->dtype);
+    if (itemsize == 0) {
+        snprintf(why, ZRS_WHY_MAX, "unknown dtype value %d", (int)id->dtype);
+        return -1;
+    }
+    if (id->kind == ZRS_RAGGED) {
+        id->ndim = 0;
+        id->record_size = 0;
+        return 0;
+    }
+    if (id->kind != ZRS_DENSE) {
+        snprintf(why, ZRS_WHY_MAX, "unknown store kind %d", (int)id->kind);
+        return -1;
+    }
+    if (id->ndim > ZRS_MAX_NDIM) {
+        snprintf(why, ZRS_WHY_MAX, "item_shape has %zu dims, at most %d allowed",
+                 id->ndim, ZRS_MAX_NDIM);
+        return -1;
+    }
+    uint64_t size = itemsize;
+    for (size_t i = 0; i < id->ndim; i++) {
+        uint64_t d = id->shape[i];
+        if (d == 0) {
+            snprintf(why, ZRS_WHY_MAX,
+                     "item_shape[%zu] is 0; every dim must be >= 1", i);
+            return -1;
+        }
+        /* Checked against the limit at every step, so it cannot overflow:
+         * size <= 2^31 and the product is tested by division. */
+        if (d > ZRE_RECORD_MAX / size) {
+            snprintf(why, ZRS_WHY_MAX,
+                     "record size itemsize x prod(item_shape) exceeds the "
+                     "record limit of %" PRIu64 " bytes (at item_shape[%zu] = %"
+                     PRIu64 ")", (uint64_t)ZRE_RECORD_MAX, i, d);
+            return -1;
+        }
+        size *= d;
+    }
+    id->record_size = size;
+    return 0;
+}
+
+int zrs__identity_encode(const zrs_identity *id, void **out, size_t *len)
+{
+    msgpack_sbuffer sbuf;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sbuf);
+    msgpack_packer_init(&pk, &sbuf, msgpack_sbuffer_write);
+
+    const char *dt = zrs_dtype_str(id->dtype);
+    int bad = 0;
+    bad |= msgpack_pack_map(&pk, id->kind == ZRS_DENSE ? 2 : 1);
+    bad |= msgpack_pack_str(&pk, sizeof(KEY_DTYPE) - 1);
+    bad |= msgpack_pack_str_body(&pk, KEY_DTYPE, sizeof(KEY_DTYPE) - 1);
+    bad |= msgpack_pack_str(&pk, strlen(dt));
+    bad |= msgpack_pack_str_body(&pk, dt, strlen(dt));
+    if (id->kind == ZRS_DENSE) {
+        bad |= msgpack_pack_str(&pk, sizeof(KEY_SHAPE) - 1);
+        bad |= msgpack_pack_str_body(&pk, KEY_SHAPE, sizeof(KEY_SHAPE) - 1);
+        bad |= msgpack_pack_array(&pk, id->ndim);
+        /* pack_uint64 picks the smallest encoding (fixint, uint8, ...),
+         * as Python's packer does. */
+        for (size_t i = 0; i < id->ndim; i++)
+            bad |= msgpack_pack_uint64(&pk, id->shape[i]);
+    }
+    if (bad != 0) {
+        msgpack_sbuffer_destroy(&sbuf);
+        return zr_set_error(ZR_ENOMEM, "store.zr: out of memory encoding the identity");
+    }
+    *len = sbuf.size;
+    *out = msgpack_sbuffer_release(&sbuf);
+    return ZR_OK;
+}
+
+static int str_is(const msgpack_object *o, const char *s)
+{
+    size_t n = strlen(s);
+    return o->type == MSGPACK_OBJECT_STR && o->via.str.size == n &&
+           memcmp(o->via.str.ptr, s, n) == 0;
+}
+
+static const char *type_name(msgpack_object_type t)
+{
+    switch (t) {
+    case MSGPACK_OBJECT_NIL: return "nil";
+    case MSGPACK_OBJECT_BOOLEAN: return "bool";
+    case MSGPACK_OBJECT_POSITIVE_INTEGER: return "int";
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER: return "negative int";
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64: return "float";
+    case MSGPACK_OBJECT_STR: return "str";
+    case MSGPACK_OBJECT_ARRAY: return "array";
+    case MSGPACK_OBJECT_MAP: return "map";
+    case MSGPACK_OBJECT_BIN: return "bin";
+    case MSGPACK_OBJECT_EXT: return "ext";
+    }
+    return "unknown";
+}
+
+/* Fill id from the map; -1 with a reason on anything unexpected. */
+static int read_map(const msgpack_object *root, zrs_identity *id, char *why)
+{
+    if (root->type != MSGPACK_OBJECT_MAP) {
+        snprintf(why, ZRS_WHY_MAX, "expected a msgpack map, got %s",
+                 type_name(root->type));
+        return -1;
+    }
+    int have_dtype = 0, have_shape = 0;
+    const msgpack_object_map *m = &root->via.map;
+    for (uint32_t i = 0; i < m->size; i++) {
+        const msgpack_object *k = &m->ptr[i].key;
+        const msgpack_object *v = &m->ptr[i].val;
+        if (k->type != MSGPACK_OBJECT_STR) {
+            snprintf(why, ZRS_WHY_MAX, "map key %" PRIu32 " is a %s, expected str",
+                     i, type_name(k->type));
+            return -1;
+        }
+        if (str_is(k, KEY_DTYPE)) {
+            if (have_dtype) {
+                snprintf(why, ZRS_WHY_MAX, "duplicate key 'dtype'");
+                return -1;
+            }
+            have_dtype = 1;
+            if (v->type != MSGPACK_OBJECT_STR) {
+                snprintf(why, ZRS_WHY_MAX, "'dtype' is a %s, expected str",
+                         type_name(v->type));
+                return -1;
+            }
+            int found = 0;
+            for (int d = 0; d < ZRS_DTYPE_COUNT && !found; d++) {
+                if (str_is(v, zrs_dtype_str((zrs_dtype)d))) {
+                    id->dtype = (zrs_dtype)d;
+                    found = 1;
+                }
+            }
+            if (!found) {
+                int n = v->via.str.size > 40 ? 40 : (int)v->via.str.size;
+                snprintf(why, ZRS_WHY_MAX, "unsupported dtype '%.*s'", n,
+                         v->via.str.ptr);
+                return -1;
+            }
+        } else if (str_is(k, KEY_SHAPE)) {
+            if (have_shape) {
+                snprintf(why, ZRS_WHY_MAX, "duplicate key 'item_shape'");
+                return -1;
+            }
+            have_shape = 1;
+            if (v->type != MSGPACK_OBJECT_ARRAY) {
+                snprintf(why, ZRS_WHY_MAX, "'item_shape' is a %s, expected array",
+                         type_name(v->type));
+                return -1;
+            }
+            if (v->via.array.size > ZRS_MAX_NDIM) {
+                snprintf(why, ZRS_WHY_MAX,
+                         "'item_shape' has %" PRIu32 " dims, at most %d allowed",
+                         v->via.array.size, ZRS_MAX_NDIM);
+                return -1;
+            }
+            id->ndim = v->via.array.size;
+            for (uint32_t j = 0; j < v->via.array.size; j++) {
+                const msgpack_object *d = &v->via.array.ptr[j];
+                if (d->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+                    snprintf(why, ZRS_WHY_MAX,
+                             "item_shape[%" PRIu32 "] is a %s, expected a "
+                             "non-negative int", j, type_name(d->type));
+                    return -1;
+                }
+                id->shape[j] = d->via.u64;
+            }
+        } else {
+            int n = k->via.str.size > 40 ? 40 : (int)k->via.str.size;
+            snprintf(why, ZRS_WHY_MAX,
+                     "unexpected key '%.*s' (only 'dtype' and 'item_shape' "
+                     "are allowed)", n, k->via.str.ptr);
+            return -1;
+        }
+    }
+    if (!have_dtype) {
+        snprintf(why, ZRS_WHY_MAX, "no 'dtype' key");
+        return -1;
+    }
+    id->kind = have_shape ? ZRS_DENSE : ZRS_RAGGED;
+    return zrs__identity_check(id, why);
+}
+
+int zrs__identity_decode(const void *buf, size_t len, const char *file,
+                         zrs_identity *out)
+{
+    char why[ZRS_WHY_MAX];
+    zrs_identity id;
+    memset(&id, 0, sizeof id);
+
+    msgpack_unpacked res;
+    msgpack_unpacked_init(&res);
+    size_t off = 0;
+    msgpack_unpack_return ret =
+        msgpack_unpack_next(&res, (const char *)buf, len, &off);
+
+    int rc = ZR_OK;
+    if (ret == MSGPACK_UNPACK_NOMEM_ERROR) {
+        rc = zr_set_error(ZR_ENOMEM, "open: out of memory decoding %s", file);
+    } else if (len == 0) {
+        rc = zr_set_error(ZR_ENOTSTORE, "open: not a store: %s is empty", file);
+    } else if (ret == MSGPACK_UNPACK_CONTINUE) {
+        rc = zr_set_error(ZR_ENOTSTORE,
+                          "open: not a store: %s is truncated msgpack (%zu bytes)",
+                          file, len);
+    } else if (ret != MSGPACK_UNPACK_SUCCESS && ret != MSGPACK_UNPACK_EXTRA_BYTES) {
+        rc = zr_set_error(ZR_ENOTSTORE, "open: not a store: %s is not valid msgpack",
+                          file);
+    } else if (off != len) {
+        rc = zr_set_error(ZR_ENOTSTORE,
+                          "open: not a store: %s has %zu trailing bytes after "
+                          "the identity map", file, len - off);
+    } else if (read_map(&res.data, &id, why) != 0) {
+        rc = zr_set_error(ZR_ENOTSTORE, "open: not a store: %s: %s", file, why);
+    } else {
+        *out = id;
+    }
+    msgpack_unpacked_destroy(&res);
+    return rc;
+}

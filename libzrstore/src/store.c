@@ -1,0 +1,578 @@
+/*
+ * store.c - dense and ragged typed stores over one zrengine handle.
+ *
+ * The store adds type identity (store.zr) and record geometry; all bytes
+ * go straight to and from the engine without extra copies. A handle is
+ * immutable after create/open, so concurrent gathers and appends on it
+ * are as safe as the engine's.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zr_platform.h"
+#include "zrs_internal.h"
+
+struct zrs_store {
+    zre_engine *engine;
+    zrs_identity id;
+};
+
+/* store.zr is tiny; anything bigger is not ours. */
+#define STORE_ZR_MAX_BYTES (64u * 1024u)
+/* Index counts up to this resolve into a stack buffer (no malloc). */
+#define SMALL_INDEX_COUNT 64
+
+/* ------------------------------------------------------------- helpers */
+
+static uint64_t load_le64(const unsigned char *p)
+{
+    return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 |
+           (uint64_t)p[3] << 24 | (uint64_t)p[4] << 32 | (uint64_t)p[5] << 40 |
+           (uint64_t)p[6] << 48 | (uint64_t)p[7] << 56;
+}
+
+static const char *kind_name(zrs_kind k)
+{
+    return k == ZRS_DENSE ? "dense" : "ragged";
+}
+
+/* "<dir>/store.zr", malloc'd; NULL when out of memory. */
+static char *store_zr_path(const char *dir)
+{
+    size_t n = strlen(dir);
+    char *p = malloc(n + sizeof("/store.zr"));
+    if (p == NULL)
+        return NULL;
+    memcpy(p, dir, n);
+    memcpy(p + n, "/store.zr", sizeof("/store.zr"));
+    return p;
+}
+
+/* Close an engine after a failure without losing the failure's detail
+ * (a failing close would otherwise overwrite it). Returns rc. */
+static int close_engine_keep_error(zre_engine *e, int rc)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", zr_last_error());
+    zre_close(e);
+    return zr_set_error(rc, "%s", msg);
+}
+
+/* Null handle and kind checks shared by every typed call. */
+static int check_handle(const zrs_store *s, const char *what, int want_kind)
+{
+    if (s == NULL)
+        return zr_set_error(ZR_EINVAL, "%s: NULL store handle", what);
+    if (want_kind >= 0 && (int)s->id.kind != want_kind)
+        return zr_set_error(ZR_EINVAL,
+                            "%s: store %s is %s, this call is for %s stores",
+                            what, zre_path(s->engine), kind_name(s->id.kind),
+                            kind_name((zrs_kind)want_kind));
+    return ZR_OK;
+}
+
+/* Resolve indices into a caller-provided stack buffer when small, else
+ * into a malloc'd one (*heap receives it; free it after use). */
+static int resolve_tmp(const zrs_store *s, const char *what, const int64_t *index,
+                       uint64_t count, uint64_t *small, uint64_t **out,
+                       uint64_t **heap)
+{
+    *heap = NULL;
+    uint64_t *buf = small;
+    if (count > SMALL_INDEX_COUNT) {
+        if (count > SIZE_MAX / sizeof(uint64_t))
+            return zr_set_error(ZR_ENOMEM, "%s: %" PRIu64 " indices do not fit in memory",
+                                what, count);
+        buf = malloc((size_t)count * sizeof(uint64_t));
+        if (buf == NULL)
+            return zr_set_error(ZR_ENOMEM, "%s: cannot allocate %" PRIu64
+                                " resolved indices", what, count);
+        *heap = buf;
+    }
+    int rc = zrs_resolve_index(s, index, count, buf);
+    if (rc != ZR_OK) {
+        free(*heap);
+        *heap = NULL;
+        return rc;
+    }
+    *out = buf;
+    return ZR_OK;
+}
+
+/* ------------------------------------------------------ ragged records */
+
+int zrs__ragged_check(const unsigned char *rec, uint64_t size,
+                      zrs_dtype dtype, size_t *ndim_out, uint64_t *dims_out,
+                      uint64_t *payload_offset, char *why)
+{
+    size_t itemsize = zrs_dtype_itemsize(dtype);
+    if (itemsize == 0) {
+        snprintf(why, ZRS_WHY_MAX, "cannot be checked: unknown dtype value %d",
+                 (int)dtype);
+        return -1;
+    }
+    if (size < 8) {
+        snprintf(why, ZRS_WHY_MAX,
+                 "is %" PRIu64 " bytes, shorter than the 8-byte ndim prefix", size);
+        return -1;
+    }
+    uint64_t ndim = load_le64(rec);
+    if (ndim > ZRS_MAX_NDIM) {
+        snprintf(why, ZRS_WHY_MAX, "has ndim %" PRIu64 ", at most %d allowed",
+                 ndim, ZRS_MAX_NDIM);
+        return -1;
+    }
+    uint64_t prefix = ZRS_RAGGED_PREFIX_SIZE(ndim);
+    if (size < prefix) {
+        snprintf(why, ZRS_WHY_MAX,
+                 "is %" PRIu64 " bytes, shorter than its %" PRIu64
+                 "-byte shape prefix (ndim %" PRIu64 ")", size, prefix, ndim);
+        return -1;
+    }
+    uint64_t expect = itemsize;
+    int overflow = 0;
+    for (uint64_t j = 0; j < ndim; j++) {
+        uint64_t d = load_le64(rec + 8 + 8 * j);
+        if (d == 0) {
+            snprintf(why, ZRS_WHY_MAX,
+                     "has a zero-size dimension (dims[%" PRIu64 "] = 0); "
+                     "zero-byte records are not stored", j);
+            return -1;
+        }
+        if (d > UINT64_MAX / expect)
+            overflow = 1;
+        else
+            expect *= d;
+        if (dims_out != NULL)
+            dims_out[j] = d;
+    }
+    uint64_t payload = size - prefix;
+    if (overflow) {
+        snprintf(why, ZRS_WHY_MAX,
+                 "has dims whose element count overflows 64 bits "
+                 "(payload is %" PRIu64 " bytes)", payload);
+        return -1;
+    }
+    if (payload != expect) {
+        snprintf(why, ZRS_WHY_MAX,
+                 "has a %" PRIu64 "-byte payload, expected itemsize x prod(dims) = %"
+                 PRIu64 " bytes", payload, expect);
+        return -1;
+    }
+    if (ndim_out != NULL)
+        *ndim_out = (size_t)ndim;
+    if (payload_offset != NULL)
+        *payload_offset = prefix;
+    return 0;
+}
+
+int zrs_ragged_decode(const void *record, uint64_t size, zrs_dtype dtype,
+                      size_t *ndim, uint64_t *dims, uint64_t *payload_offset)
+{
+    if (record == NULL && size != 0)
+        return zr_set_error(ZR_EINVAL, "ragged_decode: NULL record");
+    if (zrs_dtype_itemsize(dtype) == 0)
+        return zr_set_error(ZR_EINVAL, "ragged_decode: unknown dtype value %d",
+                            (int)dtype);
+    char why[ZRS_WHY_MAX];
+    if (zrs__ragged_check(record, size, dtype, ndim, dims, payload_offset, why) != 0)
+        return zr_set_error(ZR_EINVAL, "ragged_decode: record %s", why);
+    return ZR_OK;
+}
+
+/* ------------------------------------------------------ create / open */
+
+static int create_store(zrs_store **out, const char *path, zrs_identity *id,
+                        zre_codec codec)
+{
+    char why[ZRS_WHY_MAX];
+    if (zrs__identity_check(id, why) != 0)
+        return zr_set_error(ZR_EINVAL, "create: %s", why);
+    if (zre_codec_name(codec) == NULL)
+        return zr_set_error(ZR_EINVAL,
+                            "create: unknown codec value %d (raw, zstd or zstd_dict)",
+                            (int)codec);
+    /* zstd_dict needs a trained dict.zr written before store.zr; this
+     * layer has no API to supply one yet. */
+    if (codec == ZRE_CODEC_ZSTD_DICT)
+        return zr_set_error(ZR_EUNSUPPORTED,
+                            "create: codec zstd_dict is not supported yet "
+                            "(no dictionary training); use raw or zstd");
+
+    /* Everything that can fail without touching the disk goes first. */
+    zrs_store *s = calloc(1, sizeof *s);
+    char *zr_path = store_zr_path(path);
+    void *buf = NULL;
+    size_t len = 0;
+    int rc = ZR_OK;
+    if (s == NULL || zr_path == NULL) {
+        rc = zr_set_error(ZR_ENOMEM, "create: out of memory for %s", path);
+        goto fail;
+    }
+    rc = zrs__identity_encode(id, &buf, &len);
+    if (rc != ZR_OK)
+        goto fail;
+
+    rc = zre_create(&s->engine, path, codec);
+    if (rc != ZR_OK)
+        goto fail;
+    /* store.zr marks the directory as a store, so the engine's files must
+     * be durable before it appears. */
+    rc = zre_sync(s->engine);
+    if (rc != ZR_OK) {
+        rc = close_engine_keep_error(s->engine, rc);
+        goto fail;
+    }
+    int prc = zrp_write_file_atomic(zr_path, buf, len);
+    if (prc != 0) {
+        zr_set_error(ZR_EIO, "create: cannot write %s (platform error %d); "
+                     "the directory is not a store", zr_path, prc);
+        rc = close_engine_keep_error(s->engine, ZR_EIO);
+        goto fail;
+    }
+    s->id = *id;
+    free(buf);
+    free(zr_path);
+    *out = s;
+    return ZR_OK;
+
+fail:
+    free(buf);
+    free(zr_path);
+    free(s);
+    return rc;
+}
+
+int zrs_create_dense(zrs_store **out, const char *path, zrs_dtype dtype,
+                     const uint64_t *item_shape, size_t ndim, zre_codec codec)
+{
+    if (out == NULL)
+        return zr_set_error(ZR_EINVAL, "create_dense: NULL output handle");
+    *out = NULL;
+    if (path == NULL)
+        return zr_set_error(ZR_EINVAL, "create_dense: NULL path");
+    if (ndim > ZRS_MAX_NDIM)
+        return zr_set_error(ZR_EINVAL,
+                            "create: item_shape has %zu dims, at most %d allowed",
+                            ndim, ZRS_MAX_NDIM);
+    if (ndim > 0 && item_shape == NULL)
+        return zr_set_error(ZR_EINVAL, "create: NULL item_shape with ndim %zu", ndim);
+    zrs_identity id;
+    memset(&id, 0, sizeof id);
+    id.kind = ZRS_DENSE;
+    id.dtype = dtype;
+    id.ndim = ndim;
+    for (size_t i = 0; i < ndim; i++)
+        id.shape[i] = item_shape[i];
+    return create_store(out, path, &id, codec);
+}
+
+int zrs_create_ragged(zrs_store **out, const char *path, zrs_dtype dtype,
+                      zre_codec codec)
+{
+    if (out == NULL)
+        return zr_set_error(ZR_EINVAL, "create_ragged: NULL output handle");
+    *out = NULL;
+    if (path == NULL)
+        return zr_set_error(ZR_EINVAL, "create_ragged: NULL path");
+    zrs_identity id;
+    memset(&id, 0, sizeof id);
+    id.kind = ZRS_RAGGED;
+    id.dtype = dtype;
+    return create_store(out, path, &id, codec);
+}
+
+int zrs_open(zrs_store **out, const char *path)
+{
+    if (out == NULL)
+        return zr_set_error(ZR_EINVAL, "open: NULL output handle");
+    *out = NULL;
+    if (path == NULL)
+        return zr_set_error(ZR_EINVAL, "open: NULL path");
+
+    zre_engine *e = NULL;
+    int rc = zre_open(&e, path);
+    if (rc != ZR_OK) {
+        if ((rc == ZR_ENOTSTORE || rc == ZR_EIO) && !zrp_path_exists(path))
+            return zr_set_error(ZR_ENOTSTORE, "open: not a store: %s does not exist",
+                                path);
+        return rc;
+    }
+
+    zrs_store *s = calloc(1, sizeof *s);
+    char *zr_path = store_zr_path(path);
+    void *buf = NULL;
+    size_t len = 0;
+    if (s == NULL || zr_path == NULL) {
+        zr_set_error(ZR_ENOMEM, "open: out of memory for %s", path);
+        rc = close_engine_keep_error(e, ZR_ENOMEM);
+        goto done;
+    }
+    if (!zrp_path_exists(zr_path)) {
+        zr_set_error(ZR_ENOTSTORE, "not a store: %s missing", zr_path);
+        rc = close_engine_keep_error(e, ZR_ENOTSTORE);
+        goto done;
+    }
+    int prc = zrp_read_file(zr_path, &buf, &len, STORE_ZR_MAX_BYTES);
+    if (prc != 0) {
+        zr_set_error(ZR_EIO, "open: cannot read %s (platform error %d; "
+                     "a store.zr is at most %u bytes)", zr_path, prc,
+                     STORE_ZR_MAX_BYTES);
+        rc = close_engine_keep_error(e, ZR_EIO);
+        buf = NULL;
+        goto done;
+    }
+    rc = zrs__identity_decode(buf, len, zr_path, &s->id);
+    if (rc != ZR_OK) {
+        rc = close_engine_keep_error(e, rc);
+        goto done;
+    }
+    s->engine = e;
+    *out = s;
+    s = NULL;
+
+done:
+    free(buf);
+    free(zr_path);
+    free(s);
+    return rc;
+}
+
+int zrs_close(zrs_store *s)
+{
+    if (s == NULL)
+        return ZR_OK;
+    int rc = zre_close(s->engine);
+    free(s);
+    return rc;
+}
+
+/* ---------------------------------------------------------- accessors */
+
+zrs_kind zrs_get_kind(const zrs_store *s) { return s ? s->id.kind : ZRS_DENSE; }
+
+zrs_dtype zrs_get_dtype(const zrs_store *s)
+{
+    return s ? s->id.dtype : ZRS_DTYPE_COUNT;
+}
+
+zre_codec zrs_get_codec(const zrs_store *s)
+{
+    return s ? zre_get_codec(s->engine) : ZRE_CODEC_RAW;
+}
+
+uint64_t zrs_length(const zrs_store *s) { return s ? zre_length(s->engine) : 0; }
+
+size_t zrs_item_ndim(const zrs_store *s)
+{
+    return (s && s->id.kind == ZRS_DENSE) ? s->id.ndim : 0;
+}
+
+const uint64_t *zrs_item_shape(const zrs_store *s)
+{
+    return (s && s->id.kind == ZRS_DENSE) ? s->id.shape : NULL;
+}
+
+uint64_t zrs_record_size(const zrs_store *s)
+{
+    return (s && s->id.kind == ZRS_DENSE) ? s->id.record_size : 0;
+}
+
+const char *zrs_path(const zrs_store *s) { return s ? zre_path(s->engine) : NULL; }
+
+zre_engine *zrs_engine(zrs_store *s) { return s ? s->engine : NULL; }
+
+/* ------------------------------------------------------------ indices */
+
+int zrs_resolve_index(const zrs_store *s, const int64_t *index, uint64_t count,
+                      uint64_t *out)
+{
+    if (s == NULL)
+        return zr_set_error(ZR_EINVAL, "resolve_index: NULL store handle");
+    if (count == 0)
+        return ZR_OK;
+    if (index == NULL || out == NULL)
+        return zr_set_error(ZR_EINVAL, "resolve_index: NULL %s with count %" PRIu64,
+                            index == NULL ? "index" : "output", count);
+    uint64_t length = zre_length(s->engine);
+    for (uint64_t i = 0; i < count; i++) {
+        int64_t v = index[i];
+        int ok;
+        uint64_t r = 0;
+        if (v >= 0) {
+            ok = (uint64_t)v < length;
+            r = (uint64_t)v;
+        } else {
+            /* |v| without overflowing on INT64_MIN. */
+            uint64_t mag = (uint64_t)(-(v + 1)) + 1;
+            ok = mag <= length;
+            r = length - mag;
+        }
+        if (!ok)
+            return zr_set_error(ZR_ERANGE,
+                                "index %" PRId64 " is out of range for a store of %"
+                                PRIu64 " records", v, length);
+        out[i] = r;
+    }
+    return ZR_OK;
+}
+
+/* -------------------------------------------------------------- dense */
+
+int zrs_append_dense(zrs_store *s, const void *data, uint64_t nbytes,
+                     uint64_t count, uint64_t *first_index)
+{
+    int rc = check_handle(s, "append", ZRS_DENSE);
+    if (rc != ZR_OK)
+        return rc;
+    uint64_t rs = s->id.record_size;
+    if (count > UINT64_MAX / rs)
+        return zr_set_error(ZR_EINVAL,
+                            "append: count %" PRIu64 " x record_size %" PRIu64
+                            " overflows; got %" PRIu64 " bytes", count, rs, nbytes);
+    uint64_t expect = count * rs;
+    if (nbytes != expect)
+        return zr_set_error(ZR_EINVAL,
+                            "append: expected %" PRIu64 " bytes (count x record_size"
+                            " = %" PRIu64 " x %" PRIu64 ") got %" PRIu64,
+                            expect, count, rs, nbytes);
+    if (count == 0) {
+        if (first_index != NULL)
+            *first_index = zre_length(s->engine);
+        return ZR_OK;
+    }
+    if (data == NULL)
+        return zr_set_error(ZR_EINVAL, "append: NULL data with count %" PRIu64, count);
+    return zre_append(s->engine, data, rs, NULL, count, first_index);
+}
+
+int zrs_gather_dense(zrs_store *s, const int64_t *index, uint64_t count,
+                     void *dst, uint64_t dst_capacity)
+{
+    int rc = check_handle(s, "gather", ZRS_DENSE);
+    if (rc != ZR_OK)
+        return rc;
+    if (count == 0)
+        return ZR_OK;
+    uint64_t rs = s->id.record_size;
+    if (index == NULL || dst == NULL)
+        return zr_set_error(ZR_EINVAL, "gather: NULL %s with count %" PRIu64,
+                            index == NULL ? "index" : "dst", count);
+    if (count > UINT64_MAX / rs || dst_capacity < count * rs)
+        return zr_set_error(ZR_EINVAL,
+                            "gather: dst holds %" PRIu64 " bytes, need count x "
+                            "record_size = %" PRIu64 " x %" PRIu64,
+                            dst_capacity, count, rs);
+    uint64_t small[SMALL_INDEX_COUNT];
+    uint64_t *idx = NULL, *heap = NULL;
+    rc = resolve_tmp(s, "gather", index, count, small, &idx, &heap);
+    if (rc != ZR_OK)
+        return rc;
+    rc = zre_gather(s->engine, idx, count, dst, dst_capacity, rs, NULL);
+    free(heap);
+    return rc;
+}
+
+/* ------------------------------------------------------------- ragged */
+
+int zrs_append_ragged(zrs_store *s, const void *packed, const uint64_t *bounds,
+                      uint64_t count, uint64_t *first_index)
+{
+    int rc = check_handle(s, "append_ragged", ZRS_RAGGED);
+    if (rc != ZR_OK)
+        return rc;
+    if (count == 0) {
+        if (first_index != NULL)
+            *first_index = zre_length(s->engine);
+        return ZR_OK;
+    }
+    if (packed == NULL || bounds == NULL)
+        return zr_set_error(ZR_EINVAL, "append_ragged: NULL %s with count %" PRIu64,
+                            packed == NULL ? "packed" : "bounds", count);
+    /* Validate every record before the engine writes anything, so one bad
+     * record leaves the store untouched. */
+    const unsigned char *base = packed;
+    char why[ZRS_WHY_MAX];
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t lo = bounds[i], hi = bounds[i + 1];
+        if (hi < lo)
+            return zr_set_error(ZR_EINVAL,
+                                "append_ragged: bounds decrease at record %" PRIu64
+                                " (bounds[%" PRIu64 "] = %" PRIu64 ", bounds[%" PRIu64
+                                "] = %" PRIu64 ")", i, i, lo, i + 1, hi);
+        if (hi > SIZE_MAX)
+            return zr_set_error(ZR_EINVAL,
+                                "append_ragged: record %" PRIu64 " ends at byte %"
+                                PRIu64 ", beyond this platform's address space", i, hi);
+        uint64_t size = hi - lo;
+        if (zrs__ragged_check(base + lo, size, s->id.dtype, NULL, NULL, NULL, why) != 0)
+            return zr_set_error(ZR_EINVAL, "append_ragged: record %" PRIu64 " %s",
+                                i, why);
+        if (size > ZRE_RECORD_MAX)
+            return zr_set_error(ZR_ETOOBIG,
+                                "append_ragged: record %" PRIu64 " is %" PRIu64
+                                " bytes, over the record limit of %" PRIu64 " bytes",
+                                i, size, (uint64_t)ZRE_RECORD_MAX);
+    }
+    return zre_append(s->engine, packed, 0, bounds, count, first_index);
+}
+
+int zrs_ragged_sizes(zrs_store *s, const int64_t *index, uint64_t count,
+                     uint64_t *sizes)
+{
+    int rc = check_handle(s, "ragged_sizes", ZRS_RAGGED);
+    if (rc != ZR_OK)
+        return rc;
+    if (count == 0)
+        return ZR_OK;
+    if (index == NULL || sizes == NULL)
+        return zr_set_error(ZR_EINVAL, "ragged_sizes: NULL %s with count %" PRIu64,
+                            index == NULL ? "index" : "sizes", count);
+    uint64_t small[SMALL_INDEX_COUNT];
+    uint64_t *idx = NULL, *heap = NULL;
+    rc = resolve_tmp(s, "ragged_sizes", index, count, small, &idx, &heap);
+    if (rc != ZR_OK)
+        return rc;
+    rc = zre_record_sizes(s->engine, idx, count, sizes);
+    free(heap);
+    return rc;
+}
+
+int zrs_gather_ragged(zrs_store *s, const int64_t *index, uint64_t count,
+                      void *dst, uint64_t dst_capacity, const uint64_t *bounds)
+{
+    int rc = check_handle(s, "gather_ragged", ZRS_RAGGED);
+    if (rc != ZR_OK)
+        return rc;
+    if (count == 0)
+        return ZR_OK;
+    if (index == NULL || dst == NULL || bounds == NULL)
+        return zr_set_error(ZR_EINVAL, "gather_ragged: NULL %s with count %" PRIu64,
+                            index == NULL ? "index" : dst == NULL ? "dst" : "bounds",
+                            count);
+    uint64_t small[SMALL_INDEX_COUNT];
+    uint64_t *idx = NULL, *heap = NULL;
+    rc = resolve_tmp(s, "gather_ragged", index, count, small, &idx, &heap);
+    if (rc != ZR_OK)
+        return rc;
+    rc = zre_gather(s->engine, idx, count, dst, dst_capacity, 0, bounds);
+    if (rc == ZR_OK) {
+        /* The engine checked sizes and frames; the shape prefix is ours. */
+        const unsigned char *base = dst;
+        char why[ZRS_WHY_MAX];
+        for (uint64_t i = 0; i < count; i++) {
+            if (zrs__ragged_check(base + bounds[i], bounds[i + 1] - bounds[i],
+                                  s->id.dtype, NULL, NULL, NULL, why) != 0) {
+                rc = zr_set_error(ZR_ECORRUPT,
+                                  "gather_ragged: record at index %" PRId64
+                                  " (store index %" PRIu64 ") %s",
+                                  index[i], idx[i], why);
+                break;
+            }
+        }
+    }
+    free(heap);
+    return rc;
+}

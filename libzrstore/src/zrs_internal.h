@@ -1,0 +1,49 @@
+/*
+ * zrs_internal.h - shared pieces of libzrstore (never installed).
+ */
+#ifndef ZRS_INTERNAL_H
+#define ZRS_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zrstore.h"
+
+/* A store's type identity: what store.zr says, plus the derived record
+ * width (dense only; 0 for ragged). */
+typedef struct zrs_identity {
+    zrs_kind kind;
+    zrs_dtype dtype;
+    size_t ndim;                    /* dense only */
+    uint64_t shape[ZRS_MAX_NDIM];   /* dense only, [0..ndim) */
+    uint64_t record_size;           /* dense only */
+} zrs_identity;
+
+/* Longest reason text the checkers below produce. */
+#define ZRS_WHY_MAX 160
+
+/* Check an identity and derive record_size. On failure writes a reason
+ * into why[0..ZRS_WHY_MAX) and returns -1; the caller picks the status
+ * (ZR_EINVAL on create, ZR_ENOTSTORE on open). */
+int zrs__identity_check(zrs_identity *id, char *why);
+
+/* Encode `id` (already checked) as the canonical msgpack map. On success
+ * *out is a malloc'd buffer of *len bytes the caller frees. ZR_ENOMEM
+ * (with detail) if the buffer cannot grow. */
+int zrs__identity_encode(const zrs_identity *id, void **out, size_t *len);
+
+/* Decode and check store.zr's bytes. `file` names the file in messages.
+ * ZR_ENOTSTORE (with detail saying what was wrong) on anything but
+ * exactly one valid identity map; ZR_ENOMEM if decoding runs out of
+ * memory. */
+int zrs__identity_decode(const void *buf, size_t len, const char *file,
+                         zrs_identity *out);
+
+/* Check one packed ragged record of `size` bytes against `dtype`.
+ * 0 on success (fills *ndim, dims and *payload_offset, any of which may
+ * be NULL); -1 with a reason in why[0..ZRS_WHY_MAX) otherwise. */
+int zrs__ragged_check(const unsigned char *rec, uint64_t size,
+                      zrs_dtype dtype, size_t *ndim, uint64_t *dims,
+                      uint64_t *payload_offset, char *why);
+
+#endif /* ZRS_INTERNAL_H */

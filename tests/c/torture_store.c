@@ -1,0 +1,1061 @@
+/*
+ * torture_store.c - libzrstore: dtypes, the store.zr identity, dense and
+ * ragged round trips across reopen, validation and error paths.
+ *
+ * Every test runs in its own temporary directory (under ZR_TEST_TMPDIR
+ * when set), removed afterwards.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ftw.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+#include <msgpack.h>
+
+#include <zrstore.h>
+
+/* ------------------------------------------------------------ fixture */
+
+typedef struct fixture {
+    char dir[512];
+    char path[600];
+} fixture;
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+static int setup(void **state)
+{
+    fixture *fx = calloc(1, sizeof *fx);
+    if (fx == NULL)
+        return -1;
+    const char *base = getenv("ZR_TEST_TMPDIR");
+    if (base == NULL || base[0] == '\0')
+        base = "/tmp";
+    mkdir(base, 0777); /* may already exist */
+    snprintf(fx->dir, sizeof fx->dir, "%s/zrs-XXXXXX", base);
+    if (mkdtemp(fx->dir) == NULL) {
+        free(fx);
+        return -1;
+    }
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *fx = *state;
+    nftw(fx->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(fx);
+    return 0;
+}
+
+/* A path inside the fixture directory (valid until the next call). */
+static const char *at(fixture *fx, const char *name)
+{
+    snprintf(fx->path, sizeof fx->path, "%s/%s", fx->dir, name);
+    return fx->path;
+}
+
+static int path_exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+#define assert_msg_contains(needle)                                            \
+    do {                                                                       \
+        const char *m_ = zr_last_error();                                      \
+        if (strstr(m_, (needle)) == NULL)                                      \
+            fail_msg("error detail '%s' does not contain '%s'", m_, (needle)); \
+    } while (0)
+
+/* Deterministic bytes (xorshift), so failures reproduce. */
+static void fill(unsigned char *p, size_t n, uint64_t seed)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        p[i] = (unsigned char)(x >> 24);
+    }
+}
+
+static void write_bytes(const char *p, const void *buf, size_t n)
+{
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* Read a whole small file into buf; returns its length. */
+static size_t read_bytes(const char *p, void *buf, size_t cap)
+{
+    FILE *f = fopen(p, "rb");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, cap, f);
+    assert_int_equal(fclose(f), 0);
+    return n;
+}
+
+static void put_le64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Append one ragged record [ndim][dims][payload] at buf + *len. */
+static void put_ragged(unsigned char *buf, uint64_t *len, size_t ndim,
+                       const uint64_t *dims, size_t itemsize, uint64_t seed)
+{
+    unsigned char *p = buf + *len;
+    put_le64(p, ndim);
+    uint64_t n = itemsize;
+    for (size_t j = 0; j < ndim; j++) {
+        put_le64(p + 8 + 8 * j, dims[j]);
+        n *= dims[j];
+    }
+    fill(p + 8 * (1 + ndim), (size_t)n, seed);
+    *len += 8 * (1 + ndim) + n;
+}
+
+static const zre_codec CODECS[] = {ZRE_CODEC_RAW, ZRE_CODEC_ZSTD};
+
+/* --------------------------------------------------------------- dtypes */
+
+static void test_dtype_parse(void **state)
+{
+    (void)state;
+    static const struct { const char *s; size_t size; } want[ZRS_DTYPE_COUNT] = {
+        {"|b1", 1}, {"|i1", 1}, {"<i2", 2}, {"<i4", 4}, {"<i8", 8},
+        {"|u1", 1}, {"<u2", 2}, {"<u4", 4}, {"<u8", 8}, {"<f2", 2},
+        {"<f4", 4}, {"<f8", 8}, {"<c8", 8}, {"<c16", 16}};
+    for (int i = 0; i < ZRS_DTYPE_COUNT; i++) {
+        zrs_dtype d = ZRS_DTYPE_COUNT;
+        assert_int_equal(zrs_dtype_parse(want[i].s, &d), ZR_OK);
+        assert_int_equal(d, i);
+        assert_string_equal(zrs_dtype_str((zrs_dtype)i), want[i].s);
+        assert_int_equal(zrs_dtype_itemsize((zrs_dtype)i), want[i].size);
+    }
+    static const char *bad[] = {">f4", "=f4", "f4", "float32", "<b1", "|f4",
+                                "<i1", "|i2", "<U4", "|O", "|S3", "<M8[ns]",
+                                "<c32", "<f4 ", "", "<f16"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        zrs_dtype d = ZRS_FLOAT32;
+        assert_int_equal(zrs_dtype_parse(bad[i], &d), ZR_EINVAL);
+        char quoted[32];
+        snprintf(quoted, sizeof quoted, "'%s'", bad[i]);
+        assert_msg_contains(quoted);
+        assert_msg_contains("|b1 |i1 <i2 <i4 <i8 |u1 <u2 <u4 <u8 <f2 <f4 <f8 <c8 <c16");
+    }
+    zrs_dtype d;
+    assert_int_equal(zrs_dtype_parse(NULL, &d), ZR_EINVAL);
+    assert_int_equal(zrs_dtype_parse("<f4", NULL), ZR_EINVAL);
+    assert_null(zrs_dtype_str(ZRS_DTYPE_COUNT));
+    assert_null(zrs_dtype_str((zrs_dtype)-1));
+    assert_int_equal(zrs_dtype_itemsize(ZRS_DTYPE_COUNT), 0);
+}
+
+static void test_version(void **state)
+{
+    (void)state;
+    assert_int_equal(zrstore_version(), ZRSTORE_VERSION_NUMBER);
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", ZRSTORE_VERSION_MAJOR,
+             ZRSTORE_VERSION_MINOR, ZRSTORE_VERSION_PATCH);
+    assert_string_equal(zrstore_version_string(), want);
+}
+
+/* -------------------------------------------------------- round trips */
+
+static void check_dense(zrs_store *s, const unsigned char *want, uint64_t n,
+                        uint64_t rs)
+{
+    assert_int_equal(zrs_length(s), n);
+    /* Reverse order through negative indices, then a forward pass. */
+    int64_t *idx = malloc(n * sizeof *idx);
+    unsigned char *got = malloc(n * rs);
+    assert_non_null(idx);
+    assert_non_null(got);
+    for (uint64_t i = 0; i < n; i++)
+        idx[i] = -(int64_t)i - 1;
+    assert_int_equal(zrs_gather_dense(s, idx, n, got, n * rs), ZR_OK);
+    for (uint64_t i = 0; i < n; i++)
+        assert_memory_equal(got + i * rs, want + (n - 1 - i) * rs, rs);
+    for (uint64_t i = 0; i < n; i++)
+        idx[i] = (int64_t)i;
+    memset(got, 0xAB, n * rs);
+    assert_int_equal(zrs_gather_dense(s, idx, n, got, n * rs), ZR_OK);
+    assert_memory_equal(got, want, n * rs);
+    free(idx);
+    free(got);
+}
+
+static void test_dense_roundtrip_all_dtypes(void **state)
+{
+    fixture *fx = *state;
+    const uint64_t shape[2] = {3, 5};
+    for (size_t c = 0; c < 2; c++) {
+        for (int d = 0; d < ZRS_DTYPE_COUNT; d++) {
+            char name[64];
+            snprintf(name, sizeof name, "dense-%s-%d", zre_codec_name(CODECS[c]), d);
+            char path[700];
+            snprintf(path, sizeof path, "%s", at(fx, name));
+            zrs_store *s = NULL;
+            assert_int_equal(zrs_create_dense(&s, path, (zrs_dtype)d, shape, 2,
+                                              CODECS[c]), ZR_OK);
+            uint64_t rs = zrs_dtype_itemsize((zrs_dtype)d) * 15;
+            assert_int_equal(zrs_record_size(s), rs);
+            const uint64_t n = 20;
+            unsigned char *data = malloc(n * rs);
+            assert_non_null(data);
+            fill(data, n * rs, (uint64_t)d * 7 + c);
+            /* Some compressible records too. */
+            memset(data + 2 * rs, 0, 3 * rs);
+            uint64_t first = 99;
+            assert_int_equal(zrs_append_dense(s, data, 7 * rs, 7, &first), ZR_OK);
+            assert_int_equal(first, 0);
+            assert_int_equal(zrs_append_dense(s, data + 7 * rs, 13 * rs, 13, &first),
+                             ZR_OK);
+            assert_int_equal(first, 7);
+            check_dense(s, data, n, rs);
+            assert_int_equal(zrs_close(s), ZR_OK);
+
+            assert_int_equal(zrs_open(&s, path), ZR_OK);
+            assert_int_equal(zrs_get_kind(s), ZRS_DENSE);
+            assert_int_equal(zrs_get_dtype(s), d);
+            assert_int_equal(zrs_get_codec(s), CODECS[c]);
+            assert_int_equal(zrs_item_ndim(s), 2);
+            assert_memory_equal(zrs_item_shape(s), shape, sizeof shape);
+            assert_int_equal(zrs_record_size(s), rs);
+            assert_string_equal(zrs_path(s), path);
+            assert_non_null(zrs_engine(s));
+            check_dense(s, data, n, rs);
+            assert_int_equal(zrs_close(s), ZR_OK);
+            free(data);
+        }
+    }
+}
+
+/* Build a batch of ragged records of mixed ndim (0..3) for dtype d. */
+static uint64_t build_ragged(unsigned char *buf, uint64_t *bounds, size_t itemsize,
+                             uint64_t seed)
+{
+    static const uint64_t dims[][3] = {
+        {0, 0, 0}, {5, 0, 0}, {2, 3, 0}, {1, 1, 1}, {4, 1, 2}, {17, 0, 0}, {0, 0, 0}};
+    static const size_t nd[] = {0, 1, 2, 3, 3, 1, 0};
+    uint64_t len = 0;
+    for (size_t i = 0; i < 7; i++) {
+        bounds[i] = len;
+        put_ragged(buf, &len, nd[i], dims[i], itemsize, seed + i);
+    }
+    bounds[7] = len;
+    return 7;
+}
+
+static void check_ragged(zrs_store *s, zrs_dtype dt, const unsigned char *want,
+                         const uint64_t *wb, uint64_t n)
+{
+    assert_int_equal(zrs_length(s), n);
+    int64_t idx[16];
+    uint64_t sizes[16], bounds[17];
+    for (uint64_t i = 0; i < n; i++)
+        idx[i] = (i % 2) ? (int64_t)i - (int64_t)n : (int64_t)i; /* mix signs */
+    assert_int_equal(zrs_ragged_sizes(s, idx, n, sizes), ZR_OK);
+    bounds[0] = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        assert_int_equal(sizes[i], wb[i + 1] - wb[i]);
+        bounds[i + 1] = bounds[i] + sizes[i];
+    }
+    unsigned char *got = malloc(bounds[n]);
+    assert_non_null(got);
+    assert_int_equal(zrs_gather_ragged(s, idx, n, got, bounds[n], bounds), ZR_OK);
+    assert_memory_equal(got, want, bounds[n]);
+    for (uint64_t i = 0; i < n; i++) {
+        size_t ndim = 99;
+        uint64_t dims[ZRS_MAX_NDIM], off = 0;
+        assert_int_equal(zrs_ragged_decode(got + bounds[i], sizes[i], dt, &ndim,
+                                           dims, &off), ZR_OK);
+        assert_int_equal(off, 8 * (1 + ndim));
+    }
+    free(got);
+}
+
+static void test_ragged_roundtrip_all_dtypes(void **state)
+{
+    fixture *fx = *state;
+    for (size_t c = 0; c < 2; c++) {
+        for (int d = 0; d < ZRS_DTYPE_COUNT; d++) {
+            char name[64], path[700];
+            snprintf(name, sizeof name, "ragged-%s-%d", zre_codec_name(CODECS[c]), d);
+            snprintf(path, sizeof path, "%s", at(fx, name));
+            zrs_store *s = NULL;
+            assert_int_equal(zrs_create_ragged(&s, path, (zrs_dtype)d, CODECS[c]),
+                             ZR_OK);
+            assert_int_equal(zrs_get_kind(s), ZRS_RAGGED);
+            assert_int_equal(zrs_item_ndim(s), 0);
+            assert_null(zrs_item_shape(s));
+            assert_int_equal(zrs_record_size(s), 0);
+            size_t isz = zrs_dtype_itemsize((zrs_dtype)d);
+            unsigned char buf[4096];
+            uint64_t bounds[8];
+            uint64_t n = build_ragged(buf, bounds, isz, (uint64_t)d * 31 + c);
+            uint64_t first = 99;
+            assert_int_equal(zrs_append_ragged(s, buf, bounds, n, &first), ZR_OK);
+            assert_int_equal(first, 0);
+            check_ragged(s, (zrs_dtype)d, buf, bounds, n);
+            assert_int_equal(zrs_close(s), ZR_OK);
+
+            assert_int_equal(zrs_open(&s, path), ZR_OK);
+            assert_int_equal(zrs_get_kind(s), ZRS_RAGGED);
+            assert_int_equal(zrs_get_dtype(s), d);
+            assert_int_equal(zrs_get_codec(s), CODECS[c]);
+            check_ragged(s, (zrs_dtype)d, buf, bounds, n);
+            assert_int_equal(zrs_close(s), ZR_OK);
+        }
+    }
+}
+
+/* A ragged append whose bounds do not start at 0 (records mid-buffer). */
+static void test_ragged_offset_bounds(void **state)
+{
+    fixture *fx = *state;
+    zrs_store *s = NULL;
+    assert_int_equal(zrs_create_ragged(&s, at(fx, "r"), ZRS_UINT16, ZRE_CODEC_ZSTD),
+                     ZR_OK);
+    unsigned char buf[256];
+    memset(buf, 0xEE, sizeof buf);
+    uint64_t len = 13, bounds[3];
+    const uint64_t d1[1] = {3}, d2[2] = {2, 2};
+    bounds[0] = len;
+    put_ragged(buf, &len, 1, d1, 2, 1);
+    bounds[1] = len;
+    put_ragged(buf, &len, 2, d2, 2, 2);
+    bounds[2] = len;
+    uint64_t first;
+    assert_int_equal(zrs_append_ragged(s, buf, bounds, 2, &first), ZR_OK);
+    assert_int_equal(first, 0);
+    int64_t idx[2] = {1, 0};
+    uint64_t sizes[2];
+    assert_int_equal(zrs_ragged_sizes(s, idx, 2, sizes), ZR_OK);
+    assert_int_equal(sizes[0], bounds[2] - bounds[1]);
+    assert_int_equal(sizes[1], bounds[1] - bounds[0]);
+    unsigned char got[256];
+    uint64_t gb[3] = {0, sizes[0], sizes[0] + sizes[1]};
+    assert_int_equal(zrs_gather_ragged(s, idx, 2, got, sizeof got, gb), ZR_OK);
+    assert_memory_equal(got, buf + bounds[1], sizes[0]);
+    assert_memory_equal(got + sizes[0], buf + bounds[0], sizes[1]);
+    assert_int_equal(zrs_close(s), ZR_OK);
+}
+
+static void test_dense_scalar(void **state)
+{
+    fixture *fx = *state;
+    char path[700];
+    snprintf(path, sizeof path, "%s", at(fx, "scalars"));
+    zrs_store *s = NULL;
+    assert_int_equal(zrs_create_dense(&s, path, ZRS_FLOAT64, NULL, 0, ZRE_CODEC_ZSTD),
+                     ZR_OK);
+    assert_int_equal(zrs_item_ndim(s), 0);
+    assert_int_equal(zrs_record_size(s), 8);
+    unsigned char data[8 * 100];
+    fill(data, sizeof data, 5);
+    assert_int_equal(zrs_append_dense(s, data, sizeof data, 100, NULL), ZR_OK);
+    check_dense(s, data, 100, 8);
+    assert_int_equal(zrs_close(s), ZR_OK);
+
+    /* {"dtype": "<f8", "item_shape": []} */
+    static const unsigned char want[] = {
+        0x82, 0xa5, 'd', 't', 'y', 'p', 'e', 0xa3, '<', 'f', '8',
+        0xaa, 'i', 't', 'e', 'm', '_', 's', 'h', 'a', 'p', 'e', 0x90};
+    unsigned char got[256];
+    char zr[800];
+    snprintf(zr, sizeof zr, "%s/store.zr", path);
+    assert_int_equal(read_bytes(zr, got, sizeof got), sizeof want);
+    assert_memory_equal(got, want, sizeof want);
+
+    assert_int_equal(zrs_open(&s, path), ZR_OK);
+    assert_int_equal(zrs_get_kind(s), ZRS_DENSE);
+    assert_int_equal(zrs_item_ndim(s), 0);
+    assert_int_equal(zrs_record_size(s), 8);
+    check_dense(s, data, 100, 8);
+    assert_int_equal(zrs_close(s), ZR_OK);
+}
+
+/* ------------------------------------------------------ identity bytes */
+
+static void expect_store_zr(fixture *fx, const char *name, const unsigned char *want,
+                            size_t n)
+{
+    char zr[800];
+    snprintf(zr, sizeof zr, "%s/%s/store.zr", fx->dir, name);
+    unsigned char got[512];
+    size_t len = read_bytes(zr, got, sizeof got);
+    assert_int_equal(len, n);
+    assert_memory_equal(got, want, n);
+}
+
+static void test_store_zr_bytes(void **state)
+{
+    fixture *fx = *state;
+    zrs_store *s = NULL;
+
+    /* msgpack.packb({"dtype": "<f4", "item_shape": [28, 28]}) */
+    const uint64_t mnist[2] = {28, 28};
+    assert_int_equal(zrs_create_dense(&s, at(fx, "a"), ZRS_FLOAT32, mnist, 2,
+                                      ZRE_CODEC_RAW), ZR_OK);
+    assert_int_equal(zrs_close(s), ZR_OK);
+    static const unsigned char a[] = {
+        0x82, 0xa5, 'd', 't', 'y', 'p', 'e', 0xa3, '<', 'f', '4',
+        0xaa, 'i', 't', 'e', 'm', '_', 's', 'h', 'a', 'p', 'e',
+        0x92, 0x1c, 0x1c};
+    expect_store_zr(fx, "a", a, sizeof a);
+
+    /* Wider ints take uint8 / uint16 / uint32 encodings, as Python's
+     * packer does: packb({"dtype": "|u1", "item_shape": [1]}),
+     * packb({"dtype": "|u1", "item_shape": [127, 128, 300]}),
+     * packb({"dtype": "<c16", "item_shape": [70000, 2]}). */
+    const uint64_t w1[1] = {1};
+    assert_int_equal(zrs_create_dense(&s, at(fx, "b"), ZRS_UINT8, w1, 1,
+                                      ZRE_CODEC_RAW), ZR_OK);
+    assert_int_equal(zrs_close(s), ZR_OK);
+    const uint64_t w2[3] = {127, 128, 300};
+    assert_int_equal(zrs_create_dense(&s, at(fx, "c"), ZRS_UINT8, w2, 3,
+                                      ZRE_CODEC_RAW), ZR_OK);
+    assert_int_equal(zrs_close(s), ZR_OK);
+    const uint64_t w3[2] = {70000, 2};
+    assert_int_equal(zrs_create_dense(&s, at(fx, "d"), ZRS_COMPLEX128, w3, 2,
+                                      ZRE_CODEC_ZSTD), ZR_OK);
+    assert_int_equal(zrs_close(s), ZR_OK);
+    static const unsigned char b[] = {
+        0x82, 0xa5, 'd', 't', 'y', 'p', 'e', 0xa3, '|', 'u', '1',
+        0xaa, 'i', 't', 'e', 'm', '_', 's', 'h', 'a', 'p', 'e', 0x91, 0x01};
+    expect_store_zr(fx, "b", b, sizeof b);
+    static const unsigned char c[] = {
+        0x82, 0xa5, 'd', 't', 'y', 'p', 'e', 0xa3, '|', 'u', '1',
+        0xaa, 'i', 't', 'e', 'm', '_', 's', 'h', 'a', 'p', 'e',
+        0x93, 0x7f, 0xcc, 0x80, 0xcd, 0x01, 0x2c};
+    expect_store_zr(fx, "c", c, sizeof c);
+    static const unsigned char dd[] = {
+        0x82, 0xa5, 'd', 't', 'y', 'p', 'e', 0xa4, '<', 'c', '1', '6',
+        0xaa, 'i', 't', 'e', 'm', '_', 's', 'h', 'a', 'p', 'e',
+        0x92, 0xce, 0x00, 0x01, 0x11, 0x70, 0x02};
+    expect_store_zr(fx, "d", dd, sizeof dd);
+
+    /* msgpack.packb({"dtype": "<i4"}) */
+    assert_int_equal(zrs_create_ragged(&s, at(fx, "e"), ZRS_INT32, ZRE_CODEC_RAW),
+                     ZR_OK);
+    assert_int_equal(zrs_close(s), ZR_OK);
+    static const unsigned char e[] = {
+        0x81, 0xa5, 'd', 't', 'y', 'p', 'e', 0xa3, '<', 'i', '4'};
+    expect_store_zr(fx, "e", e, sizeof e);
+
+    /* Reopen each: the bytes above decode back to the same identity. */
+    assert_int_equal(zrs_open(&s, at(fx, "c")), ZR_OK);
+    assert_int_equal(zrs_item_ndim(s), 3);
+    assert_memory_equal(zrs_item_shape(s), w2, sizeof w2);
+    assert_int_equal(zrs_record_size(s), 127 * 128 * 300);
+    assert_int_equal(zrs_close(s), ZR_OK);
+    assert_int_equal(zrs_open(&s, at(fx, "d")), ZR_OK);
+    assert_int_equal(zrs_get_dtype(s), ZRS_COMPLEX128);
+    assert_memory_equal(zrs_item_shape(s), w3, sizeof w3);
+    assert_int_equal(zrs_close(s), ZR_OK);
+}
+
+/* ------------------------------------------------------ bad store.zr */
+
+typedef struct bad_zr {
+    const char *what;
+    const unsigned char *bytes;
+    size_t len;
+    const char *msg; /* expected in the detail */
+} bad_zr;
+
+#define BYTES(...) (const unsigned char[]){__VA_ARGS__}, sizeof((const unsigned char[]){__VA_ARGS__})
+#define K_DTYPE 0xa5, 'd', 't', 'y', 'p', 'e'
+#define K_SHAPE 0xaa, 'i', 't', 'e', 'm', '_', 's', 'h', 'a', 'p', 'e'
+#define V_F4 0xa3, '<', 'f', '4'
+
+static void test_store_zr_invalid(void **state)
+{
+    fixture *fx = *state;
+    char path[700], zr[800];
+    snprintf(path, sizeof path, "%s", at(fx, "s"));
+    snprintf(zr, sizeof zr, "%s/store.zr", path);
+    const uint64_t shape[1] = {2};
+    zrs_store *s = NULL;
+    assert_int_equal(zrs_create_dense(&s, path, ZRS_FLOAT32, shape, 1, ZRE_CODEC_RAW),
+                     ZR_OK);
+    float vals[4] = {1, 2, 3, 4};
+    assert_int_equal(zrs_append_dense(s, vals, sizeof vals, 2, NULL), ZR_OK);
+    assert_int_equal(zrs_close(s), ZR_OK);
+    unsigned char good[64];
+    size_t good_len = read_bytes(zr, good, sizeof good);
+
+    const bad_zr cases[] = {
+        {"extra key", BYTES(0x83, K_DTYPE, V_F4, K_SHAPE, 0x91, 0x02, 0xa1, 'x', 0x01),
+         "unexpected key 'x'"},
+        {"extra key only", BYTES(0x82, K_DTYPE, V_F4, 0xa4, 'n', 'a', 'm', 'e', 0xa1, 'a'),
+         "unexpected key 'name'"},
+        {"shape is str", BYTES(0x82, K_DTYPE, V_F4, K_SHAPE, 0xa2, '2', '8'),
+         "'item_shape' is a str, expected array"},
+        {"dtype is int", BYTES(0x81, K_DTYPE, 0x05), "'dtype' is a int, expected str"},
+        {"dtype is bin", BYTES(0x81, K_DTYPE, 0xc4, 0x03, '<', 'f', '4'),
+         "'dtype' is a bin"},
+        {"negative dim", BYTES(0x82, K_DTYPE, V_F4, K_SHAPE, 0x91, 0xff),
+         "item_shape[0] is a negative int"},
+        {"float dim", BYTES(0x82, K_DTYPE, V_F4, K_SHAPE, 0x92, 0x01,
+                            0xcb, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0),
+         "item_shape[1] is a float"},
+        {"zero dim", BYTES(0x82, K_DTYPE, V_F4, K_SHAPE, 0x92, 0x02, 0x00),
+         "item_shape[1] is 0"},
+        {"big-endian dtype", BYTES(0x82, K_DTYPE, 0xa3, '>', 'f', '4', K_SHAPE, 0x91, 0x02),
+         "unsupported dtype '>f4'"},
+        {"unicode dtype", BYTES(0x81, K_DTYPE, 0xa3, '<', 'U', '4'),
+         "unsupported dtype '<U4'"},
+        {"trailing garbage", BYTES(0x82, K_DTYPE, V_F4, K_SHAPE, 0x91, 0x02, 0x00),
+         "1 trailing bytes"},
+        {"two maps", BYTES(0x81, K_DTYPE, V_F4, 0x81, K_DTYPE, V_F4),
+         "trailing bytes"},
+        {"empty", (const unsigned char *)"", 0, "is empty"},
+        {"truncated", BYTES(0x82, K_DTYPE, V_F4, K_SHAPE, 0x92, 0x02), "truncated"},
+        {"invalid msgpack", BYTES(0xc1), "not valid msgpack"},
+        {"array", BYTES(0x92, 0x01, 0x02), "expected a msgpack map, got array"},
+        {"no dtype", BYTES(0x81, K_SHAPE, 0x91, 0x02), "no 'dtype' key"},
+        {"duplicate dtype", BYTES(0x82, K_DTYPE, V_F4, K_DTYPE, V_F4),
+         "duplicate key 'dtype'"},
+        {"int key", BYTES(0x81, 0x01, V_F4), "map key 0 is a int"},
+        {"too big", BYTES(0x82, K_DTYPE, V_F4, K_SHAPE, 0x91, 0xce, 0x20, 0, 0, 0x01),
+         "exceeds the record limit"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_bytes(zr, cases[i].bytes, cases[i].len);
+        int rc = zrs_open(&s, path);
+        if (rc != ZR_ENOTSTORE)
+            fail_msg("case '%s': open returned %d, expected ZR_ENOTSTORE", cases[i].what,
+                     rc);
+        assert_null(s);
+        assert_msg_contains(cases[i].msg);
+        assert_msg_contains("store.zr");
+    }
+
+    /* ndim 33 via the packer. */
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 2);
+    msgpack_pack_str_with_body(&pk, "dtype", 5);
+    msgpack_pack_str_with_body(&pk, "|u1", 3);
+    msgpack_pack_str_with_body(&pk, "item_shape", 10);
+    msgpack_pack_array(&pk, ZRS_MAX_NDIM + 1);
+    for (int j = 0; j < ZRS_MAX_NDIM + 1; j++)
+        msgpack_pack_uint64(&pk, 1);
+    write_bytes(zr, sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    assert_int_equal(zrs_open(&s, path), ZR_ENOTSTORE);
+    assert_msg_contains("33 dims");
+
+    /* A valid map whose ints use wider encodings than needed still reads
+     * (a reader accepts any msgpack encoding of the same value). */
+    write_bytes(zr, BYTES(0x82, K_DTYPE, V_F4, K_SHAPE, 0x91, 0xcf, 0, 0, 0, 0, 0, 0, 0, 2));
+    assert_int_equal(zrs_open(&s, path), ZR_OK);
+    assert_int_equal(zrs_record_size(s), 8);
+    assert_int_equal(zrs_close(s), ZR_OK);
+
+    /* Missing store.zr. */
+    assert_int_equal(remove(zr), 0);
+    assert_int_equal(zrs_open(&s, path), ZR_ENOTSTORE);
+    assert_msg_contains("not a store: ");
+    assert_msg_contains("store.zr missing");
+
+    /* Every failed open released the lock: the good identity opens, and
+     * the data is intact. */
+    write_bytes(zr, good, good_len);
+    assert_int_equal(zrs_open(&s, path), ZR_OK);
+    float got[4];
+    int64_t idx[2] = {0, 1};
+    assert_int_equal(zrs_gather_dense(s, idx, 2, got, sizeof got), ZR_OK);
+    assert_memory_equal(got, vals, sizeof vals);
+    assert_int_equal(zrs_close(s), ZR_OK);
+}
+
+/* ------------------------------------------------------ append checks */
+
+static void test_dense_append_wrong_nbytes(void **state)
+{
+    fixture *fx = *state;
+    char path[700];
+    snprintf(path, sizeof path, "%s", at(fx, "d"));
+    const uint64_t shape[2] = {2, 5};
+    zrs_store *s = NULL;
+    assert_int_equal(zrs_create_dense(&s, path, ZRS_INT32, shape, 2, ZRE_CODEC_ZSTD),
+                     ZR_OK);
+    unsigned char data[40 * 4];
+    fill(data, sizeof data, 11);
+    uint64_t first = 0;
+    assert_int_equal(zrs_append_dense(s, data, 120, 3, &first), ZR_OK);
+    assert_int_equal(zrs_length(s), 3);
+
+    assert_int_equal(zrs_append_dense(s, data + 120, 119, 3, &first), ZR_EINVAL);
+    assert_msg_contains("expected 120 bytes");
+    assert_msg_contains("got 119");
+    assert_int_equal(zrs_append_dense(s, data, 160, 3, &first), ZR_EINVAL);
+    assert_msg_contains("got 160");
+    assert_int_equal(zrs_append_dense(s, data, 40, 0, &first), ZR_EINVAL);
+    assert_msg_contains("expected 0 bytes");
+    assert_int_equal(zrs_append_dense(s, data, 0, UINT64_MAX / 4, &first), ZR_EINVAL);
+    assert_int_equal(zrs_append_dense(s, NULL, 40, 1, &first), ZR_EINVAL);
+    assert_int_equal(zrs_length(s), 3);
+
+    /* count 0 is a no-op reporting the current length. */
+    first = 0;
+    assert_int_equal(zrs_append_dense(s, NULL, 0, 0, &first), ZR_OK);
+    assert_int_equal(first, 3);
+    assert_int_equal(zrs_append_dense(s, data, 0, 0, NULL), ZR_OK);
+    assert_int_equal(zrs_length(s), 3);
+    assert_int_equal(zrs_close(s), ZR_OK);
+
+    assert_int_equal(zrs_open(&s, path), ZR_OK);
+    check_dense(s, data, 3, 40);
+    /* Appends continue after reopen. */
+    assert_int_equal(zrs_append_dense(s, data + 120, 40, 1, &first), ZR_OK);
+    assert_int_equal(first, 3);
+    check_dense(s, data, 4, 40);
+    assert_int_equal(zrs_close(s), ZR_OK);
+}
+
+static void test_ragged_append_bad_record(void **state)
+{
+    fixture *fx = *state;
+    char path[700];
+    snprintf(path, sizeof path, "%s", at(fx, "r"));
+    zrs_store *s = NULL;
+    assert_int_equal(zrs_create_ragged(&s, path, ZRS_INT32, ZRE_CODEC_RAW), ZR_OK);
+
+    const uint64_t d3[1] = {3}, d22[2] = {2, 2}, d0[1] = {0}, d30[2] = {3, 0};
+    unsigned char buf[2048];
+    uint64_t bounds[8], len;
+
+    /* Record 3 has a payload one element short. */
+    len = 0;
+    for (int i = 0; i < 5; i++) {
+        bounds[i] = len;
+        put_ragged(buf, &len, 1, d3, 4, (uint64_t)i);
+    }
+    bounds[5] = len;
+    bounds[4] -= 4; /* record 3 loses 4 bytes, record 4 gains them at its start */
+    uint64_t first = 77;
+    assert_int_equal(zrs_append_ragged(s, buf, bounds, 5, &first), ZR_EINVAL);
+    assert_msg_contains("record 3 ");
+    assert_msg_contains("8-byte payload, expected itemsize x prod(dims) = 12");
+    assert_int_equal(zrs_length(s), 0);
+
+    /* Zero-size dimensions, 1-D and 2-D: zero-byte records are refused. */
+    len = 0;
+    bounds[0] = 0;
+    put_ragged(buf, &len, 2, d22, 4, 1);
+    bounds[1] = len;
+    put_ragged(buf, &len, 1, d0, 4, 2);
+    bounds[2] = len;
+    assert_int_equal(zrs_append_ragged(s, buf, bounds, 2, NULL), ZR_EINVAL);
+    assert_msg_contains("record 1 has a zero-size dimension");
+    len = 0;
+    put_ragged(buf, &len, 2, d30, 4, 2);
+    bounds[0] = 0;
+    bounds[1] = len;
+    assert_int_equal(zrs_append_ragged(s, buf, bounds, 1, NULL), ZR_EINVAL);
+    assert_msg_contains("record 0 has a zero-size dimension (dims[1] = 0)");
+    assert_int_equal(zrs_length(s), 0);
+
+    /* Empty record, short prefix, ndim too large, prefix longer than the
+     * record, decreasing bounds. */
+    len = 0;
+    put_ragged(buf, &len, 1, d3, 4, 3);
+    uint64_t b2[3] = {0, len, len};
+    assert_int_equal(zrs_append_ragged(s, buf, b2, 2, NULL), ZR_EINVAL);
+    assert_msg_contains("record 1 is 0 bytes, shorter than the 8-byte ndim prefix");
+    uint64_t b3[2] = {0, 5};
+    assert_int_equal(zrs_append_ragged(s, buf, b3, 1, NULL), ZR_EINVAL);
+    assert_msg_contains("record 0 is 5 bytes");
+    put_le64(buf + 100, 33);
+    uint64_t b4[2] = {100, 100 + 8 + 33 * 8 + 4};
+    assert_int_equal(zrs_append_ragged(s, buf, b4, 1, NULL), ZR_EINVAL);
+    assert_msg_contains("record 0 has ndim 33, at most 32 allowed");
+    put_le64(buf + 100, 4);
+    uint64_t b5[2] = {100, 124};
+    assert_int_equal(zrs_append_ragged(s, buf, b5, 1, NULL), ZR_EINVAL);
+    assert_msg_contains("shorter than its 40-byte shape prefix");
+    uint64_t b6[3] = {0, len, 3};
+    assert_int_equal(zrs_append_ragged(s, buf, b6, 2, NULL), ZR_EINVAL);
+    assert_msg_contains("bounds decrease at record 1");
+    /* Overflowing element count. */
+    put_le64(buf + 200, 2);
+    put_le64(buf + 208, UINT64_C(1) << 40);
+    put_le64(buf + 216, UINT64_C(1) << 40);
+    uint64_t b7[2] = {200, 228};
+    assert_int_equal(zrs_append_ragged(s, buf, b7, 1, NULL), ZR_EINVAL);
+    assert_msg_contains("overflows");
+    assert_int_equal(zrs_length(s), 0);
+    assert_int_equal(zrs_append_ragged(s, NULL, b7, 1, NULL), ZR_EINVAL);
+    assert_int_equal(zrs_append_ragged(s, buf, NULL, 1, NULL), ZR_EINVAL);
+
+    /* count 0: no-op. */
+    assert_int_equal(zrs_append_ragged(s, NULL, NULL, 0, &first), ZR_OK);
+    assert_int_equal(first, 0);
+
+    /* The store is untouched and still takes good records. */
+    len = 0;
+    bounds[0] = 0;
+    put_ragged(buf, &len, 1, d3, 4, 9);
+    bounds[1] = len;
+    assert_int_equal(zrs_append_ragged(s, buf, bounds, 1, &first), ZR_OK);
+    assert_int_equal(first, 0);
+    assert_int_equal(zrs_close(s), ZR_OK);
+    assert_int_equal(zrs_open(&s, path), ZR_OK);
+    check_ragged(s, ZRS_INT32, buf, bounds, 1);
+    assert_int_equal(zrs_close(s), ZR_OK);
+}
+
+static void test_ragged_decode(void **state)
+{
+    (void)state;
+    unsigned char rec[256];
+    uint64_t len = 0;
+    const uint64_t dims[3] = {2, 1, 3};
+    put_ragged(rec, &len, 3, dims, 2, 4);
+    assert_int_equal(len, 32 + 12);
+    size_t ndim = 0;
+    uint64_t got[ZRS_MAX_NDIM], off = 0;
+    assert_int_equal(zrs_ragged_decode(rec, len, ZRS_FLOAT16, &ndim, got, &off), ZR_OK);
+    assert_int_equal(ndim, 3);
+    assert_memory_equal(got, dims, sizeof dims);
+    assert_int_equal(off, 32);
+    /* Dims are little-endian regardless of host order. */
+    assert_int_equal(rec[8], 2);
+    assert_int_equal(rec[15], 0);
+    /* Same bytes, wrong dtype. */
+    assert_int_equal(zrs_ragged_decode(rec, len, ZRS_FLOAT32, &ndim, got, &off),
+                     ZR_EINVAL);
+    assert_msg_contains("expected itemsize x prod(dims) = 24");
+    /* Scalar record. */
+    len = 0;
+    put_ragged(rec, &len, 0, NULL, 16, 1);
+    assert_int_equal(len, 24);
+    assert_int_equal(zrs_ragged_decode(rec, len, ZRS_COMPLEX128, &ndim, got, &off),
+                     ZR_OK);
+    assert_int_equal(ndim, 0);
+    assert_int_equal(off, 8);
+    assert_int_equal(zrs_ragged_decode(rec, len, ZRS_DTYPE_COUNT, &ndim, got, &off),
+                     ZR_EINVAL);
+    assert_int_equal(zrs_ragged_decode(NULL, 8, ZRS_INT8, &ndim, got, &off), ZR_EINVAL);
+    assert_int_equal(zrs_ragged_decode(rec, 7, ZRS_INT8, NULL, NULL, NULL), ZR_EINVAL);
+}
+
+/* -------------------------------------------------------- indices */
+
+static void test_indices(void **state)
+{
+    fixture *fx = *state;
+    zrs_store *s = NULL;
+    assert_int_equal(zrs_create_dense(&s, at(fx, "labels"), ZRS_UINT8, NULL, 0,
+                                      ZRE_CODEC_RAW), ZR_OK);
+    enum { N = 60000 };
+    unsigned char *data = malloc(N);
+    assert_non_null(data);
+    for (int i = 0; i < N; i++)
+        data[i] = (unsigned char)(i * 7 + i / 256);
+    assert_int_equal(zrs_append_dense(s, data, N, N, NULL), ZR_OK);
+
+    int64_t idx[5] = {-1, -N, 0, 59999, -2};
+    uint64_t res[5];
+    assert_int_equal(zrs_resolve_index(s, idx, 5, res), ZR_OK);
+    assert_int_equal(res[0], N - 1);
+    assert_int_equal(res[1], 0);
+    assert_int_equal(res[2], 0);
+    assert_int_equal(res[3], N - 1);
+    assert_int_equal(res[4], N - 2);
+    unsigned char got[5];
+    assert_int_equal(zrs_gather_dense(s, idx, 5, got, 5), ZR_OK);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(got[i], data[res[i]]);
+
+    int64_t bad[2] = {3, 70000};
+    assert_int_equal(zrs_resolve_index(s, bad, 2, res), ZR_ERANGE);
+    assert_string_equal(zr_last_error(),
+                        "index 70000 is out of range for a store of 60000 records");
+    assert_int_equal(zrs_gather_dense(s, bad, 2, got, 5), ZR_ERANGE);
+    assert_msg_contains("index 70000 is out of range for a store of 60000 records");
+    int64_t neg = -60001;
+    assert_int_equal(zrs_resolve_index(s, &neg, 1, res), ZR_ERANGE);
+    assert_msg_contains("index -60001 is out of range");
+    int64_t edge[2] = {N, INT64_MIN};
+    assert_int_equal(zrs_resolve_index(s, edge, 1, res), ZR_ERANGE);
+    assert_int_equal(zrs_resolve_index(s, edge + 1, 1, res), ZR_ERANGE);
+    assert_int_equal(zrs_resolve_index(s, edge, 0, res), ZR_OK);
+    assert_int_equal(zrs_resolve_index(s, NULL, 1, res), ZR_EINVAL);
+
+    /* A large gather (heap-resolved indices) in shuffled order. */
+    enum { M = 5000 };
+    int64_t *many = malloc(M * sizeof *many);
+    unsigned char *out = malloc(M);
+    assert_non_null(many);
+    assert_non_null(out);
+    for (int i = 0; i < M; i++)
+        many[i] = (int64_t)((uint64_t)i * 7919u % N) - (i % 3 == 0 ? N : 0);
+    assert_int_equal(zrs_gather_dense(s, many, M, out, M), ZR_OK);
+    for (int i = 0; i < M; i++)
+        assert_int_equal(out[i], data[(uint64_t)i * 7919u % N]);
+    /* dst too small. */
+    assert_int_equal(zrs_gather_dense(s, many, M, out, M - 1), ZR_EINVAL);
+    assert_msg_contains("need count x record_size");
+    /* count 0 needs nothing. */
+    assert_int_equal(zrs_gather_dense(s, NULL, 0, NULL, 0), ZR_OK);
+    free(many);
+    free(out);
+    free(data);
+    assert_int_equal(zrs_close(s), ZR_OK);
+}
+
+/* ------------------------------------------------- create / open errors */
+
+static void test_create_existing(void **state)
+{
+    fixture *fx = *state;
+    char path[700];
+    snprintf(path, sizeof path, "%s", at(fx, "x"));
+    zrs_store *s = NULL;
+    assert_int_equal(zrs_create_ragged(&s, path, ZRS_UINT8, ZRE_CODEC_RAW), ZR_OK);
+    unsigned char rec[9] = {0};
+    uint64_t b[2] = {0, 9};
+    assert_int_equal(zrs_append_ragged(s, rec, b, 1, NULL), ZR_OK);
+    assert_int_equal(zrs_close(s), ZR_OK);
+
+    zrs_store *t = (zrs_store *)&t; /* must be reset to NULL */
+    assert_int_equal(zrs_create_ragged(&t, path, ZRS_UINT8, ZRE_CODEC_RAW), ZR_EEXIST);
+    assert_null(t);
+    const uint64_t sh[1] = {4};
+    assert_int_equal(zrs_create_dense(&t, path, ZRS_FLOAT32, sh, 1, ZRE_CODEC_RAW),
+                     ZR_EEXIST);
+    /* A plain directory is an existing path too. */
+    assert_int_equal(zrs_create_dense(&t, fx->dir, ZRS_FLOAT32, sh, 1, ZRE_CODEC_RAW),
+                     ZR_EEXIST);
+    /* The original store is untouched. */
+    assert_int_equal(zrs_open(&s, path), ZR_OK);
+    assert_int_equal(zrs_get_kind(s), ZRS_RAGGED);
+    assert_int_equal(zrs_length(s), 1);
+    assert_int_equal(zrs_close(s), ZR_OK);
+}
+
+static void test_create_invalid(void **state)
+{
+    fixture *fx = *state;
+    zrs_store *s = NULL;
+    const uint64_t zero[2] = {3, 0};
+    const uint64_t huge[2] = {UINT64_C(1) << 20, UINT64_C(1) << 20};
+    const uint64_t ok[1] = {4};
+    uint64_t many[ZRS_MAX_NDIM + 1];
+    for (int i = 0; i <= ZRS_MAX_NDIM; i++)
+        many[i] = 1;
+
+    assert_int_equal(zrs_create_dense(&s, at(fx, "a"), ZRS_FLOAT32, zero, 2,
+                                      ZRE_CODEC_RAW), ZR_EINVAL);
+    assert_msg_contains("item_shape[1] is 0");
+    assert_false(path_exists(at(fx, "a")));
+    assert_int_equal(zrs_create_dense(&s, at(fx, "a"), ZRS_FLOAT32, huge, 2,
+                                      ZRE_CODEC_RAW), ZR_EINVAL);
+    assert_msg_contains("record limit");
+    assert_int_equal(zrs_create_dense(&s, at(fx, "a"), ZRS_FLOAT32, many,
+                                      ZRS_MAX_NDIM + 1, ZRE_CODEC_RAW), ZR_EINVAL);
+    assert_msg_contains("33 dims");
+    assert_int_equal(zrs_create_dense(&s, at(fx, "a"), ZRS_FLOAT32, NULL, 1,
+                                      ZRE_CODEC_RAW), ZR_EINVAL);
+    assert_int_equal(zrs_create_dense(&s, at(fx, "a"), ZRS_DTYPE_COUNT, ok, 1,
+                                      ZRE_CODEC_RAW), ZR_EINVAL);
+    assert_msg_contains("unknown dtype");
+    assert_int_equal(zrs_create_ragged(&s, at(fx, "a"), (zrs_dtype)-3, ZRE_CODEC_RAW),
+                     ZR_EINVAL);
+    assert_int_equal(zrs_create_dense(&s, at(fx, "a"), ZRS_FLOAT32, ok, 1,
+                                      (zre_codec)9), ZR_EINVAL);
+    assert_msg_contains("codec");
+    assert_int_equal(zrs_create_ragged(&s, at(fx, "a"), ZRS_INT8, ZRE_CODEC_ZSTD_DICT),
+                     ZR_EUNSUPPORTED);
+    assert_int_equal(zrs_create_ragged(&s, NULL, ZRS_INT8, ZRE_CODEC_RAW), ZR_EINVAL);
+    assert_int_equal(zrs_create_ragged(NULL, at(fx, "a"), ZRS_INT8, ZRE_CODEC_RAW),
+                     ZR_EINVAL);
+    assert_false(path_exists(at(fx, "a")));
+    assert_null(s);
+    /* A 32-dim shape is fine. */
+    assert_int_equal(zrs_create_dense(&s, at(fx, "a"), ZRS_FLOAT32, many,
+                                      ZRS_MAX_NDIM, ZRE_CODEC_RAW), ZR_OK);
+    assert_int_equal(zrs_item_ndim(s), ZRS_MAX_NDIM);
+    assert_int_equal(zrs_close(s), ZR_OK);
+    assert_int_equal(zrs_open(&s, at(fx, "a")), ZR_OK);
+    assert_int_equal(zrs_item_ndim(s), ZRS_MAX_NDIM);
+    assert_int_equal(zrs_record_size(s), 4);
+    assert_int_equal(zrs_close(s), ZR_OK);
+}
+
+static void test_open_not_store(void **state)
+{
+    fixture *fx = *state;
+    zrs_store *s = (zrs_store *)&s;
+    /* A plain directory. */
+    assert_int_equal(zrs_open(&s, fx->dir), ZR_ENOTSTORE);
+    assert_null(s);
+    assert_true(strlen(zr_last_error()) > 0);
+    /* A missing path. */
+    assert_int_equal(zrs_open(&s, at(fx, "nope")), ZR_ENOTSTORE);
+    assert_msg_contains("nope");
+    /* An engine directory without store.zr (a crash before the identity
+     * was written) is not a store. */
+    zre_engine *e = NULL;
+    assert_int_equal(zre_create(&e, at(fx, "bare"), ZRE_CODEC_RAW), ZR_OK);
+    assert_int_equal(zre_close(e), ZR_OK);
+    assert_int_equal(zrs_open(&s, at(fx, "bare")), ZR_ENOTSTORE);
+    assert_msg_contains("store.zr missing");
+    assert_int_equal(zrs_open(&s, NULL), ZR_EINVAL);
+    assert_int_equal(zrs_open(NULL, fx->dir), ZR_EINVAL);
+}
+
+static void test_open_busy(void **state)
+{
+    fixture *fx = *state;
+    char path[700];
+    snprintf(path, sizeof path, "%s", at(fx, "b"));
+    zrs_store *s = NULL, *t = NULL;
+    assert_int_equal(zrs_create_ragged(&s, path, ZRS_UINT8, ZRE_CODEC_ZSTD), ZR_OK);
+    assert_int_equal(zrs_open(&t, path), ZR_EBUSY);
+    assert_null(t);
+    assert_int_equal(zrs_close(s), ZR_OK);
+    assert_int_equal(zrs_open(&s, path), ZR_OK);
+    assert_int_equal(zrs_open(&t, path), ZR_EBUSY);
+    assert_int_equal(zrs_close(s), ZR_OK);
+    assert_int_equal(zrs_open(&t, path), ZR_OK);
+    assert_int_equal(zrs_close(t), ZR_OK);
+}
+
+/* ----------------------------------------------- kind mismatch, NULLs */
+
+static void test_kind_mismatch(void **state)
+{
+    fixture *fx = *state;
+    zrs_store *d = NULL, *r = NULL;
+    const uint64_t sh[1] = {2};
+    assert_int_equal(zrs_create_dense(&d, at(fx, "d"), ZRS_INT16, sh, 1, ZRE_CODEC_RAW),
+                     ZR_OK);
+    assert_int_equal(zrs_create_ragged(&r, at(fx, "r"), ZRS_INT16, ZRE_CODEC_RAW), ZR_OK);
+    unsigned char buf[64] = {0};
+    uint64_t b[2] = {0, 10};
+    int64_t idx[1] = {0};
+    uint64_t sizes[1];
+    put_le64(buf, 0);
+
+    assert_int_equal(zrs_append_ragged(d, buf, b, 1, NULL), ZR_EINVAL);
+    assert_msg_contains("is dense");
+    assert_int_equal(zrs_gather_ragged(d, idx, 1, buf, sizeof buf, b), ZR_EINVAL);
+    assert_int_equal(zrs_ragged_sizes(d, idx, 1, sizes), ZR_EINVAL);
+    assert_int_equal(zrs_append_dense(r, buf, 4, 1, NULL), ZR_EINVAL);
+    assert_msg_contains("is ragged");
+    assert_int_equal(zrs_gather_dense(r, idx, 1, buf, sizeof buf), ZR_EINVAL);
+    assert_int_equal(zrs_length(d), 0);
+    assert_int_equal(zrs_length(r), 0);
+    /* Reading past the end of an empty store. */
+    assert_int_equal(zrs_gather_dense(d, idx, 1, buf, sizeof buf), ZR_ERANGE);
+    assert_int_equal(zrs_ragged_sizes(r, idx, 1, sizes), ZR_ERANGE);
+    assert_int_equal(zrs_close(d), ZR_OK);
+    assert_int_equal(zrs_close(r), ZR_OK);
+
+    /* NULL handles: errors, never crashes. */
+    assert_int_equal(zrs_append_dense(NULL, buf, 4, 1, NULL), ZR_EINVAL);
+    assert_msg_contains("NULL store");
+    assert_int_equal(zrs_append_ragged(NULL, buf, b, 1, NULL), ZR_EINVAL);
+    assert_int_equal(zrs_gather_dense(NULL, idx, 1, buf, sizeof buf), ZR_EINVAL);
+    assert_int_equal(zrs_gather_ragged(NULL, idx, 1, buf, sizeof buf, b), ZR_EINVAL);
+    assert_int_equal(zrs_ragged_sizes(NULL, idx, 1, sizes), ZR_EINVAL);
+    assert_int_equal(zrs_resolve_index(NULL, idx, 1, sizes), ZR_EINVAL);
+    assert_int_equal(zrs_close(NULL), ZR_OK);
+    assert_int_equal(zrs_length(NULL), 0);
+    assert_int_equal(zrs_record_size(NULL), 0);
+    assert_int_equal(zrs_item_ndim(NULL), 0);
+    assert_null(zrs_item_shape(NULL));
+    assert_null(zrs_path(NULL));
+    assert_null(zrs_engine(NULL));
+}
+
+/* A ragged store whose identity changed under it: gathered prefixes no
+ * longer match the dtype, which gather reports as corruption. */
+static void test_gather_ragged_corrupt(void **state)
+{
+    fixture *fx = *state;
+    char path[700], zr[800];
+    snprintf(path, sizeof path, "%s", at(fx, "c"));
+    snprintf(zr, sizeof zr, "%s/store.zr", path);
+    zrs_store *s = NULL;
+    assert_int_equal(zrs_create_ragged(&s, path, ZRS_INT32, ZRE_CODEC_ZSTD), ZR_OK);
+    unsigned char buf[256];
+    uint64_t len = 0, b[3];
+    const uint64_t d1[1] = {4}, d2[1] = {3};
+    b[0] = 0;
+    put_ragged(buf, &len, 1, d1, 4, 1); /* 16-byte payload */
+    b[1] = len;
+    put_ragged(buf, &len, 1, d2, 4, 2); /* 12-byte payload */
+    b[2] = len;
+    assert_int_equal(zrs_append_ragged(s, buf, b, 2, NULL), ZR_OK);
+    assert_int_equal(zrs_close(s), ZR_OK);
+
+    write_bytes(zr, BYTES(0x81, K_DTYPE, 0xa3, '<', 'i', '8'));
+    assert_int_equal(zrs_open(&s, path), ZR_OK);
+    int64_t idx[2] = {0, -1};
+    uint64_t sizes[2];
+    assert_int_equal(zrs_ragged_sizes(s, idx, 2, sizes), ZR_OK);
+    uint64_t gb[3] = {0, sizes[0], sizes[0] + sizes[1]};
+    unsigned char got[256];
+    /* As <i8, dims [4] needs a 32-byte payload; record 0 fails first. */
+    assert_int_equal(zrs_gather_ragged(s, idx, 2, got, sizeof got, gb), ZR_ECORRUPT);
+    assert_msg_contains("index 0");
+    int64_t last[1] = {-1};
+    uint64_t gb1[2] = {0, sizes[1]};
+    assert_int_equal(zrs_gather_ragged(s, last, 1, got, sizeof got, gb1), ZR_ECORRUPT);
+    assert_msg_contains("index -1 (store index 1)");
+    assert_int_equal(zrs_close(s), ZR_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dtype_parse),
+        cmocka_unit_test(test_version),
+        cmocka_unit_test_setup_teardown(test_dense_roundtrip_all_dtypes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ragged_roundtrip_all_dtypes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ragged_offset_bounds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dense_scalar, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_zr_bytes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_zr_invalid, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dense_append_wrong_nbytes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ragged_append_bad_record, setup, teardown),
+        cmocka_unit_test(test_ragged_decode),
+        cmocka_unit_test_setup_teardown(test_indices, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_existing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_invalid, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_not_store, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_busy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kind_mismatch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gather_ragged_corrupt, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
