@@ -1,0 +1,481 @@
+/*
+ * loader.c - libzloader: the endless prefetching loader.
+ *
+ * Scheduling: a ring of `prefetch` slots. A worker claims the next step to
+ * prepare (a shared counter) only while fewer than `prefetch` steps are
+ * claimed but not yet handed out, builds that step's batch without the
+ * lock (sampler + one gather per stream), and parks it in slot
+ * step % prefetch. Because at most `prefetch` steps are in flight, the
+ * slots of in-flight steps never collide. The consumer waits for the slot
+ * of its next step, so batches leave in step order and a batch depends
+ * only on (seed, step), never on which worker built it or when.
+ *
+ * Errors: the first failing step (smallest step number, so the outcome
+ * does not depend on timing) is recorded with its cause; workers stop
+ * claiming; batches of earlier steps, already claimed, still finish and are
+ * delivered; the consumer then gets ZR_ESTATE at the failing step.
+ */
+#include "zloader.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zr_platform.h"
+
+#ifndef ZLOADER_VERSION_STRING
+#error "ZLOADER_VERSION_STRING must be defined by the build"
+#endif
+
+unsigned zloader_version(void) { return ZLOADER_VERSION_NUMBER; }
+const char *zloader_version_string(void) { return ZLOADER_VERSION_STRING; }
+
+/* ---------------------------------------------------------------- types */
+
+typedef struct zld_part {
+    void *data;       /* malloc'd, NULL once detached */
+    uint64_t nbytes;
+    uint64_t *bounds; /* ragged: count + 1 offsets; dense: NULL */
+} zld_part;
+
+struct zld_batch {
+    uint64_t step;
+    uint64_t count;
+    uint64_t *indices;
+    size_t nstreams;
+    zld_part parts[]; /* nstreams entries */
+};
+
+#define ZLD_ERRMSG_MAX 1024
+
+struct zld_loader {
+    zrs_store **streams;
+    size_t nstreams;
+    zld_options opt;   /* resolved copy */
+    zsm_config cfg;
+
+    zrp_thread *threads;
+    unsigned nthreads;
+
+    zrp_mutex mu;
+    zrp_cond space;    /* workers: a slot came free, or stop/failure */
+    zrp_cond ready;    /* consumers: a batch or an error arrived, or stop */
+    zrp_cond idle;     /* close: the last consumer left zld_next */
+
+    zld_batch **slots; /* prefetch entries */
+    unsigned prefetch;
+    uint64_t next_claim; /* next step a worker will build */
+    uint64_t next_take;  /* next step the consumer gets */
+    unsigned consumers;  /* threads inside zld_next */
+    int stop;
+
+    int failed;
+    uint64_t fail_step;
+    int fail_status;
+    char fail_msg[ZLD_ERRMSG_MAX];
+};
+
+/* -------------------------------------------------------------- batches */
+
+static void batch_destroy(zld_batch *b)
+{
+    if (b == NULL) return;
+    for (size_t s = 0; s < b->nstreams; s++) {
+        free(b->parts[s].data);
+        free(b->parts[s].bounds);
+    }
+    free(b->indices);
+    free(b);
+}
+
+uint64_t zld_batch_step(const zld_batch *b) { return b ? b->step : 0; }
+uint64_t zld_batch_count(const zld_batch *b) { return b ? b->count : 0; }
+const uint64_t *zld_batch_indices(const zld_batch *b)
+{
+    return b ? b->indices : NULL;
+}
+
+void *zld_batch_data(zld_batch *b, size_t stream, uint64_t *nbytes)
+{
+    if (b == NULL || stream >= b->nstreams || b->parts[stream].data == NULL) {
+        if (nbytes) *nbytes = 0;
+        return NULL;
+    }
+    if (nbytes) *nbytes = b->parts[stream].nbytes;
+    return b->parts[stream].data;
+}
+
+const uint64_t *zld_batch_bounds(const zld_batch *b, size_t stream)
+{
+    if (b == NULL || stream >= b->nstreams) return NULL;
+    return b->parts[stream].bounds;
+}
+
+void *zld_batch_detach(zld_batch *b, size_t stream, uint64_t *nbytes)
+{
+    void *data = zld_batch_data(b, stream, nbytes);
+    if (data != NULL) b->parts[stream].data = NULL;
+    return data;
+}
+
+void zld_batch_free(zld_batch *b) { batch_destroy(b); }
+void zld_free(void *buffer) { free(buffer); }
+
+/* Build the batch of `step` (no lock held). On failure the calling
+ * thread's zr_last_error() says why. */
+static int build_batch(const zld_loader *l, uint64_t step, zld_batch **out)
+{
+    const uint64_t count = l->cfg.batch_size;
+    zld_batch *b = calloc(1, sizeof *b + l->nstreams * sizeof(zld_part));
+    if (b == NULL)
+        return zr_set_error(ZR_ENOMEM, "loader: out of memory for a batch");
+    b->step = step;
+    b->count = count;
+    b->nstreams = l->nstreams;
+    b->indices = malloc(count * sizeof *b->indices);
+    if (b->indices == NULL) {
+        batch_destroy(b);
+        return zr_set_error(ZR_ENOMEM, "loader: out of memory for %llu indices",
+                            (unsigned long long)count);
+    }
+    if (zsm_indices(&l->cfg, step, b->indices) != ZSM_OK) {
+        batch_destroy(b); /* validated at create: cannot happen */
+        return zr_set_error(ZR_EINVAL, "loader: the sampler refused step %llu",
+                            (unsigned long long)step);
+    }
+    /* Indices are < length <= INT64_MAX (checked at create), and signed
+     * and unsigned variants of one type may alias. */
+    const int64_t *index = (const int64_t *)b->indices;
+
+    for (size_t s = 0; s < l->nstreams; s++) {
+        zrs_store *st = l->streams[s];
+        zld_part *p = &b->parts[s];
+        int rc;
+        if (zrs_get_kind(st) == ZRS_DENSE) {
+            p->nbytes = count * zrs_record_size(st); /* overflow checked */
+            p->data = malloc(p->nbytes ? p->nbytes : 1);
+            if (p->data == NULL) {
+                rc = zr_set_error(ZR_ENOMEM,
+                                  "loader: out of memory for %llu bytes of stream %zu",
+                                  (unsigned long long)p->nbytes, s);
+            } else {
+                rc = zrs_gather_dense(st, index, count, p->data, p->nbytes);
+            }
+        } else {
+            p->bounds = malloc((count + 1) * sizeof *p->bounds);
+            if (p->bounds == NULL) {
+                rc = zr_set_error(ZR_ENOMEM,
+                                  "loader: out of memory for bounds of stream %zu", s);
+            } else {
+                rc = zrs_ragged_sizes(st, index, count, p->bounds + 1);
+            }
+            if (rc == ZR_OK) {
+                uint64_t total = 0;
+                p->bounds[0] = 0;
+                for (uint64_t i = 1; i <= count; i++) {
+                    if (p->bounds[i] > UINT64_MAX - total) {
+                        rc = zr_set_error(ZR_ETOOBIG,
+                                          "loader: stream %zu batch exceeds 2^64 bytes", s);
+                        break;
+                    }
+                    total += p->bounds[i];
+                    p->bounds[i] = total;
+                }
+                if (rc == ZR_OK) {
+                    p->nbytes = total;
+                    p->data = (total <= SIZE_MAX) ? malloc(total ? (size_t)total : 1)
+                                                   : NULL;
+                    if (p->data == NULL)
+                        rc = zr_set_error(ZR_ENOMEM,
+                                          "loader: out of memory for %llu bytes of stream %zu",
+                                          (unsigned long long)total, s);
+                    else
+                        rc = zrs_gather_ragged(st, index, count, p->data, total,
+                                               p->bounds);
+                }
+            }
+        }
+        if (rc != ZR_OK) {
+            /* keep the store's detail, adding which stream failed */
+            char cause[ZLD_ERRMSG_MAX - 64];
+            snprintf(cause, sizeof cause, "%s", zr_last_error());
+            zr_set_error(rc, "stream %zu (%s): %s", s, zrs_path(st), cause);
+            batch_destroy(b);
+            return rc;
+        }
+    }
+    *out = b;
+    return ZR_OK;
+}
+
+/* --------------------------------------------------------------- workers */
+
+static void worker_main(void *arg)
+{
+    zld_loader *l = arg;
+    zrp_mutex_lock(&l->mu);
+    for (;;) {
+        while (!l->stop && !l->failed &&
+               l->next_claim - l->next_take >= l->prefetch)
+            zrp_cond_wait(&l->space, &l->mu);
+        if (l->stop || l->failed) break;
+        uint64_t step = l->next_claim++;
+        zrp_mutex_unlock(&l->mu);
+
+        zld_batch *b = NULL;
+        int rc = build_batch(l, step, &b);
+        char msg[ZLD_ERRMSG_MAX];
+        if (rc != ZR_OK)
+            snprintf(msg, sizeof msg, "step %llu: %s", (unsigned long long)step,
+                     zr_last_error());
+
+        zrp_mutex_lock(&l->mu);
+        if (rc == ZR_OK) {
+            l->slots[step % l->prefetch] = b;
+        } else if (!l->failed || step < l->fail_step) {
+            l->failed = 1;
+            l->fail_step = step;
+            l->fail_status = rc;
+            memcpy(l->fail_msg, msg, sizeof msg);
+            zrp_cond_broadcast(&l->space); /* idle workers exit */
+        }
+        zrp_cond_broadcast(&l->ready);
+    }
+    zrp_mutex_unlock(&l->mu);
+}
+
+/* ---------------------------------------------------------------- create */
+
+static int check_sampler(const zsm_config *c)
+{
+    if (zsm_validate(c) == ZSM_OK) return ZR_OK;
+    if (c->batch_size == 0)
+        return zr_set_error(ZR_EINVAL, "zld_create: batch_size must be >= 1, got 0");
+    if (c->world_size == 0)
+        return zr_set_error(ZR_EINVAL, "zld_create: world_size must be >= 1, got 0");
+    if (c->rank >= c->world_size)
+        return zr_set_error(ZR_EINVAL, "zld_create: rank %u must be < world_size %u",
+                            (unsigned)c->rank, (unsigned)c->world_size);
+    if (zsm_mode_name(c->mode) == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_create: unknown sampler mode %d",
+                            (int)c->mode);
+    if (c->batch_size > UINT64_MAX / c->world_size)
+        return zr_set_error(ZR_EINVAL,
+                            "zld_create: batch_size %llu * world_size %u overflows",
+                            (unsigned long long)c->batch_size, (unsigned)c->world_size);
+    if (c->mode == ZSM_CYCLIC)
+        return zr_set_error(ZR_EINVAL,
+                            "zld_create: cyclic mode needs batch_size * world_size "
+                            "(%llu * %u) <= length %llu",
+                            (unsigned long long)c->batch_size, (unsigned)c->world_size,
+                            (unsigned long long)c->length);
+    return zr_set_error(ZR_EINVAL, "zld_create: the sampler refused the options");
+}
+
+static void loader_destroy(zld_loader *l)
+{
+    if (l->slots) {
+        for (unsigned i = 0; i < l->prefetch; i++) batch_destroy(l->slots[i]);
+    }
+    free(l->slots);
+    free(l->threads);
+    free(l->streams);
+    zrp_cond_destroy(&l->idle);
+    zrp_cond_destroy(&l->ready);
+    zrp_cond_destroy(&l->space);
+    zrp_mutex_destroy(&l->mu);
+    free(l);
+}
+
+/* Stop and join every started worker. */
+static void stop_workers(zld_loader *l)
+{
+    zrp_mutex_lock(&l->mu);
+    l->stop = 1;
+    zrp_cond_broadcast(&l->space);
+    zrp_cond_broadcast(&l->ready);
+    /* A consumer blocked in zld_next leaves with ZR_ECLOSED; wait for it
+     * before anything is freed. */
+    while (l->consumers > 0) zrp_cond_wait(&l->idle, &l->mu);
+    zrp_mutex_unlock(&l->mu);
+    for (unsigned i = 0; i < l->nthreads; i++) zrp_thread_join(l->threads[i]);
+    l->nthreads = 0;
+}
+
+int zld_create(zld_loader **out, zrs_store *const *streams, size_t nstreams,
+               const zld_options *options)
+{
+    if (out == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_create: out is NULL");
+    *out = NULL;
+    if (options == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_create: options is NULL");
+    if (options->version != ZLD_OPTIONS_VERSION)
+        return zr_set_error(ZR_EINVAL,
+                            "zld_create: options version %d, expected %d "
+                            "(start from ZLD_OPTIONS_INIT)",
+                            options->version, ZLD_OPTIONS_VERSION);
+    if (streams == NULL || nstreams == 0)
+        return zr_set_error(ZR_EINVAL, "zld_create: no streams, expected at least 1");
+    for (size_t s = 0; s < nstreams; s++) {
+        if (streams[s] == NULL)
+            return zr_set_error(ZR_EINVAL, "zld_create: stream %zu is NULL", s);
+    }
+    const uint64_t length = zrs_length(streams[0]);
+    for (size_t s = 1; s < nstreams; s++) {
+        uint64_t n = zrs_length(streams[s]);
+        if (n != length)
+            return zr_set_error(ZR_EINVAL,
+                                "zld_create: streams must be index-aligned, but stream 0 "
+                                "(%s) has %llu records and stream %zu (%s) has %llu",
+                                zrs_path(streams[0]), (unsigned long long)length, s,
+                                zrs_path(streams[s]), (unsigned long long)n);
+    }
+    if (length == 0)
+        return zr_set_error(ZR_EINVAL, "zld_create: stream 0 (%s) is empty",
+                            zrs_path(streams[0]));
+    if (length > (uint64_t)INT64_MAX)
+        return zr_set_error(ZR_EINVAL, "zld_create: %llu records exceed INT64_MAX",
+                            (unsigned long long)length);
+
+    zsm_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.length = length;
+    cfg.batch_size = options->batch_size;
+    cfg.seed = options->seed;
+    cfg.mode = options->mode;
+    cfg.rank = options->rank;
+    cfg.world_size = options->world_size;
+    int rc = check_sampler(&cfg);
+    if (rc != ZR_OK) return rc;
+    if (cfg.batch_size > UINT64_MAX / sizeof(uint64_t) - 1)
+        return zr_set_error(ZR_EINVAL, "zld_create: batch_size %llu is too large",
+                            (unsigned long long)cfg.batch_size);
+    for (size_t s = 0; s < nstreams; s++) {
+        uint64_t rs = zrs_record_size(streams[s]);
+        if (zrs_get_kind(streams[s]) == ZRS_DENSE && rs != 0 &&
+            cfg.batch_size > (uint64_t)SIZE_MAX / rs)
+            return zr_set_error(ZR_EINVAL,
+                                "zld_create: stream %zu (%s): batch_size %llu * record "
+                                "size %llu bytes exceeds the address space",
+                                s, zrs_path(streams[s]),
+                                (unsigned long long)cfg.batch_size,
+                                (unsigned long long)rs);
+    }
+
+    zld_options opt = *options;
+    if (opt.num_workers == 0) opt.num_workers = zrp_cpu_count();
+    if (opt.num_workers == 0) opt.num_workers = 1;
+    if (opt.prefetch == 0)
+        opt.prefetch = opt.num_workers > UINT32_MAX / 2 ? UINT32_MAX : 2 * opt.num_workers;
+    if (opt.prefetch == 0) opt.prefetch = 1;
+
+    zld_loader *l = calloc(1, sizeof *l);
+    if (l == NULL) return zr_set_error(ZR_ENOMEM, "zld_create: out of memory");
+    if (zrp_mutex_init(&l->mu) != 0) {
+        free(l);
+        return zr_set_error(ZR_ENOMEM, "zld_create: cannot create a mutex");
+    }
+    if (zrp_cond_init(&l->space) != 0) {
+        zrp_mutex_destroy(&l->mu);
+        free(l);
+        return zr_set_error(ZR_ENOMEM, "zld_create: cannot create a condition");
+    }
+    if (zrp_cond_init(&l->ready) != 0) {
+        zrp_cond_destroy(&l->space);
+        zrp_mutex_destroy(&l->mu);
+        free(l);
+        return zr_set_error(ZR_ENOMEM, "zld_create: cannot create a condition");
+    }
+    if (zrp_cond_init(&l->idle) != 0) {
+        zrp_cond_destroy(&l->ready);
+        zrp_cond_destroy(&l->space);
+        zrp_mutex_destroy(&l->mu);
+        free(l);
+        return zr_set_error(ZR_ENOMEM, "zld_create: cannot create a condition");
+    }
+
+    l->opt = opt;
+    l->cfg = cfg;
+    l->nstreams = nstreams;
+    l->prefetch = opt.prefetch;
+    l->next_claim = opt.start_step;
+    l->next_take = opt.start_step;
+    /* More workers than slots could never all be busy. */
+    unsigned nthreads = opt.num_workers < opt.prefetch ? opt.num_workers : opt.prefetch;
+    l->streams = malloc(nstreams * sizeof *l->streams);
+    l->slots = calloc(opt.prefetch, sizeof *l->slots);
+    l->threads = calloc(nthreads, sizeof *l->threads);
+    if (l->streams == NULL || l->slots == NULL || l->threads == NULL) {
+        loader_destroy(l);
+        return zr_set_error(ZR_ENOMEM, "zld_create: out of memory");
+    }
+    memcpy(l->streams, streams, nstreams * sizeof *l->streams);
+
+    for (unsigned i = 0; i < nthreads; i++) {
+        int trc = zrp_thread_start(&l->threads[i], worker_main, l);
+        if (trc != 0) {
+            stop_workers(l);
+            loader_destroy(l);
+            return zr_set_error(ZR_ENOMEM,
+                                "zld_create: cannot start worker thread %u of %u (error %d)",
+                                i, nthreads, trc);
+        }
+        l->nthreads = i + 1;
+    }
+    *out = l;
+    return ZR_OK;
+}
+
+/* ------------------------------------------------------------ consuming */
+
+int zld_next(zld_loader *l, zld_batch **out)
+{
+    if (out == NULL) return zr_set_error(ZR_EINVAL, "zld_next: out is NULL");
+    *out = NULL;
+    if (l == NULL) return zr_set_error(ZR_EINVAL, "zld_next: loader is NULL");
+
+    int rc = ZR_OK;
+    zrp_mutex_lock(&l->mu);
+    l->consumers++;
+    for (;;) {
+        if (l->stop) {
+            rc = zr_set_error(ZR_ECLOSED, "zld_next: the loader is closed");
+            break;
+        }
+        zld_batch **slot = &l->slots[l->next_take % l->prefetch];
+        if (*slot != NULL && (*slot)->step == l->next_take) {
+            *out = *slot;
+            *slot = NULL;
+            l->next_take++;
+            zrp_cond_signal(&l->space);
+            break;
+        }
+        if (l->failed && l->fail_step == l->next_take) {
+            rc = zr_set_error(ZR_ESTATE, "%s", l->fail_msg);
+            break;
+        }
+        zrp_cond_wait(&l->ready, &l->mu);
+    }
+    l->consumers--;
+    if (l->stop && l->consumers == 0) zrp_cond_broadcast(&l->idle);
+    zrp_mutex_unlock(&l->mu);
+    return rc;
+}
+
+uint64_t zld_next_step(const zld_loader *l)
+{
+    if (l == NULL) return 0;
+    zld_loader *m = (zld_loader *)l; /* the lock is not part of the value */
+    zrp_mutex_lock(&m->mu);
+    uint64_t step = m->next_take;
+    zrp_mutex_unlock(&m->mu);
+    return step;
+}
+
+void zld_close(zld_loader *l)
+{
+    if (l == NULL) return;
+    stop_workers(l);
+    loader_destroy(l);
+}

@@ -1,0 +1,569 @@
+/*
+ * torture_loader.c - libzloader over real stores: aligned streams, indices
+ * from the sampler, identical batches for any worker count, start_step,
+ * validation, worker errors surfacing at the consumer, close on a full
+ * queue.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <zloader.h>
+
+#include "zr_platform.h"
+
+#define N 1000u       /* records per stream */
+#define NSTREAMS 3
+
+typedef struct fixture {
+    char root[512];
+    char paths[NSTREAMS + 2][600];
+    zrs_store *s[NSTREAMS]; /* dense u32[2] raw, dense f64 scalar zstd, ragged i32 zstd */
+} fixture;
+
+/* ------------------------------------------------------------- helpers */
+
+static void make_root(fixture *f)
+{
+    const char *base = getenv("ZR_TEST_TMPDIR");
+    if (base == NULL || base[0] == '\0') base = "/tmp";
+    assert_int_equal(zrp_mkdir_parents(base), 0);
+    snprintf(f->root, sizeof f->root, "%s/loaderXXXXXX", base);
+    assert_non_null(mkdtemp(f->root));
+}
+
+/* Best-effort removal of a store directory: the files a small store has. */
+static void remove_store(const char *dir)
+{
+    static const char *names[] = {"store.zr", "meta.zr", "dict.zr", "0.loc",
+                                  "0.chunk", "1.chunk", "1.loc"};
+    char p[700];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        remove(p);
+    }
+    remove(dir);
+}
+
+static uint64_t ragged_len(uint64_t i) { return i % 5 + 1; }
+
+/* Build the three aligned streams of n records: record i of each encodes i. */
+static void build_streams(fixture *f, uint64_t n, zrs_store **out)
+{
+    uint64_t shape[1] = {2};
+    snprintf(f->paths[0], sizeof f->paths[0], "%s/dense_u32", f->root);
+    snprintf(f->paths[1], sizeof f->paths[1], "%s/dense_f64", f->root);
+    snprintf(f->paths[2], sizeof f->paths[2], "%s/ragged_i32", f->root);
+    assert_int_equal(zrs_create_dense(&out[0], f->paths[0], ZRS_UINT32, shape, 1,
+                                      ZRE_CODEC_RAW), ZR_OK);
+    assert_int_equal(zrs_create_dense(&out[1], f->paths[1], ZRS_FLOAT64, NULL, 0,
+                                      ZRE_CODEC_ZSTD), ZR_OK);
+    assert_int_equal(zrs_create_ragged(&out[2], f->paths[2], ZRS_INT32,
+                                       ZRE_CODEC_ZSTD), ZR_OK);
+
+    uint32_t *a = malloc(n * 2 * sizeof *a);
+    double *b = malloc(n * sizeof *b);
+    uint64_t *bounds = malloc((n + 1) * sizeof *bounds);
+    unsigned char *packed = malloc(n * (16 + 5 * 4));
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(bounds);
+    assert_non_null(packed);
+    uint64_t pos = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        a[2 * i] = (uint32_t)i;
+        a[2 * i + 1] = (uint32_t)(i * 7 + 1);
+        b[i] = (double)i * 0.5;
+        uint64_t ndim = 1, dim = ragged_len(i);
+        bounds[i] = pos;
+        memcpy(packed + pos, &ndim, 8);
+        memcpy(packed + pos + 8, &dim, 8);
+        pos += 16;
+        for (uint64_t k = 0; k < dim; k++) {
+            int32_t v = (int32_t)(i * 100 + k);
+            memcpy(packed + pos, &v, 4);
+            pos += 4;
+        }
+    }
+    bounds[n] = pos;
+    uint64_t first = 99;
+    assert_int_equal(zrs_append_dense(out[0], a, n * 8, n, &first), ZR_OK);
+    assert_int_equal(first, 0);
+    assert_int_equal(zrs_append_dense(out[1], b, n * 8, n, &first), ZR_OK);
+    assert_int_equal(zrs_append_ragged(out[2], packed, bounds, n, &first), ZR_OK);
+    free(a);
+    free(b);
+    free(bounds);
+    free(packed);
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    if (f == NULL) return -1;
+    make_root(f);
+    build_streams(f, N, f->s);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    for (int i = 0; i < NSTREAMS; i++) zrs_close(f->s[i]);
+    for (int i = 0; i < NSTREAMS + 2; i++)
+        if (f->paths[i][0]) remove_store(f->paths[i]);
+    remove(f->root);
+    free(f);
+    return 0;
+}
+
+static zld_options opts(uint64_t batch, zsm_mode mode, uint64_t seed,
+                        unsigned workers, unsigned prefetch)
+{
+    zld_options o = ZLD_OPTIONS_INIT;
+    o.batch_size = batch;
+    o.mode = mode;
+    o.seed = seed;
+    o.num_workers = workers;
+    o.prefetch = prefetch;
+    return o;
+}
+
+/* Check that every row of every stream holds the record of its index. */
+static void check_batch_content(zld_batch *b, uint64_t batch)
+{
+    const uint64_t *idx = zld_batch_indices(b);
+    uint64_t nb = 0;
+    assert_int_equal(zld_batch_count(b), batch);
+
+    const uint32_t *a = zld_batch_data(b, 0, &nb);
+    assert_non_null(a);
+    assert_int_equal(nb, batch * 8);
+    assert_null(zld_batch_bounds(b, 0));
+    const double *d = zld_batch_data(b, 1, &nb);
+    assert_non_null(d);
+    assert_int_equal(nb, batch * 8);
+    const unsigned char *r = zld_batch_data(b, 2, &nb);
+    const uint64_t *rb = zld_batch_bounds(b, 2);
+    assert_non_null(r);
+    assert_non_null(rb);
+    assert_int_equal(rb[0], 0);
+    assert_int_equal(rb[batch], nb);
+
+    for (uint64_t i = 0; i < batch; i++) {
+        uint64_t k = idx[i];
+        assert_true(k < N);
+        assert_int_equal(a[2 * i], k);
+        assert_int_equal(a[2 * i + 1], k * 7 + 1);
+        assert_true(d[i] == (double)k * 0.5);
+        size_t ndim = 0;
+        uint64_t dims[ZRS_MAX_NDIM], off = 0;
+        assert_int_equal(zrs_ragged_decode(r + rb[i], rb[i + 1] - rb[i], ZRS_INT32,
+                                           &ndim, dims, &off), ZR_OK);
+        assert_int_equal(ndim, 1);
+        assert_int_equal(dims[0], ragged_len(k));
+        for (uint64_t e = 0; e < dims[0]; e++) {
+            int32_t v;
+            memcpy(&v, r + rb[i] + off + 4 * e, 4);
+            assert_int_equal(v, (int32_t)(k * 100 + e));
+        }
+    }
+}
+
+/* --------------------------------------------------------------- tests */
+
+static void test_version(void **state)
+{
+    (void)state;
+    assert_int_equal(zloader_version(), ZLOADER_VERSION_NUMBER);
+    assert_string_equal(zloader_version_string(), "0.1.0");
+}
+
+static void test_aligned_and_sampler_indices(void **state)
+{
+    fixture *f = *state;
+    const zsm_mode modes[] = {ZSM_SEQUENTIAL, ZSM_IID, ZSM_CYCLIC};
+    for (size_t m = 0; m < 3; m++) {
+        zld_options o = opts(64, modes[m], 17, 2, 3);
+        zld_loader *l = NULL;
+        assert_int_equal(zld_create(&l, f->s, NSTREAMS, &o), ZR_OK);
+        zsm_config c = {N, 64, 17, modes[m], 0, 1};
+        uint64_t expect[64];
+        for (uint64_t step = 0; step < 40; step++) {
+            zld_batch *b = NULL;
+            assert_int_equal(zld_next_step(l), step);
+            assert_int_equal(zld_next(l, &b), ZR_OK);
+            assert_int_equal(zld_batch_step(b), step);
+            assert_int_equal(zsm_indices(&c, step, expect), ZSM_OK);
+            assert_memory_equal(zld_batch_indices(b), expect, sizeof expect);
+            check_batch_content(b, 64);
+            zld_batch_free(b);
+        }
+        zld_close(l);
+    }
+}
+
+/* All of one loader's batches for steps [0, steps), concatenated. */
+typedef struct run {
+    unsigned char *bytes;
+    size_t len;
+} run;
+
+static void append_bytes(run *r, const void *p, size_t n)
+{
+    r->bytes = realloc(r->bytes, r->len + n);
+    assert_non_null(r->bytes);
+    memcpy(r->bytes + r->len, p, n);
+    r->len += n;
+}
+
+static run collect(fixture *f, zld_options o, uint64_t steps)
+{
+    run r = {NULL, 0};
+    zld_loader *l = NULL;
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, &o), ZR_OK);
+    for (uint64_t k = 0; k < steps; k++) {
+        zld_batch *b = NULL;
+        assert_int_equal(zld_next(l, &b), ZR_OK);
+        assert_int_equal(zld_batch_step(b), o.start_step + k);
+        uint64_t step = zld_batch_step(b);
+        append_bytes(&r, &step, sizeof step);
+        append_bytes(&r, zld_batch_indices(b), zld_batch_count(b) * 8);
+        for (size_t s = 0; s < NSTREAMS; s++) {
+            uint64_t nb = 0;
+            void *data = zld_batch_data(b, s, &nb);
+            append_bytes(&r, &nb, sizeof nb);
+            append_bytes(&r, data, nb);
+            const uint64_t *bounds = zld_batch_bounds(b, s);
+            if (bounds) append_bytes(&r, bounds, (zld_batch_count(b) + 1) * 8);
+        }
+        zld_batch_free(b);
+    }
+    zld_close(l);
+    return r;
+}
+
+static void test_same_for_any_workers(void **state)
+{
+    fixture *f = *state;
+    const zsm_mode modes[] = {ZSM_IID, ZSM_CYCLIC};
+    for (size_t m = 0; m < 2; m++) {
+        run one = collect(f, opts(48, modes[m], 5, 1, 1), 50);
+        run many = collect(f, opts(48, modes[m], 5, 4, 8), 50);
+        run dflt = collect(f, opts(48, modes[m], 5, 0, 0), 50);
+        assert_int_equal(one.len, many.len);
+        assert_memory_equal(one.bytes, many.bytes, one.len);
+        assert_int_equal(one.len, dflt.len);
+        assert_memory_equal(one.bytes, dflt.bytes, one.len);
+        /* and another seed is another stream of batches */
+        run other = collect(f, opts(48, modes[m], 6, 3, 2), 50);
+        assert_int_equal(one.len == other.len &&
+                         memcmp(one.bytes, other.bytes, one.len) == 0, 0);
+        free(one.bytes);
+        free(many.bytes);
+        free(dflt.bytes);
+        free(other.bytes);
+    }
+}
+
+static void test_start_step(void **state)
+{
+    fixture *f = *state;
+    zld_options o = opts(100, ZSM_CYCLIC, 9, 2, 4);
+    run from0 = collect(f, o, 30);
+    o.start_step = 20;
+    o.num_workers = 3;
+    run from20 = collect(f, o, 10);
+    /* steps 20..29 of the first run are the whole second run */
+    size_t per = from0.len / 30;
+    assert_int_equal(from20.len, per * 10);
+    assert_memory_equal(from0.bytes + per * 20, from20.bytes, from20.len);
+    free(from0.bytes);
+    free(from20.bytes);
+
+    /* a far step is a seek, not a replay */
+    zld_loader *l = NULL;
+    o.start_step = UINT64_C(1) << 40;
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, &o), ZR_OK);
+    assert_int_equal(zld_next_step(l), o.start_step);
+    zld_batch *b = NULL;
+    assert_int_equal(zld_next(l, &b), ZR_OK);
+    assert_int_equal(zld_batch_step(b), o.start_step);
+    assert_int_equal(zld_next_step(l), o.start_step + 1);
+    check_batch_content(b, 100);
+    zld_batch_free(b);
+    zld_close(l);
+}
+
+static void test_ranks(void **state)
+{
+    fixture *f = *state;
+    /* two ranks together see the one-rank batch of twice the size */
+    zld_options whole = opts(80, ZSM_CYCLIC, 3, 2, 2);
+    zld_options r0 = opts(40, ZSM_CYCLIC, 3, 1, 2), r1 = r0;
+    r0.world_size = r1.world_size = 2;
+    r1.rank = 1;
+    zld_loader *lw, *l0, *l1;
+    assert_int_equal(zld_create(&lw, f->s, NSTREAMS, &whole), ZR_OK);
+    assert_int_equal(zld_create(&l0, f->s, NSTREAMS, &r0), ZR_OK);
+    assert_int_equal(zld_create(&l1, f->s, NSTREAMS, &r1), ZR_OK);
+    for (int k = 0; k < 15; k++) {
+        zld_batch *bw, *b0, *b1;
+        assert_int_equal(zld_next(lw, &bw), ZR_OK);
+        assert_int_equal(zld_next(l0, &b0), ZR_OK);
+        assert_int_equal(zld_next(l1, &b1), ZR_OK);
+        assert_memory_equal(zld_batch_indices(bw), zld_batch_indices(b0), 40 * 8);
+        assert_memory_equal(zld_batch_indices(bw) + 40, zld_batch_indices(b1), 40 * 8);
+        uint64_t n0, nw;
+        unsigned char *dw = zld_batch_data(bw, 0, &nw);
+        unsigned char *d0 = zld_batch_data(b0, 0, &n0);
+        assert_int_equal(nw, 2 * n0);
+        assert_memory_equal(dw, d0, n0);
+        check_batch_content(b1, 40);
+        zld_batch_free(bw);
+        zld_batch_free(b0);
+        zld_batch_free(b1);
+    }
+    zld_close(lw);
+    zld_close(l0);
+    zld_close(l1);
+}
+
+static void test_detach(void **state)
+{
+    fixture *f = *state;
+    zld_options o = opts(16, ZSM_IID, 1, 1, 1);
+    zld_loader *l = NULL;
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, &o), ZR_OK);
+    zld_batch *b = NULL;
+    assert_int_equal(zld_next(l, &b), ZR_OK);
+    uint64_t nb = 0, nb2 = 7;
+    void *before = zld_batch_data(b, 2, NULL);
+    void *buf = zld_batch_detach(b, 2, &nb);
+    assert_ptr_equal(buf, before);
+    assert_true(nb > 16 * 16);
+    assert_null(zld_batch_data(b, 2, &nb2));
+    assert_int_equal(nb2, 0);
+    assert_null(zld_batch_detach(b, 2, &nb2));
+    assert_non_null(zld_batch_bounds(b, 2)); /* bounds stay with the batch */
+    assert_null(zld_batch_data(b, NSTREAMS, &nb2));
+    assert_null(zld_batch_bounds(b, NSTREAMS));
+    zld_batch_free(b); /* the detached buffer survives the batch */
+    memset(buf, 0, nb);
+    zld_free(buf);
+    zld_free(NULL);
+    zld_batch_free(NULL);
+    zld_close(l);
+    zld_close(NULL);
+}
+
+static void test_create_errors(void **state)
+{
+    fixture *f = *state;
+    zld_loader *l = (zld_loader *)&l; /* must be reset to NULL */
+    zld_options o = opts(10, ZSM_CYCLIC, 0, 1, 1);
+
+    assert_int_equal(zld_create(&l, f->s, 0, &o), ZR_EINVAL);
+    assert_null(l);
+    assert_int_equal(zld_create(&l, NULL, 1, &o), ZR_EINVAL);
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, NULL), ZR_EINVAL);
+    assert_int_equal(zld_create(NULL, f->s, NSTREAMS, &o), ZR_EINVAL);
+    zld_options bad = o;
+    bad.version = 99;
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, &bad), ZR_EINVAL);
+    assert_non_null(strstr(zr_last_error(), "version"));
+    bad = o;
+    bad.batch_size = 0;
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, &bad), ZR_EINVAL);
+    assert_non_null(strstr(zr_last_error(), "batch_size"));
+    bad = o;
+    bad.batch_size = N + 1; /* cyclic needs batch <= length */
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, &bad), ZR_EINVAL);
+    assert_non_null(strstr(zr_last_error(), "1000"));
+    bad = o;
+    bad.rank = 2;
+    bad.world_size = 2;
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, &bad), ZR_EINVAL);
+    assert_non_null(strstr(zr_last_error(), "rank"));
+    bad = o;
+    bad.mode = (zsm_mode)9;
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, &bad), ZR_EINVAL);
+    assert_null(l);
+
+    /* a stream one record shorter than the others */
+    zrs_store *shortst = NULL;
+    snprintf(f->paths[3], sizeof f->paths[3], "%s/short", f->root);
+    assert_int_equal(zrs_create_dense(&shortst, f->paths[3], ZRS_UINT8, NULL, 0,
+                                      ZRE_CODEC_RAW), ZR_OK);
+    unsigned char *bytes = calloc(N - 1, 1);
+    assert_non_null(bytes);
+    assert_int_equal(zrs_append_dense(shortst, bytes, N - 1, N - 1, NULL), ZR_OK);
+    free(bytes);
+    zrs_store *mixed[3] = {f->s[0], f->s[2], shortst};
+    assert_int_equal(zld_create(&l, mixed, 3, &o), ZR_EINVAL);
+    assert_null(l);
+    const char *msg = zr_last_error();
+    assert_non_null(strstr(msg, "stream 0"));
+    assert_non_null(strstr(msg, "stream 2"));
+    assert_non_null(strstr(msg, "1000"));
+    assert_non_null(strstr(msg, "999"));
+
+    /* an empty store */
+    zrs_store *empty = NULL;
+    snprintf(f->paths[4], sizeof f->paths[4], "%s/empty", f->root);
+    assert_int_equal(zrs_create_dense(&empty, f->paths[4], ZRS_UINT8, NULL, 0,
+                                      ZRE_CODEC_RAW), ZR_OK);
+    o.mode = ZSM_IID;
+    assert_int_equal(zld_create(&l, &empty, 1, &o), ZR_EINVAL);
+    assert_non_null(strstr(zr_last_error(), "empty"));
+    zrs_close(empty);
+    zrs_close(shortst);
+
+    /* next with bad arguments */
+    zld_batch *b = NULL;
+    assert_int_equal(zld_next(NULL, &b), ZR_EINVAL);
+}
+
+/* Overwrite the second half of a zstd store's chunk file with garbage, so
+ * that decoding the records stored there fails. */
+static void corrupt_tail(const char *store_dir)
+{
+    char p[700];
+    snprintf(p, sizeof p, "%s/0.chunk", store_dir);
+    zrp_file fd;
+    assert_int_equal(zrp_open(&fd, p, ZRP_READ | ZRP_WRITE), 0);
+    uint64_t size = 0;
+    assert_int_equal(zrp_file_size(fd, &size), 0);
+    assert_true(size > 1000);
+    size_t n = (size_t)(size - size / 2);
+    unsigned char *junk = malloc(n);
+    assert_non_null(junk);
+    memset(junk, 0xA5, n);
+    assert_int_equal(zrp_pwrite_all(fd, junk, n, size / 2), 0);
+    free(junk);
+    assert_int_equal(zrp_close(&fd), 0);
+}
+
+static void test_worker_error_surfaces(void **state)
+{
+    fixture *f = *state;
+    /* Its own zstd store of 200 scalar records, corrupted in its second
+     * half; sequential batches of 10 walk into the damage in step order. */
+    zrs_store *bad = NULL;
+    snprintf(f->paths[3], sizeof f->paths[3], "%s/corrupt", f->root);
+    /* records of 32 equal u64 compress well, so every one is a zstd frame */
+    const uint64_t shape[1] = {32};
+    assert_int_equal(zrs_create_dense(&bad, f->paths[3], ZRS_UINT64, shape, 1,
+                                      ZRE_CODEC_ZSTD), ZR_OK);
+    static uint64_t vals[200 * 32];
+    for (uint64_t i = 0; i < 200 * 32; i++) vals[i] = (i / 32) * 0x0101010101010101ull;
+    assert_int_equal(zrs_append_dense(bad, vals, sizeof vals, 200, NULL), ZR_OK);
+    assert_int_equal(zrs_close(bad), ZR_OK);
+    corrupt_tail(f->paths[3]);
+    assert_int_equal(zrs_open(&bad, f->paths[3]), ZR_OK);
+
+    const unsigned configs[][2] = {{1, 1}, {4, 8}, {2, 3}};
+    uint64_t first_failure = UINT64_MAX;
+    for (size_t c = 0; c < 3; c++) {
+        zld_options o = opts(10, ZSM_SEQUENTIAL, 0, configs[c][0], configs[c][1]);
+        zld_loader *l = NULL;
+        assert_int_equal(zld_create(&l, &bad, 1, &o), ZR_OK);
+        uint64_t delivered = 0;
+        int rc;
+        for (;;) {
+            zld_batch *b = NULL;
+            rc = zld_next(l, &b);
+            if (rc != ZR_OK) {
+                assert_null(b);
+                break;
+            }
+            /* the good prefix arrives intact and in order */
+            assert_int_equal(zld_batch_step(b), delivered);
+            const uint64_t *v = zld_batch_data(b, 0, NULL);
+            for (uint64_t i = 0; i < 10 * 32; i++)
+                assert_int_equal(v[i], (delivered * 10 + i / 32) * 0x0101010101010101ull);
+            zld_batch_free(b);
+            delivered++;
+            assert_true(delivered <= 20);
+        }
+        assert_int_equal(rc, ZR_ESTATE);
+        assert_true(delivered >= 1);  /* the first half is intact */
+        assert_true(delivered < 20);  /* the second half is not */
+        char expect[64];
+        snprintf(expect, sizeof expect, "step %llu: ", (unsigned long long)delivered);
+        assert_true(strncmp(zr_last_error(), expect, strlen(expect)) == 0);
+        assert_true(strlen(zr_last_error()) > strlen(expect)); /* with a cause */
+        if (c == 0) print_message("worker error detail: %s\n", zr_last_error());
+        /* the same failure for any worker count */
+        if (first_failure == UINT64_MAX) first_failure = delivered;
+        assert_int_equal(delivered, first_failure);
+        /* the loader stays failed */
+        zld_batch *b = NULL;
+        assert_int_equal(zld_next(l, &b), ZR_ESTATE);
+        assert_null(b);
+        assert_int_equal(zld_next_step(l), delivered);
+        zld_close(l);
+    }
+    zrs_close(bad);
+}
+
+/* Spin for about `ms` milliseconds (a delay, never an assertion). */
+static void pause_ms(uint64_t ms)
+{
+    uint64_t end = zrp_now_ns() + ms * 1000000u;
+    while (zrp_now_ns() < end) {
+    }
+}
+
+static void test_close_on_full_queue(void **state)
+{
+    fixture *f = *state;
+    /* never consumed: workers fill the ring and block on it */
+    for (int round = 0; round < 3; round++) {
+        zld_options o = opts(32, ZSM_IID, (uint64_t)round, 4, 2);
+        zld_loader *l = NULL;
+        assert_int_equal(zld_create(&l, f->s, NSTREAMS, &o), ZR_OK);
+        if (round == 1) {
+            zld_batch *b = NULL;
+            assert_int_equal(zld_next(l, &b), ZR_OK);
+            zld_batch_free(b);
+        }
+        if (round > 0) pause_ms(50);
+        zld_close(l); /* returns: that is the test */
+    }
+    /* a prefetch of 1 with many workers */
+    zld_options o = opts(8, ZSM_CYCLIC, 1, 8, 1);
+    zld_loader *l = NULL;
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, &o), ZR_OK);
+    for (int k = 0; k < 5; k++) {
+        zld_batch *b = NULL;
+        assert_int_equal(zld_next(l, &b), ZR_OK);
+        assert_int_equal(zld_batch_step(b), (uint64_t)k);
+        zld_batch_free(b);
+    }
+    pause_ms(20);
+    zld_close(l);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_version),
+        cmocka_unit_test_setup_teardown(test_aligned_and_sampler_indices, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_same_for_any_workers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_start_step, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ranks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_detach, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_worker_error_surfaces, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_close_on_full_queue, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
