@@ -61,10 +61,15 @@ def read_idx(path):
 
 
 def progress(label, done, total, width=30):
+    """A one-line progress bar, redrawn in place on a terminal; in a log
+    (stdout not a terminal) only the finished line is written."""
+    tty = sys.stdout.isatty()
+    if not tty and done != total:
+        return
     filled = width * done // total
     bar = "#" * filled + "-" * (width - filled)
     end = "\n" if done == total else ""
-    print(f"\r  {label:<14} [{bar}] {done:>6}/{total}", end=end, flush=True)
+    print(f"{chr(13) if tty else ''}  {label:<14} [{bar}] {done:>6}/{total}", end=end, flush=True)
 
 
 def ingest(array, path, label, chunk=4096):
@@ -95,6 +100,7 @@ def prepare_stores(data_dir, store_dir):
         lbl_path = os.path.join(store_dir, split, "labels")
         paths[split] = (img_path, lbl_path)
         if os.path.exists(img_path) and os.path.exists(lbl_path):
+            print(f"  {split:<14} reusing the stores in {os.path.dirname(img_path)}")
             continue
         os.makedirs(os.path.join(store_dir, split), exist_ok=True)
         images = read_idx(os.path.join(data_dir, img_file))

@@ -1,0 +1,475 @@
+"""Zrecord: persistent typed record stores.
+
+Two contracts over one on-disk format (a store is a directory):
+
+``DenseStore``
+    every record is one array of the store's fixed ``item_shape`` and
+    ``dtype``. Reads are fixed-stride gathers; a selection of ``n`` records
+    comes back as one ``(n, *item_shape)`` array.
+``RaggedStore``
+    every record keeps its own shape (any ndim <= 32, ``()`` included; no
+    zero-size records). A selection comes back as a list of arrays.
+
+Indexing (both): ``store[i]`` (int or numpy integer, negatives wrap) is one
+record; ``store[a:b:c]`` (any step), ``store[[i, j]]`` / an int ndarray,
+``store[mask]`` (bool, length ``len(store)``) and ``store[i, j, k]`` (a
+tuple of ints: a record *set*, never ``store[i][j][k]``) select several.
+Out-of-range indices raise ``IndexError``; an empty selection gives an
+empty array / empty list.
+
+The dtype set is closed: bool, int8..int64, uint8..uint64, float16/32/64,
+complex64/128, stored little-endian (``np.dtype(x).str``, e.g. ``'<f4'``).
+
+Errors (see :mod:`loaderx.errors`): ``FileExistsError`` on ``create`` of an
+existing path, :class:`NotAStoreError` (a ``ValueError``) on ``open`` of a
+path that is not a store, :class:`StoreBusy` (a ``BlockingIOError``) when
+another handle holds the store, ``ValueError`` (``ClosedError``) on use
+after ``close``, ``ValueError`` on a dtype/shape mismatch in ``append``.
+
+Threads: reads and appends release the GIL and may run concurrently on one
+store from several threads; ``close`` must not race with them.
+"""
+
+import operator
+import os
+import weakref
+
+import numpy as np
+
+from . import _zr
+from .errors import (ClosedError, CorruptStoreError, NotAStoreError,
+                     StoreBusy, ZrError, closed)
+
+__all__ = [
+    "DenseStore", "RaggedStore", "open_store", "DTYPES", "CODECS",
+    "NotAStoreError", "StoreBusy", "CorruptStoreError", "ClosedError",
+    "ZrError",
+]
+
+#: The closed set of record dtypes, as numpy little-endian dtype strings.
+DTYPES = tuple(np.dtype(t).newbyteorder("<").str for t in (
+    np.bool_, np.int8, np.int16, np.int32, np.int64,
+    np.uint8, np.uint16, np.uint32, np.uint64,
+    np.float16, np.float32, np.float64, np.complex64, np.complex128))
+
+#: Codecs a store can be created with today.
+CODECS = ("raw", "zstd")
+
+_CODEC_IDS = {"raw": _zr.ZRE_CODEC_RAW, "zstd": _zr.ZRE_CODEC_ZSTD}
+
+_MAX_NDIM = _zr.ZRS_MAX_NDIM
+
+
+def _normalize_dtype(dtype):
+    """``np.dtype(dtype)`` in little-endian form, restricted to DTYPES."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise ValueError(f"unsupported dtype {dtype!r}: {exc}") from None
+    if dt.fields is None and dt.subdtype is None and dt.kind in "biufc":
+        le = dt.newbyteorder("<")
+        if le.str in DTYPES:
+            return le
+    raise ValueError(f"unsupported dtype {dtype!r} ({dt.str}); expected one of "
+                     f"{', '.join(np.dtype(d).name for d in DTYPES)}")
+
+
+def _normalize_codec(codec, dict_bytes):
+    if codec == "zstd_dict":
+        raise NotImplementedError(
+            "codec 'zstd_dict' is not available yet: dictionary training and "
+            "dict_bytes arrive in a later release; use 'zstd' or 'raw'")
+    if codec not in _CODEC_IDS:
+        raise ValueError(f"unknown codec {codec!r}; expected one of {CODECS}")
+    if dict_bytes is not None:
+        raise ValueError(f"dict_bytes is only meaningful with codec 'zstd_dict', not {codec!r}")
+    return _CODEC_IDS[codec]
+
+
+def _normalize_item_shape(item_shape):
+    if isinstance(item_shape, (int, np.integer)) and not isinstance(item_shape, bool):
+        item_shape = (item_shape,)
+    try:
+        shape = tuple(operator.index(d) for d in item_shape)
+    except TypeError:
+        raise ValueError(f"item_shape must be a tuple of ints, got {item_shape!r}") from None
+    if len(shape) > _MAX_NDIM:
+        raise ValueError(f"item_shape has {len(shape)} dims, at most {_MAX_NDIM} allowed")
+    if any(d < 1 for d in shape):
+        raise ValueError(f"item_shape dims must all be >= 1, got {shape}")
+    return shape
+
+
+def _fspath(path):
+    path = os.fspath(path)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    return path
+
+
+def _normalize_key(key, n):
+    """Turn an index expression into ``(True, i)`` for one record (i
+    already wrapped into [0, n)) or ``(False, idx)`` with idx a C-contiguous
+    int64 ndarray of absolute indices (any ndim; 1-D except for int
+    arrays of higher rank)."""
+    if isinstance(key, (bool, np.bool_)):
+        raise TypeError("a store index must be an int, slice, int array, bool mask "
+                        "or tuple of ints, not a bool")
+    if isinstance(key, (int, np.integer)):
+        i = int(key)
+        if i < -n or i >= n:
+            raise IndexError(f"index {i} out of range for store of {n} records")
+        return True, i + n if i < 0 else i
+    if isinstance(key, slice):
+        return False, np.arange(*key.indices(n), dtype=np.int64)
+    if isinstance(key, tuple):
+        try:
+            items = [operator.index(k) for k in key]
+        except TypeError:
+            raise TypeError("a tuple index selects a record set and must hold ints only, "
+                            f"got {key!r}") from None
+        if any(isinstance(k, (bool, np.bool_)) for k in key):
+            raise TypeError(f"a tuple index must hold ints, not bools: {key!r}")
+        arr = np.array(items, dtype=np.int64)
+    else:
+        arr = np.asarray(key)
+        if arr.dtype == np.bool_:
+            if arr.ndim != 1 or arr.shape[0] != n:
+                raise IndexError(f"boolean mask has shape {arr.shape}, expected ({n},) "
+                                 f"to match the store length")
+            return False, np.flatnonzero(arr).astype(np.int64, copy=False)
+        if arr.size == 0:
+            return False, np.empty(arr.shape, dtype=np.int64)
+        if arr.dtype.kind == "u":
+            if arr.max() > np.iinfo(np.int64).max:
+                raise IndexError(f"index {int(arr.max())} out of range for store of {n} records")
+            arr = arr.astype(np.int64)
+        elif arr.dtype.kind != "i":
+            raise TypeError(f"index arrays must hold integers or bools, got dtype {arr.dtype}")
+        if arr.ndim == 0:
+            return _normalize_key(int(arr), n)
+    arr = np.ascontiguousarray(arr, dtype=np.int64)
+    if arr.size:
+        bad = (arr < -n) | (arr >= n)
+        if bad.any():
+            first = int(arr.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]])
+            raise IndexError(f"index {first} out of range for store of {n} records")
+        arr = np.where(arr < 0, arr + n, arr)
+    return False, np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def _unpack_ragged(buf, bounds, dtype):
+    """Split a uint8 buffer of packed ragged records ([u64le ndim][u64le
+    dims][payload] each, record j at buf[bounds[j]:bounds[j+1]]) into a
+    list of ndarrays of ``dtype``. The arrays are views into ``buf``."""
+    out = []
+    b = bounds.tolist()
+    itemsize = dtype.itemsize
+    for j in range(len(b) - 1):
+        start, end = b[j], b[j + 1]
+        if end - start < 8:
+            raise CorruptStoreError(f"ragged record {j} of the batch is {end - start} bytes, "
+                                    "shorter than its prefix")
+        nd = int(buf[start:start + 8].view("<u8")[0])
+        pay = start + 8 + 8 * nd
+        if nd > _MAX_NDIM or pay > end:
+            raise CorruptStoreError(f"ragged record {j} of the batch has a bad prefix (ndim {nd})")
+        shape = tuple(buf[start + 8:pay].view("<u8").tolist())
+        count = 1
+        for d in shape:
+            count *= d
+        if count * itemsize != end - pay:
+            raise CorruptStoreError(f"ragged record {j} of the batch: shape {shape} needs "
+                                    f"{count * itemsize} payload bytes, found {end - pay}")
+        out.append(buf[pay:end].view(dtype).reshape(shape))
+    return out
+
+
+class _Store:
+    """Shared handle management of DenseStore and RaggedStore."""
+
+    _kind = None
+
+    def __init__(self, handle):
+        # Private: use the create()/open() classmethods.
+        self._h = handle
+        self._path = _zr.zrs_path(handle)
+        self._dtype = np.dtype(_zr.zrs_dtype_str(_zr.zrs_get_dtype(handle)))
+        self._codec = _zr.zre_codec_name(_zr.zrs_get_codec(handle))
+        # Loaders borrowing this handle; closed before the handle goes away.
+        self._loaders = weakref.WeakSet()
+
+    @classmethod
+    def _from_open_handle(cls, handle, path):
+        kind = _zr.zrs_get_kind(handle)
+        if kind != cls._kind:
+            _zr.zrs_close(handle)
+            other = "DenseStore" if kind == _zr.ZRS_DENSE else "RaggedStore"
+            raise ValueError(f"{path!r} is a {other.replace('Store', '').lower()} store; "
+                             f"open it with {other}.open")
+        return cls(handle)
+
+    @classmethod
+    def open(cls, path):
+        """Open an existing store for reading and appending.
+
+        Raises NotAStoreError if ``path`` is not a store (missing path,
+        missing or malformed store.zr), StoreBusy if another handle holds
+        it, ValueError if it is a store of the other kind."""
+        path = _fspath(path)
+        return cls._from_open_handle(_zr.zrs_open(path), path)
+
+    # ---------------------------------------------------------- lifecycle
+
+    def _handle(self):
+        h = self._h
+        if h is None:
+            raise closed("store")
+        return h
+
+    @property
+    def closed(self):
+        """True once close() was called."""
+        return self._h is None
+
+    def close(self):
+        """Make everything durable, release the lock and the handle.
+        Idempotent. Any DataLoader still reading this store is closed first."""
+        h = self._h
+        if h is None:
+            return
+        for loader in list(self._loaders):
+            loader.close()
+        self._h = None
+        _zr.zrs_close(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # -------------------------------------------------------- properties
+
+    @property
+    def dtype(self):
+        """The record dtype (np.dtype, little-endian)."""
+        return self._dtype
+
+    @property
+    def codec(self):
+        """'raw' or 'zstd'."""
+        return self._codec
+
+    @property
+    def path(self):
+        """The store directory, as given at create/open."""
+        return self._path
+
+    def __len__(self):
+        return int(_zr.zrs_length(self._handle()))
+
+    def info(self):
+        """A dict describing the store: kind, dtype, codec, path, records
+        (and item_shape for a dense store)."""
+        d = {"kind": "dense" if self._kind == _zr.ZRS_DENSE else "ragged",
+             "dtype": self._dtype.str, "codec": self._codec, "path": self._path,
+             "records": len(self)}
+        if self._kind == _zr.ZRS_DENSE:
+            d["item_shape"] = self._item_shape
+        return d
+
+
+class DenseStore(_Store):
+    """A store of fixed-shape records: every record is one
+    ``item_shape`` array of ``dtype``.
+
+    ``store[i]`` returns one record: an ``item_shape`` ndarray, or a numpy
+    scalar for a scalar store (``item_shape == ()``), like indexing a 1-D
+    numpy array. Any other selection of n records returns a fresh
+    ``(n, *item_shape)`` ndarray (``(*idx.shape, *item_shape)`` for an
+    N-d int index array), gathered in one native call without the GIL.
+    """
+
+    _kind = _zr.ZRS_DENSE
+
+    def __init__(self, handle):
+        super().__init__(handle)
+        self._item_shape = tuple(int(d) for d in _zr.zrs_item_shape(handle))
+        self._record_size = int(_zr.zrs_record_size(handle))
+
+    @classmethod
+    def create(cls, path, dtype, item_shape, codec="zstd", dict_bytes=None):
+        """Create a new dense store at ``path`` (which must not exist:
+        FileExistsError) and return it open for appending.
+
+        dtype: anything ``np.dtype()`` takes, within DTYPES (ValueError
+            naming the dtype otherwise); stored little-endian.
+        item_shape: tuple of ints >= 1 (``()`` for scalar records, e.g.
+            labels; a bare int means a 1-tuple).
+        codec: 'zstd' (default, level 3 per record) or 'raw'. 'zstd_dict'
+            raises NotImplementedError for now (dict_bytes must be None).
+        """
+        path = _fspath(path)
+        dt = _normalize_dtype(dtype)
+        shape = _normalize_item_shape(item_shape)
+        codec_id = _normalize_codec(codec, dict_bytes)
+        dt_id = _zr.zrs_dtype_parse(dt.str)
+        return cls(_zr.zrs_create_dense(path, dt_id, shape, codec_id))
+
+    @property
+    def item_shape(self):
+        """The shape of one record (tuple; ``()`` for scalar records)."""
+        return self._item_shape
+
+    @property
+    def nbytes(self):
+        """Uncompressed bytes of all records (len * record bytes)."""
+        return len(self) * self._record_size
+
+    def __repr__(self):
+        state = "closed" if self._h is None else f"{len(self)} records"
+        return (f"DenseStore({self._path!r}, dtype={self._dtype.str!r}, "
+                f"item_shape={self._item_shape}, codec={self._codec!r}, {state})")
+
+    def append(self, x):
+        """Append ``B`` records from ``x``, an array of shape
+        ``(B, *item_shape)`` (a 1-D array for a scalar store) and exactly
+        the store's dtype (no casting: ValueError naming expected and got).
+        Non-contiguous input is copied once to C order. Returns the index
+        of the first new record (``len(self)`` for B == 0, a no-op).
+        Nothing is written if anything is refused."""
+        h = self._handle()
+        arr = x if isinstance(x, np.ndarray) else np.asarray(x)
+        if arr.dtype != self._dtype:
+            raise ValueError(f"append: expected dtype {self._dtype.str} ({self._dtype.name}), "
+                             f"got {arr.dtype.str} ({arr.dtype.name}); cast explicitly "
+                             "with .astype() if intended")
+        if arr.ndim != 1 + len(self._item_shape) or tuple(arr.shape[1:]) != self._item_shape:
+            exp = "(B, " + ", ".join(str(d) for d in self._item_shape) + ")" \
+                if self._item_shape else "(B,)"
+            raise ValueError(f"append: expected shape {exp} for item_shape {self._item_shape}, "
+                             f"got {tuple(arr.shape)}")
+        count = arr.shape[0]
+        if count == 0:
+            return int(_zr.zrs_length(h))
+        arr = np.ascontiguousarray(arr)
+        return int(_zr.zrs_append_dense(h, arr, count))
+
+    def _gather(self, idx):
+        out = np.empty(idx.shape + self._item_shape, dtype=self._dtype)
+        if idx.size:
+            _zr.zrs_gather_dense(self._handle(), idx.reshape(-1), out)
+        return out
+
+    def __getitem__(self, key):
+        h = self._handle()
+        one, sel = _normalize_key(key, int(_zr.zrs_length(h)))
+        if one:
+            rec = self._gather(np.array([sel], dtype=np.int64))[0]
+            return rec
+        return self._gather(sel)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+
+class RaggedStore(_Store):
+    """A store of variable-shape records of one dtype: each record keeps
+    its own shape (ndim <= 32; ``()`` allowed; zero-size arrays refused).
+
+    ``store[i]`` returns one ndarray of the record's exact shape; any other
+    selection returns a list of ndarrays (views into one freshly gathered
+    buffer, so they share memory with each other but not with the store).
+    A RaggedStore has no ``item_shape`` attribute (AttributeError).
+    """
+
+    _kind = _zr.ZRS_RAGGED
+
+    @classmethod
+    def create(cls, path, dtype, codec="zstd", dict_bytes=None):
+        """Create a new ragged store of ``dtype`` at ``path`` (must not
+        exist: FileExistsError); arguments as in DenseStore.create."""
+        path = _fspath(path)
+        dt = _normalize_dtype(dtype)
+        codec_id = _normalize_codec(codec, dict_bytes)
+        return cls(_zr.zrs_create_ragged(path, _zr.zrs_dtype_parse(dt.str), codec_id))
+
+    def __repr__(self):
+        state = "closed" if self._h is None else f"{len(self)} records"
+        return (f"RaggedStore({self._path!r}, dtype={self._dtype.str!r}, "
+                f"codec={self._codec!r}, {state})")
+
+    def append(self, records):
+        """Append one record per array in ``records`` (any iterable, e.g. a
+        list or a generator; consumed fully before anything is written).
+        Each must have exactly the store's dtype, ndim <= 32 and at least
+        one element (ValueError naming the record otherwise). Records are
+        packed as [u64le ndim][u64le dims][payload] into one buffer and
+        appended in one native call. Returns the first new index
+        (``len(self)`` for no records, a no-op)."""
+        h = self._handle()
+        dt = self._dtype
+        parts = []
+        sizes = []
+        for j, r in enumerate(records):
+            a = r if isinstance(r, np.ndarray) else np.asarray(r)
+            if a.dtype != dt:
+                raise ValueError(f"append: record {j}: expected dtype {dt.str} ({dt.name}), "
+                                 f"got {a.dtype.str} ({a.dtype.name})")
+            if a.ndim > _MAX_NDIM:
+                raise ValueError(f"append: record {j} has {a.ndim} dims, at most {_MAX_NDIM}")
+            if a.size == 0:
+                raise ValueError(f"append: record {j} has shape {a.shape} with zero elements; "
+                                 "zero-size records are not allowed")
+            head = np.array((a.ndim,) + a.shape, dtype="<u8").view(np.uint8)
+            body = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+            parts.append(head)
+            parts.append(body)
+            sizes.append(head.size + body.size)
+        if not sizes:
+            return int(_zr.zrs_length(h))
+        packed = np.concatenate(parts)
+        bounds = np.zeros(len(sizes) + 1, dtype=np.uint64)
+        np.cumsum(np.asarray(sizes, dtype=np.uint64), out=bounds[1:])
+        return int(_zr.zrs_append_ragged(h, packed, bounds))
+
+    def _gather(self, idx):
+        if idx.size == 0:
+            return []
+        h = self._handle()
+        sizes = _zr.zrs_ragged_sizes(h, idx)
+        bounds = np.zeros(idx.size + 1, dtype=np.uint64)
+        np.cumsum(sizes, out=bounds[1:])
+        buf = np.empty(int(bounds[-1]), dtype=np.uint8)
+        _zr.zrs_gather_ragged(h, idx, buf, bounds)
+        return _unpack_ragged(buf, bounds, self._dtype)
+
+    def __getitem__(self, key):
+        h = self._handle()
+        one, sel = _normalize_key(key, int(_zr.zrs_length(h)))
+        if one:
+            return self._gather(np.array([sel], dtype=np.int64))[0]
+        if sel.ndim != 1:
+            raise IndexError(f"a ragged store takes 1-D index arrays, got shape {sel.shape}")
+        return self._gather(sel)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+
+def open_store(path):
+    """Open the store at ``path`` as a DenseStore or RaggedStore, whichever
+    its store.zr says."""
+    path = _fspath(path)
+    h = _zr.zrs_open(path)
+    cls = DenseStore if _zr.zrs_get_kind(h) == _zr.ZRS_DENSE else RaggedStore
+    return cls(h)

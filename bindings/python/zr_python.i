@@ -1,0 +1,670 @@
+/*
+ * zr_python.i - the Python flavour of the loaderx-in-C interface.
+ *
+ * Builds the C extension `loaderx._zr` (swig -python -noproxy: one C module,
+ * no generated .py). It is private: the public API is the pure-Python
+ * package `loaderx` (zrecord, zsampler, dataloader) built on top of it.
+ *
+ * Conventions of this module:
+ *   - every C function returning an int zr_status returns None on success
+ *     (or its out-parameters: one value, or a list of values) and raises on a
+ *     negative status; the exception class comes from loaderx.errors
+ *     (one place: from_status) and the message from zr_last_error();
+ *   - byte sources/destinations are any object exporting the buffer
+ *     protocol (numpy arrays, bytes, bytearray, memoryview);
+ *   - index arrays are C-contiguous buffers of 8-byte integers;
+ *   - handles (zrs_store *, zld_loader *, ...) are plain pointers that the
+ *     Python layer closes explicitly; nothing here frees them implicitly;
+ *   - the GIL is held everywhere except around the long native calls
+ *     (create/open/close/sync, append, gather, zld_create/next/close).
+ */
+%module(package="loaderx", threads="1") _zr
+
+%begin %{
+#define PY_SSIZE_T_CLEAN
+%}
+
+%{
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+#include <string.h>
+#include <zloader.h>
+
+/* Raise the Python exception for a negative zr_status. The status -> class
+ * mapping lives in one place, loaderx/errors.py (from_status); the message
+ * is the calling thread's zr_last_error() detail. */
+static void zr_py_raise(int status)
+{
+    const char *detail = zr_last_error();
+    if (detail == NULL || detail[0] == '\0')
+        detail = zr_strerror(status);
+    if (detail == NULL)
+        detail = "unknown error";
+    PyObject *msg = PyUnicode_DecodeUTF8(detail, (Py_ssize_t)strlen(detail), "replace");
+    if (msg == NULL)
+        return;
+    PyObject *mod = PyImport_ImportModule("loaderx.errors");
+    if (mod == NULL) {
+        Py_DECREF(msg);
+        return;
+    }
+    PyObject *exc = PyObject_CallMethod(mod, "from_status", "iO", status, msg);
+    Py_DECREF(mod);
+    Py_DECREF(msg);
+    if (exc == NULL)
+        return;
+    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_DECREF(exc);
+}
+
+/* Get a C-contiguous buffer view of `obj` for parameter `param` of
+ * `func`. `want_int8` (1) additionally requires 8-byte integer items.
+ * TypeError if obj does not export a buffer at all, ValueError if it does
+ * but is not suitable (read-only for a destination, not contiguous, wrong
+ * item size). On success the caller must PyBuffer_Release(view). */
+static int zr_py_get_buffer(PyObject *obj, Py_buffer *view, int writable,
+                            int want_int8, const char *func, const char *param)
+{
+    if (!PyObject_CheckBuffer(obj)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: parameter '%s' must support the buffer protocol, got %.100s",
+                     func, param, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0) {
+        PyErr_Clear();
+        view->obj = NULL;
+        PyErr_Format(PyExc_ValueError,
+                     "%s: parameter '%s' must be a %sC-contiguous buffer, got %.100s",
+                     func, param, writable ? "writable " : "", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (want_int8) {
+        const char *f = view->format ? view->format : "B";
+        if (*f == '<' || *f == '=' || *f == '@')
+            f++;
+        if (view->itemsize != 8 || strchr("qQlLnN", *f) == NULL || f[0] == '\0' || f[1] != '\0') {
+            PyErr_Format(PyExc_ValueError,
+                         "%s: parameter '%s' must hold 8-byte integers (int64/uint64), "
+                         "got format '%s' with itemsize %zd",
+                         func, param, view->format ? view->format : "B", view->itemsize);
+            PyBuffer_Release(view);
+            view->obj = NULL;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int zr_py_u64_item(PyObject *map, const char *key, uint64_t dflt,
+                          int required, uint64_t *out)
+{
+    PyObject *v = PyMapping_GetItemString(map, key);
+    if (v == NULL) {
+        if (!required && PyErr_ExceptionMatches(PyExc_KeyError)) {
+            PyErr_Clear();
+            *out = dflt;
+            return 0;
+        }
+        return -1;
+    }
+    PyObject *idx = PyNumber_Index(v);
+    Py_DECREF(v);
+    if (idx == NULL)
+        return -1;
+    unsigned long long u = PyLong_AsUnsignedLongLong(idx);
+    Py_DECREF(idx);
+    if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "'%s' must be an integer in [0, 2**64)", key);
+        return -1;
+    }
+    *out = (uint64_t)u;
+    return 0;
+}
+
+static int zr_py_mode_item(PyObject *map, zsm_mode dflt, zsm_mode *out)
+{
+    uint64_t v = 0;
+    if (zr_py_u64_item(map, "mode", (uint64_t)dflt, 0, &v) < 0)
+        return -1;
+    if (v > (uint64_t)ZSM_CYCLIC) {
+        PyErr_Format(PyExc_ValueError, "'mode' must be 0 (sequential), 1 (iid) or 2 (cyclic), got %llu",
+                     (unsigned long long)v);
+        return -1;
+    }
+    *out = (zsm_mode)v;
+    return 0;
+}
+
+static int zr_py_u32(uint64_t v, const char *key, uint32_t *out)
+{
+    if (v > UINT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "'%s' must fit in 32 bits, got %llu", key,
+                     (unsigned long long)v);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+/* A mapping {length, batch_size, seed, mode, rank, world_size} -> config. */
+static int zr_py_sampler_config(PyObject *map, zsm_config *cfg)
+{
+    uint64_t rank = 0, world = 1;
+    if (!PyMapping_Check(map)) {
+        PyErr_SetString(PyExc_TypeError, "sampler config must be a mapping");
+        return -1;
+    }
+    memset(cfg, 0, sizeof *cfg);
+    if (zr_py_u64_item(map, "length", 0, 1, &cfg->length) < 0 ||
+        zr_py_u64_item(map, "batch_size", 0, 1, &cfg->batch_size) < 0 ||
+        zr_py_u64_item(map, "seed", 0, 0, &cfg->seed) < 0 ||
+        zr_py_mode_item(map, ZSM_CYCLIC, &cfg->mode) < 0 ||
+        zr_py_u64_item(map, "rank", 0, 0, &rank) < 0 ||
+        zr_py_u64_item(map, "world_size", 1, 0, &world) < 0 ||
+        zr_py_u32(rank, "rank", &cfg->rank) < 0 ||
+        zr_py_u32(world, "world_size", &cfg->world_size) < 0)
+        return -1;
+    return 0;
+}
+
+/* A mapping of zld_options fields -> options (missing keys: defaults). */
+static int zr_py_loader_options(PyObject *map, zld_options *o)
+{
+    zld_options init = ZLD_OPTIONS_INIT;
+    uint64_t rank = 0, world = 1, workers = 0, prefetch = 0;
+    if (!PyMapping_Check(map)) {
+        PyErr_SetString(PyExc_TypeError, "loader options must be a mapping");
+        return -1;
+    }
+    *o = init;
+    if (zr_py_u64_item(map, "batch_size", init.batch_size, 0, &o->batch_size) < 0 ||
+        zr_py_mode_item(map, init.mode, &o->mode) < 0 ||
+        zr_py_u64_item(map, "seed", init.seed, 0, &o->seed) < 0 ||
+        zr_py_u64_item(map, "start_step", init.start_step, 0, &o->start_step) < 0 ||
+        zr_py_u64_item(map, "rank", 0, 0, &rank) < 0 ||
+        zr_py_u64_item(map, "world_size", 1, 0, &world) < 0 ||
+        zr_py_u64_item(map, "num_workers", 0, 0, &workers) < 0 ||
+        zr_py_u64_item(map, "prefetch", 0, 0, &prefetch) < 0 ||
+        zr_py_u32(rank, "rank", &o->rank) < 0 ||
+        zr_py_u32(world, "world_size", &o->world_size) < 0)
+        return -1;
+    if (workers > 4096 || prefetch > 65536) {
+        PyErr_Format(PyExc_ValueError,
+                     "num_workers must be <= 4096 and prefetch <= 65536, got %llu and %llu",
+                     (unsigned long long)workers, (unsigned long long)prefetch);
+        return -1;
+    }
+    o->num_workers = (unsigned)workers;
+    o->prefetch = (unsigned)prefetch;
+    return 0;
+}
+
+/* ---- zero-copy batch buffers: a numpy uint8 array owning a zld buffer */
+
+#define ZR_PY_CAPSULE_NAME "loaderx._zr.batch_buffer"
+
+static void zr_py_capsule_free(PyObject *capsule)
+{
+    void *p = PyCapsule_GetPointer(capsule, ZR_PY_CAPSULE_NAME);
+    if (p != NULL)
+        zld_free(p);
+    else
+        PyErr_Clear();
+}
+
+/* Wrap `buf` (nbytes, from zld_batch_detach) as a 1-D uint8 ndarray that
+ * owns it: the array's base is a capsule whose destructor calls zld_free.
+ * On failure buf is freed and NULL returned with an exception set. */
+static PyObject *zr_py_owning_array(void *buf, uint64_t nbytes)
+{
+    npy_intp dims[1];
+    if (nbytes > (uint64_t)NPY_MAX_INTP) {
+        zld_free(buf);
+        PyErr_SetString(PyExc_OverflowError, "batch buffer larger than the address space");
+        return NULL;
+    }
+    dims[0] = (npy_intp)nbytes;
+    PyObject *arr = PyArray_SimpleNewFromData(1, dims, NPY_UINT8, buf);
+    if (arr == NULL) {
+        zld_free(buf);
+        return NULL;
+    }
+    PyObject *cap = PyCapsule_New(buf, ZR_PY_CAPSULE_NAME, zr_py_capsule_free);
+    if (cap == NULL) {
+        Py_DECREF(arr);
+        zld_free(buf);
+        return NULL;
+    }
+    /* Steals cap even on failure; the capsule then frees buf. */
+    if (PyArray_SetBaseObject((PyArrayObject *)arr, cap) < 0) {
+        Py_DECREF(arr);
+        return NULL;
+    }
+    return arr;
+}
+
+static PyObject *zr_py_u64_array_copy(const uint64_t *src, uint64_t n)
+{
+    npy_intp dims[1] = { (npy_intp)n };
+    PyObject *arr = PyArray_SimpleNew(1, dims, NPY_UINT64);
+    if (arr != NULL && n > 0)
+        memcpy(PyArray_DATA((PyArrayObject *)arr), src, (size_t)n * sizeof(uint64_t));
+    return arr;
+}
+%}
+
+%init %{
+    import_array();
+%}
+
+/* Nothing releases the GIL unless listed below. */
+%nothread;
+
+/* ============================================================ status codes */
+
+/* Every int in these headers is a zr_status: None on success, else raise. */
+%typemap(out) int {
+    if ($1 < 0) {
+        zr_py_raise($1);
+        SWIG_fail;
+    }
+    $result = SWIG_Py_Void();
+}
+
+/* zsampler does not depend on zrengine, so it sets no detail message:
+ * say what failed here instead. */
+%typemap(out) int zsm_validate {
+    if ($1 < 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "zsm_validate: invalid sampler configuration (need length >= 1, "
+                        "batch_size >= 1, world_size >= 1, rank < world_size, a known mode, "
+                        "and for cyclic batch_size * world_size <= length)");
+        SWIG_fail;
+    }
+    $result = SWIG_Py_Void();
+}
+%typemap(out) int zsm_mode_parse {
+    if ($1 < 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "zsm_mode_parse: unknown sampler mode (expected 'sequential', 'iid' or 'cyclic')");
+        SWIG_fail;
+    }
+    $result = SWIG_Py_Void();
+}
+
+/* ============================================================ out handles */
+
+%define ZR_OUT_HANDLE(TYPE)
+%typemap(in, numinputs=0) TYPE **out (TYPE *tmp = NULL) { $1 = &tmp; }
+%typemap(argout) TYPE **out {
+    $result = SWIG_Python_AppendOutput($result, SWIG_NewPointerObj(SWIG_as_voidptr(tmp$argnum), $descriptor(TYPE *), 0));
+}
+%enddef
+ZR_OUT_HANDLE(zre_engine)
+ZR_OUT_HANDLE(zrs_store)
+ZR_OUT_HANDLE(zld_loader)
+ZR_OUT_HANDLE(zld_batch)
+
+%define ZR_OUT_ENUM(TYPE)
+%typemap(in, numinputs=0) TYPE *out (TYPE tmp = (TYPE)0) { $1 = &tmp; }
+%typemap(argout) TYPE *out {
+    $result = SWIG_Python_AppendOutput($result, PyLong_FromLong((long)tmp$argnum));
+}
+%enddef
+ZR_OUT_ENUM(zre_codec)
+ZR_OUT_ENUM(zrs_dtype)
+ZR_OUT_ENUM(zsm_mode)
+
+%typemap(in, numinputs=0) uint64_t *first_index (uint64_t tmp = 0) { $1 = &tmp; }
+%typemap(argout) uint64_t *first_index {
+    $result = SWIG_Python_AppendOutput($result, PyLong_FromUnsignedLongLong(tmp$argnum));
+}
+
+/* zre_get_stats: the struct comes back as a dict. */
+%typemap(in, numinputs=0) zre_stats *out (zre_stats tmp) { memset(&tmp, 0, sizeof tmp); $1 = &tmp; }
+%typemap(argout) zre_stats *out {
+    PyObject *d = Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}",
+        "records", (unsigned long long)tmp$argnum.records,
+        "logical_bytes", (unsigned long long)tmp$argnum.logical_bytes,
+        "live_bytes", (unsigned long long)tmp$argnum.live_bytes,
+        "chunk_bytes", (unsigned long long)tmp$argnum.chunk_bytes,
+        "reclaimable", (unsigned long long)tmp$argnum.reclaimable);
+    if (d == NULL) SWIG_fail;
+    $result = SWIG_Python_AppendOutput($result, d);
+}
+
+/* zrs_ragged_decode: ((dims...), payload_offset). */
+%typemap(in, numinputs=0) (size_t *ndim, uint64_t *dims, uint64_t *payload_offset)
+    (size_t nd = 0, uint64_t dv[ZRS_MAX_NDIM], uint64_t off = 0) {
+    $1 = &nd; $2 = dv; $3 = &off;
+}
+%typemap(argout) (size_t *ndim, uint64_t *dims, uint64_t *payload_offset) {
+    PyObject *shape = PyTuple_New((Py_ssize_t)nd$argnum);
+    if (shape == NULL) SWIG_fail;
+    for (size_t k = 0; k < nd$argnum; k++)
+        PyTuple_SET_ITEM(shape, (Py_ssize_t)k, PyLong_FromUnsignedLongLong(dv$argnum[k]));
+    PyObject *pair = Py_BuildValue("(NK)", shape, (unsigned long long)off$argnum);
+    if (pair == NULL) SWIG_fail;
+    $result = SWIG_Python_AppendOutput($result, pair);
+}
+
+/* ================================================================ buffers */
+
+/* Read-only byte sources: (pointer, byte length) from one buffer object. */
+%define ZR_SRC_BUFFER(PTR, LEN)
+%typemap(in) (const void *PTR, uint64_t LEN) (Py_buffer view = {0}) {
+    if (zr_py_get_buffer($input, &view, 0, 0, "$symname", "$1_name") < 0) SWIG_fail;
+    $1 = view.buf;
+    $2 = (uint64_t)view.len;
+}
+%typemap(freearg) (const void *PTR, uint64_t LEN) { if (view$argnum.obj) PyBuffer_Release(&view$argnum); }
+%enddef
+ZR_SRC_BUFFER(data, nbytes)
+ZR_SRC_BUFFER(record, size)
+
+/* Writable C-contiguous destinations. */
+%typemap(in) (void *dst, uint64_t dst_capacity) (Py_buffer view = {0}) {
+    if (zr_py_get_buffer($input, &view, 1, 0, "$symname", "$1_name") < 0) SWIG_fail;
+    $1 = view.buf;
+    $2 = (uint64_t)view.len;
+}
+%typemap(freearg) (void *dst, uint64_t dst_capacity) { if (view$argnum.obj) PyBuffer_Release(&view$argnum); }
+
+/* Index arrays: 8-byte integers, count = number of items. */
+%typemap(in) (const int64_t *index, uint64_t count) (Py_buffer view = {0}) {
+    if (zr_py_get_buffer($input, &view, 0, 1, "$symname", "$1_name") < 0) SWIG_fail;
+    $1 = (int64_t *)view.buf;
+    $2 = (uint64_t)(view.len / 8);
+}
+%typemap(freearg) (const int64_t *index, uint64_t count) { if (view$argnum.obj) PyBuffer_Release(&view$argnum); }
+
+/* Byte-offset arrays with their item count. */
+%typemap(in) (const uint64_t *bounds, uint64_t nbounds) (Py_buffer view = {0}) {
+    if (zr_py_get_buffer($input, &view, 0, 1, "$symname", "$1_name") < 0) SWIG_fail;
+    $1 = (uint64_t *)view.buf;
+    $2 = (uint64_t)(view.len / 8);
+}
+%typemap(freearg) (const uint64_t *bounds, uint64_t nbounds) { if (view$argnum.obj) PyBuffer_Release(&view$argnum); }
+
+/* Index in, a fresh uint64 ndarray of `count` results out. */
+%define ZR_INDEX_TO_U64(OUTNAME)
+%typemap(in) (const int64_t *index, uint64_t count, uint64_t *OUTNAME)
+    (Py_buffer view = {0}, PyObject *res = NULL) {
+    if (zr_py_get_buffer($input, &view, 0, 1, "$symname", "$1_name") < 0) SWIG_fail;
+    npy_intp n = (npy_intp)(view.len / 8);
+    res = PyArray_SimpleNew(1, &n, NPY_UINT64);
+    if (res == NULL) SWIG_fail;
+    $1 = (int64_t *)view.buf;
+    $2 = (uint64_t)n;
+    $3 = (uint64_t *)PyArray_DATA((PyArrayObject *)res);
+}
+%typemap(argout) (const int64_t *index, uint64_t count, uint64_t *OUTNAME) {
+    $result = SWIG_Python_AppendOutput($result, res$argnum);
+    res$argnum = NULL;
+}
+%typemap(freearg) (const int64_t *index, uint64_t count, uint64_t *OUTNAME) {
+    if (view$argnum.obj) PyBuffer_Release(&view$argnum);
+    Py_XDECREF(res$argnum);
+}
+%enddef
+ZR_INDEX_TO_U64(out)
+ZR_INDEX_TO_U64(sizes)
+
+/* Dense item shapes: any sequence of ints. */
+%typemap(in) (const uint64_t *item_shape, size_t ndim) (uint64_t shape[ZRS_MAX_NDIM]) {
+    PyObject *seq = PySequence_Fast($input, "$symname: item_shape must be a sequence of ints");
+    if (seq == NULL) SWIG_fail;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > ZRS_MAX_NDIM) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "$symname: item_shape has %zd dims, at most %d allowed",
+                     n, ZRS_MAX_NDIM);
+        SWIG_fail;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *idx = PyNumber_Index(PySequence_Fast_GET_ITEM(seq, k));
+        unsigned long long u = idx ? PyLong_AsUnsignedLongLong(idx) : (unsigned long long)-1;
+        Py_XDECREF(idx);
+        if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "$symname: item_shape[%zd] must be a non-negative int", k);
+            SWIG_fail;
+        }
+        shape[k] = (uint64_t)u;
+    }
+    Py_DECREF(seq);
+    $1 = shape;
+    $2 = (size_t)n;
+}
+
+/* Loader streams: a sequence of store handles. */
+%typemap(in) (zrs_store *const *streams, size_t nstreams) (zrs_store **arr = NULL) {
+    PyObject *seq = PySequence_Fast($input, "$symname: streams must be a sequence of store handles");
+    if (seq == NULL) SWIG_fail;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    arr = (zrs_store **)PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof *arr);
+    if (arr == NULL) { Py_DECREF(seq); PyErr_NoMemory(); SWIG_fail; }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        void *p = NULL;
+        if (!SWIG_IsOK(SWIG_ConvertPtr(PySequence_Fast_GET_ITEM(seq, k), &p, $descriptor(zrs_store *), 0)) || p == NULL) {
+            Py_DECREF(seq);
+            PyErr_Format(PyExc_TypeError, "$symname: streams[%zd] is not an open store handle", k);
+            SWIG_fail;
+        }
+        arr[k] = (zrs_store *)p;
+    }
+    Py_DECREF(seq);
+    $1 = arr;
+    $2 = (size_t)n;
+}
+%typemap(freearg) (zrs_store *const *streams, size_t nstreams) { PyMem_Free(arr$argnum); }
+
+/* Plain-data configurations come in as mappings. */
+%typemap(in) const zsm_config *cfg (zsm_config tmp) {
+    if (zr_py_sampler_config($input, &tmp) < 0) SWIG_fail;
+    $1 = &tmp;
+}
+%typemap(in) const zld_options *options (zld_options tmp) {
+    if (zr_py_loader_options($input, &tmp) < 0) SWIG_fail;
+    $1 = &tmp;
+}
+
+/* ================================================= Python-specific surface */
+
+/* Structs that Python passes as mappings / gets back as dicts. */
+%ignore zsm_config;
+%ignore zld_options;
+%ignore zre_stats;
+
+/* Raw pointers without a length: replaced below by checked variants, or
+ * reached through the store layer (the engine's byte I/O). */
+%ignore zre_append;
+%ignore zre_gather;
+%ignore zre_record_sizes;
+%ignore zrs_item_shape;
+%ignore zrs_append_ragged;
+%ignore zrs_gather_ragged;
+%ignore zsm_indices;
+%ignore zld_batch_data;
+%ignore zld_batch_indices;
+%ignore zld_batch_bounds;
+%ignore zld_batch_detach;
+%ignore zld_free;
+
+/* The long native calls run without the GIL. */
+%thread zre_create;
+%thread zre_open;
+%thread zre_close;
+%thread zre_sync;
+%thread zre_get_stats;
+%thread zrs_create_dense;
+%thread zrs_create_ragged;
+%thread zrs_open;
+%thread zrs_close;
+%thread zrs_append_dense;
+%thread zrs_gather_dense;
+%thread zrs_ragged_sizes;
+%thread zr_py_append_ragged;
+%thread zr_py_gather_ragged;
+%thread zld_create;
+%thread zld_next;
+%thread zld_close;
+
+%include "zr_core.i"
+
+%rename(zrs_item_shape) zr_py_item_shape;
+%rename(zrs_append_ragged) zr_py_append_ragged;
+%rename(zrs_gather_ragged) zr_py_gather_ragged;
+%rename(zsm_indices) zr_py_zsm_indices;
+%rename(zld_batch_indices) zr_py_batch_indices;
+%rename(zld_batch_bounds) zr_py_batch_bounds;
+%rename(zld_batch_detach) zr_py_batch_detach;
+%rename(zld_next_arrays) zr_py_loader_next;
+
+%inline %{
+/* Dense item_shape as a tuple of ints (() for scalar records), or None
+ * for a ragged store. */
+PyObject *zr_py_item_shape(zrs_store *s)
+{
+    const uint64_t *shape = zrs_item_shape(s);
+    size_t nd = zrs_item_ndim(s);
+    if (shape == NULL && zrs_get_kind(s) != ZRS_DENSE)
+        Py_RETURN_NONE;
+    PyObject *t = PyTuple_New((Py_ssize_t)nd);
+    if (t == NULL)
+        return NULL;
+    for (size_t k = 0; k < nd; k++)
+        PyTuple_SET_ITEM(t, (Py_ssize_t)k, PyLong_FromUnsignedLongLong(shape[k]));
+    return t;
+}
+
+/* zrs_append_ragged with the packed buffer's length known, so bounds can
+ * be checked against it: bounds has count + 1 non-decreasing entries
+ * ending inside data. Returns the first new index. */
+int zr_py_append_ragged(zrs_store *s, const void *data, uint64_t nbytes,
+                        const uint64_t *bounds, uint64_t nbounds,
+                        uint64_t *first_index)
+{
+    if (nbounds < 2)
+        return zr_set_error(ZR_EINVAL, "append_ragged: bounds needs count + 1 >= 2 entries, got %llu",
+                            (unsigned long long)nbounds);
+    for (uint64_t k = 1; k < nbounds; k++)
+        if (bounds[k] < bounds[k - 1])
+            return zr_set_error(ZR_EINVAL, "append_ragged: bounds decrease at %llu (%llu < %llu)",
+                                (unsigned long long)k, (unsigned long long)bounds[k],
+                                (unsigned long long)bounds[k - 1]);
+    if (bounds[nbounds - 1] > nbytes)
+        return zr_set_error(ZR_EINVAL, "append_ragged: bounds end at byte %llu but data holds %llu bytes",
+                            (unsigned long long)bounds[nbounds - 1], (unsigned long long)nbytes);
+    return zrs_append_ragged(s, data, bounds, nbounds - 1, first_index);
+}
+
+/* zrs_gather_ragged with len(bounds) checked: it must be len(index) + 1. */
+int zr_py_gather_ragged(zrs_store *s, const int64_t *index, uint64_t count,
+                        void *dst, uint64_t dst_capacity,
+                        const uint64_t *bounds, uint64_t nbounds)
+{
+    if (nbounds != count + 1)
+        return zr_set_error(ZR_EINVAL, "gather_ragged: bounds needs %llu entries (count + 1), got %llu",
+                            (unsigned long long)(count + 1), (unsigned long long)nbounds);
+    return zrs_gather_ragged(s, index, count, dst, dst_capacity, bounds);
+}
+
+/* zsm_indices into a writable buffer of at least batch_size * 8 bytes. */
+int zr_py_zsm_indices(const zsm_config *cfg, uint64_t step, void *dst, uint64_t dst_capacity)
+{
+    if (cfg->batch_size > dst_capacity / 8)
+        return zr_set_error(ZR_EINVAL, "zsm_indices: dst holds %llu bytes, batch_size %llu needs %llu",
+                            (unsigned long long)dst_capacity, (unsigned long long)cfg->batch_size,
+                            (unsigned long long)cfg->batch_size * 8ull);
+    if (zsm_indices(cfg, step, (uint64_t *)dst) < 0)
+        return zr_set_error(ZR_EINVAL,
+                            "zsm_indices: invalid sampler configuration: length %llu, batch_size %llu, "
+                            "mode %d, rank %u, world_size %u (need length >= 1, batch_size >= 1, "
+                            "rank < world_size, and for cyclic batch_size * world_size <= length)",
+                            (unsigned long long)cfg->length, (unsigned long long)cfg->batch_size,
+                            (int)cfg->mode, (unsigned)cfg->rank, (unsigned)cfg->world_size);
+    return 0;
+}
+
+/* A copy of the batch's indices as a uint64 ndarray. */
+PyObject *zr_py_batch_indices(const zld_batch *b)
+{
+    return zr_py_u64_array_copy(zld_batch_indices(b), zld_batch_count(b));
+}
+
+/* A copy of ragged stream `stream`'s bounds (count + 1 values), or None
+ * for a dense stream. */
+PyObject *zr_py_batch_bounds(const zld_batch *b, size_t stream)
+{
+    const uint64_t *bd = zld_batch_bounds(b, stream);
+    if (bd == NULL)
+        Py_RETURN_NONE;
+    return zr_py_u64_array_copy(bd, zld_batch_count(b) + 1);
+}
+
+/* Detach stream `stream`'s buffer as a uint8 ndarray that owns it (freed
+ * with zld_free when the array and every view of it are gone). None if it
+ * was already detached. */
+PyObject *zr_py_batch_detach(zld_batch *b, size_t stream)
+{
+    uint64_t nbytes = 0;
+    void *buf = zld_batch_detach(b, stream, &nbytes);
+    if (buf == NULL)
+        Py_RETURN_NONE;
+    return zr_py_owning_array(buf, nbytes);
+}
+
+/* One step of the loader for Python, in one call: waits for the next
+ * batch without the GIL, then returns (step, indices, streams) where
+ * indices is a uint64 ndarray copy and streams a list with, per stream,
+ * (data, bounds): data a uint8 ndarray owning the stream's buffer (no
+ * copy), bounds a uint64 ndarray (ragged) or None (dense). The batch
+ * itself is freed here. `nstreams` must be the count given to zld_create. */
+PyObject *zr_py_loader_next(zld_loader *l, size_t nstreams)
+{
+    zld_batch *b = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = zld_next(l, &b);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        zr_py_raise(rc);
+        return NULL;
+    }
+    PyObject *streams = PyList_New((Py_ssize_t)nstreams);
+    PyObject *indices = streams ? zr_py_batch_indices(b) : NULL;
+    if (indices == NULL)
+        goto fail;
+    for (size_t k = 0; k < nstreams; k++) {
+        PyObject *bounds = zr_py_batch_bounds(b, k);
+        if (bounds == NULL)
+            goto fail;
+        PyObject *data = zr_py_batch_detach(b, k);
+        if (data == NULL) {
+            Py_DECREF(bounds);
+            goto fail;
+        }
+        PyObject *pair = PyTuple_Pack(2, data, bounds);
+        Py_DECREF(data);
+        Py_DECREF(bounds);
+        if (pair == NULL)
+            goto fail;
+        PyList_SET_ITEM(streams, (Py_ssize_t)k, pair);
+    }
+    {
+        PyObject *res = Py_BuildValue("(KNN)", (unsigned long long)zld_batch_step(b), indices, streams);
+        zld_batch_free(b);
+        return res;
+    }
+fail:
+    Py_XDECREF(indices);
+    Py_XDECREF(streams);
+    zld_batch_free(b);
+    return NULL;
+}
+%}

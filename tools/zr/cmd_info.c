@@ -1,0 +1,98 @@
+/*
+ * zr info STORE... - describe stores: kind, dtype, shape, codec, records,
+ * sizes. Opens each store through libzrstore like any client.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "zr_cli.h"
+
+/* Human-readable byte count: "47.0 MiB". */
+static const char *human_bytes(uint64_t n, char *buf, size_t cap)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = (double)n;
+    size_t u = 0;
+    while (v >= 1024.0 && u + 1 < sizeof units / sizeof units[0]) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, cap, "%" PRIu64 " B", n);
+    else
+        snprintf(buf, cap, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+/* numpy's spelling of a shape: "()", "(5,)", "(28, 28)". */
+static void format_shape(const uint64_t *shape, size_t ndim, char *buf, size_t cap)
+{
+    size_t used = (size_t)snprintf(buf, cap, "(");
+    for (size_t i = 0; i < ndim && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%" PRIu64, i ? ", " : "", shape[i]);
+    if (used < cap)
+        snprintf(buf + used, cap - used, ndim == 1 ? ",)" : ")");
+}
+
+static int info_one(const char *path)
+{
+    zrs_store *s = NULL;
+    int rc = zrs_open(&s, path);
+    if (rc < 0) {
+        fprintf(stderr, "zr info: %s\n", zr_last_error());
+        return 1;
+    }
+    zre_stats st;
+    rc = zre_get_stats(zrs_engine(s), &st);
+    if (rc < 0) {
+        fprintf(stderr, "zr info: %s\n", zr_last_error());
+        zrs_close(s);
+        return 1;
+    }
+
+    char shape[512], a[32], b[32], c[32];
+    const int dense = zrs_get_kind(s) == ZRS_DENSE;
+    if (dense)
+        format_shape(zrs_item_shape(s), zrs_item_ndim(s), shape, sizeof shape);
+    else
+        snprintf(shape, sizeof shape, "per record (ragged)");
+
+    printf("store:     %s\n", zrs_path(s));
+    printf("kind:      %s\n", dense ? "dense" : "ragged");
+    printf("dtype:     %s (%zu bytes per element)\n", zrs_dtype_str(zrs_get_dtype(s)),
+           zrs_dtype_itemsize(zrs_get_dtype(s)));
+    printf("shape:     %s\n", shape);
+    printf("codec:     %s\n", zre_codec_name(zrs_get_codec(s)));
+    printf("records:   %" PRIu64 "\n", st.records);
+    printf("logical:   %s (%" PRIu64 " bytes%s)\n", human_bytes(st.logical_bytes, a, sizeof a),
+           st.logical_bytes, dense ? "" : ", shape prefixes included");
+    printf("stored:    %s in records, %s in chunk files, %s reclaimable\n",
+           human_bytes(st.live_bytes, a, sizeof a), human_bytes(st.chunk_bytes, b, sizeof b),
+           human_bytes(st.reclaimable, c, sizeof c));
+    if (st.live_bytes > 0)
+        printf("ratio:     %.2fx (logical / stored)\n",
+               (double)st.logical_bytes / (double)st.live_bytes);
+
+    rc = zrs_close(s);
+    if (rc < 0) {
+        fprintf(stderr, "zr info: closing %s: %s\n", path, zr_last_error());
+        return 1;
+    }
+    return 0;
+}
+
+int zr_cmd_info(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "zr info: missing STORE argument\n");
+        return 2;
+    }
+    int status = 0;
+    for (int i = 1; i < argc; i++) {
+        if (i > 1)
+            printf("\n");
+        if (info_one(argv[i]) != 0)
+            status = 1;
+    }
+    return status;
+}
