@@ -174,7 +174,7 @@ static int zr_py_sampler_config(PyObject *map, zsm_config *cfg)
 static int zr_py_loader_options(PyObject *map, zld_options *o)
 {
     zld_options init = ZLD_OPTIONS_INIT;
-    uint64_t rank = 0, world = 1, workers = 0, prefetch = 0;
+    uint64_t rank = 0, world = 1, workers = 0, prefetch = 0, readahead = ZLD_READAHEAD_AUTO;
     if (!PyMapping_Check(map)) {
         PyErr_SetString(PyExc_TypeError, "loader options must be a mapping");
         return -1;
@@ -188,6 +188,7 @@ static int zr_py_loader_options(PyObject *map, zld_options *o)
         zr_py_u64_item(map, "world_size", 1, 0, &world) < 0 ||
         zr_py_u64_item(map, "num_workers", 0, 0, &workers) < 0 ||
         zr_py_u64_item(map, "prefetch", 0, 0, &prefetch) < 0 ||
+        zr_py_u64_item(map, "readahead", ZLD_READAHEAD_AUTO, 0, &readahead) < 0 ||
         zr_py_u32(rank, "rank", &o->rank) < 0 ||
         zr_py_u32(world, "world_size", &o->world_size) < 0)
         return -1;
@@ -199,6 +200,9 @@ static int zr_py_loader_options(PyObject *map, zld_options *o)
     }
     o->num_workers = (unsigned)workers;
     o->prefetch = (unsigned)prefetch;
+    /* readahead: steps ahead to hint; ZLD_READAHEAD_AUTO (the default) or
+     * anything >= 2**32 - 1 means "as far as prefetch". */
+    o->readahead = readahead >= ZLD_READAHEAD_AUTO ? ZLD_READAHEAD_AUTO : (unsigned)readahead;
     return 0;
 }
 
@@ -295,6 +299,9 @@ static PyObject *zr_py_u64_array_copy(const uint64_t *src, uint64_t n)
     $result = SWIG_Py_Void();
 }
 
+/* Predicates return a plain truth value, not a status. */
+%typemap(out) int zrs_is_readonly, int zre_is_readonly { $result = PyBool_FromLong($1); }
+
 /* ============================================================ out handles */
 
 %define ZR_OUT_HANDLE(TYPE)
@@ -364,6 +371,7 @@ ZR_OUT_ENUM(zsm_mode)
 %enddef
 ZR_SRC_BUFFER(data, nbytes)
 ZR_SRC_BUFFER(record, size)
+ZR_SRC_BUFFER(dict, dict_size)
 
 /* Writable C-contiguous destinations. */
 %typemap(in) (void *dst, uint64_t dst_capacity) (Py_buffer view = {0}) {
@@ -494,6 +502,9 @@ ZR_INDEX_TO_U64(sizes)
 %ignore zld_batch_bounds;
 %ignore zld_batch_detach;
 %ignore zld_free;
+%ignore zld_get_state;
+%ignore zld_failed;
+%ignore zre_advise;
 
 /* The long native calls run without the GIL. */
 %thread zre_create;
@@ -510,11 +521,20 @@ ZR_INDEX_TO_U64(sizes)
 %thread zrs_ragged_sizes;
 %thread zr_py_append_ragged;
 %thread zr_py_gather_ragged;
+%thread zrs_create_dense_dict;
+%thread zrs_create_ragged_dict;
+%thread zrs_open_ex;
+%thread zrs_sync;
+%thread zrs_delete;
+%thread zrs_compact;
+%thread zre_check_record;
 %thread zld_create;
 %thread zld_next;
 %thread zld_close;
+%thread zld_stop;
 
 %include "zr_core.i"
+%include "zmrec_python.i"  /* libzmrec: mrec-lmdb collections (loaderx.mrec) */
 
 %rename(zrs_item_shape) zr_py_item_shape;
 %rename(zrs_append_ragged) zr_py_append_ragged;
@@ -524,6 +544,8 @@ ZR_INDEX_TO_U64(sizes)
 %rename(zld_batch_bounds) zr_py_batch_bounds;
 %rename(zld_batch_detach) zr_py_batch_detach;
 %rename(zld_next_arrays) zr_py_loader_next;
+%rename(zrs_train_dict) zr_py_train_dict;
+%rename(zld_failed_step) zr_py_failed_step;
 
 %inline %{
 /* Dense item_shape as a tuple of ints (() for scalar records), or None
@@ -589,6 +611,15 @@ int zr_py_zsm_indices(const zsm_config *cfg, uint64_t step, void *dst, uint64_t 
                             (unsigned long long)cfg->length, (unsigned long long)cfg->batch_size,
                             (int)cfg->mode, (unsigned)cfg->rank, (unsigned)cfg->world_size);
     return 0;
+}
+
+/* The step at which the loader's workers failed, or None. */
+PyObject *zr_py_failed_step(zld_loader *l)
+{
+    uint64_t step = 0;
+    if (!zld_failed(l, &step))
+        Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(step);
 }
 
 /* A copy of the batch's indices as a uint64 ndarray. */
@@ -666,5 +697,44 @@ fail:
     Py_XDECREF(streams);
     zld_batch_free(b);
     return NULL;
+}
+%}
+
+%inline %{
+/* zrs_train_dict for Python: samples back to back in `data`, their sizes
+ * in `bounds` (one uint64 per sample, summing to len(data)); returns the
+ * dictionary as bytes (at most dict_capacity). Trains without the GIL. */
+PyObject *zr_py_train_dict(const void *data, uint64_t nbytes, const uint64_t *bounds,
+                           uint64_t nbounds, uint64_t dict_capacity)
+{
+    uint64_t sum = 0;
+    for (uint64_t k = 0; k < nbounds; k++)
+        sum += bounds[k];
+    if (sum != nbytes) {
+        zr_py_raise(zr_set_error(ZR_EINVAL, "train_dict: sample sizes sum to %llu bytes, data holds %llu",
+                                 (unsigned long long)sum, (unsigned long long)nbytes));
+        return NULL;
+    }
+    if (dict_capacity == 0 || dict_capacity > ZRE_DICT_MAX) {
+        zr_py_raise(zr_set_error(ZR_EINVAL, "train_dict: dictionary capacity %llu outside 1..%llu",
+                                 (unsigned long long)dict_capacity, (unsigned long long)ZRE_DICT_MAX));
+        return NULL;
+    }
+    void *dict = PyMem_RawMalloc((size_t)dict_capacity);
+    if (dict == NULL)
+        return PyErr_NoMemory();
+    uint64_t got = 0;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = zrs_train_dict(data, bounds, nbounds, dict, dict_capacity, &got);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        PyMem_RawFree(dict);
+        zr_py_raise(rc);
+        return NULL;
+    }
+    PyObject *res = PyBytes_FromStringAndSize((const char *)dict, (Py_ssize_t)got);
+    PyMem_RawFree(dict);
+    return res;
 }
 %}

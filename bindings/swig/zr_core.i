@@ -23,6 +23,23 @@
 /* Variadic and "for the layers above the engine" only. */
 %ignore zr_set_error;
 
+/* C callback tables: only C (or a binding's own C glue) can fill them. */
+%ignore zld_stream;
+%ignore zld_stream_kind;
+%ignore zld_stream_from_store;
+%ignore zld_create_streams;
+/* A raw index pointer without a typemap in every language; the loader
+ * calls it natively (readahead). */
+%ignore zre_advise;
+
+/* Engine-level maintenance and option structs with raw pointers: every
+ * binding reaches them through the store layer (zrs_delete, zrs_compact,
+ * zrs_create_*_dict) or its own checked glue (zrs_train_dict). */
+%ignore zre_create_options;
+%ignore zre_create_ex;
+%ignore zre_delete;
+%ignore zrs_train_dict;
+
 /* Opaque handles: the wrappers only ever carry pointers to these. */
 %nodefaultctor zre_engine;
 %nodefaultdtor zre_engine;

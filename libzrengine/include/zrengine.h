@@ -8,11 +8,15 @@
  * On-disk layout (every integer little-endian; docs/FORMAT.md is byte-exact):
  *
  *   meta.zr   32 bytes: u64 length, u32 tail_chunk, u32 tail_offset,
- *             u8 codec, 15 reserved zero bytes.
+ *             u8 codec, 7 reserved zero bytes, u32 identity_tag,
+ *             u32 checksum (FNV-1a 32 of bytes 0..27).
  *   N.loc     record table segment N: up to 2^28 entries of 16 bytes
  *             {u32 offset, u32 phys_length, u32 logic_length, u32 chunk_id}.
  *   N.chunk   record payloads; logical capacity 4 GiB; a record never
  *             straddles two chunks.
+ *   dict.zr   the zstd dictionary of a zstd_dict store (only there).
+ *   journal.zr  present only while a delete or compact is being applied;
+ *             replayed by the next writable open.
  *   store.zr  the typed identity, written by libzrstore, not by the engine.
  *
  * Commit protocol: payload bytes, then record-table entries, then meta.zr.
@@ -23,7 +27,10 @@
  * Nothing here prints or aborts.
  *
  * Threads: zre_append and zre_gather may be called concurrently from many
- * threads on one handle. zre_close must not race with any other call.
+ * threads on one handle. zre_delete and zre_compact need exclusive use of
+ * the handle: they fail with ZR_EBUSY (saying so) while a gather or
+ * record_sizes runs on it, and a gather started during them fails with
+ * ZR_EBUSY too. zre_close must not race with any other call.
  */
 #ifndef ZRENGINE_H
 #define ZRENGINE_H
@@ -100,7 +107,7 @@ ZRE_API int zr_set_error(int status, const char *fmt, ...)
 typedef enum zre_codec {
     ZRE_CODEC_RAW = 0,       /* bytes stored as given */
     ZRE_CODEC_ZSTD = 1,      /* one zstd frame per record, level 3 */
-    ZRE_CODEC_ZSTD_DICT = 2  /* zstd level 19 with dict.zr (not yet built) */
+    ZRE_CODEC_ZSTD_DICT = 2  /* zstd level 19 against the store's dict.zr */
 } zre_codec;
 
 /* "raw", "zstd", "zstd_dict"; NULL for an unknown value. Static storage. */
@@ -115,6 +122,9 @@ ZRE_API int zre_codec_parse(const char *name, zre_codec *out);
 #define ZRE_CHUNK_CAPACITY (UINT64_C(1) << 32)       /* bytes per N.chunk */
 #define ZRE_RECORD_MAX (UINT64_C(1) << 31)           /* bytes per record */
 #define ZRE_ZSTD_LEVEL 3
+#define ZRE_ZSTD_DICT_LEVEL 19
+/* Largest dict.zr accepted (the "max" tier trains 1 MiB). */
+#define ZRE_DICT_MAX (UINT64_C(64) << 20)
 
 /* =============================================================== engine */
 
@@ -142,6 +152,42 @@ ZRE_API int zre_close(zre_engine *e);
 /* fsync chunk files, then record-table segments, then meta.zr. A failed
  * fsync is returned as ZR_EIO, never ignored. */
 ZRE_API int zre_sync(zre_engine *e);
+
+/* Options of zre_create_ex. Zero-initialise, then set what you need. */
+typedef struct zre_create_options {
+    zre_codec codec;
+    /* zstd_dict only (and then required): the dictionary bytes, a zstd
+     * dictionary as ZDICT_trainFromBuffer makes it (magic 0xEC30A437),
+     * 8..ZRE_DICT_MAX bytes. Copied; written to dict.zr before meta.zr. */
+    const void *dict;
+    uint64_t dict_size;
+    /* Stored in meta.zr for the layer above (libzrstore keeps a hash of
+     * store.zr there, to detect a damaged identity). 0: none. */
+    uint32_t identity_tag;
+} zre_create_options;
+
+/* zre_create with options: codec, dictionary (ZR_EINVAL for zstd_dict
+ * without one, or with a dictionary for another codec), identity tag. */
+ZRE_API int zre_create_ex(zre_engine **out, const char *path,
+                          const zre_create_options *options);
+
+/* Open flags. */
+#define ZRE_OPEN_READONLY 1u /* shared lock: many readers, no writer */
+
+/* zre_open with flags. ZRE_OPEN_READONLY takes a shared lock without
+ * waiting: any number of read-only handles (in any processes) coexist,
+ * while a writable handle excludes them all (ZR_EBUSY either way). A
+ * read-only handle refuses append/delete/compact (ZR_EUNSUPPORTED);
+ * sync and close do nothing on disk. If a crashed writer left a
+ * journal.zr, the store is first recovered through a brief writable open
+ * (ZR_EBUSY if someone holds it). Errors as zre_open, plus ZR_ENOTSTORE
+ * for a missing or damaged dict.zr of a zstd_dict store. */
+ZRE_API int zre_open_ex(zre_engine **out, const char *path, unsigned flags);
+
+/* 1 for a read-only handle, else 0. */
+ZRE_API int zre_is_readonly(const zre_engine *e);
+/* The identity tag given at create (0 if none). */
+ZRE_API uint32_t zre_identity_tag(const zre_engine *e);
 
 /* Number of committed records. */
 ZRE_API uint64_t zre_length(const zre_engine *e);
@@ -181,6 +227,16 @@ ZRE_API int zre_gather(zre_engine *e, const uint64_t *index, uint64_t count,
                        void *dst, uint64_t dst_capacity, uint64_t record_size,
                        const uint64_t *dst_bounds);
 
+/* Hint the operating system that records index[0..count) will be read
+ * soon (posix_fadvise WILLNEED on their byte ranges in the chunk files,
+ * neighbouring ranges merged), so a later zre_gather finds them in the page
+ * cache. Purely advisory: it reads only the record table, never changes
+ * what a gather returns, and an OS that ignores the hint is not an error.
+ * Errors: ZR_EINVAL (NULL engine, or NULL index with count > 0),
+ * ZR_ERANGE (an index >= length, named), ZR_ENOMEM, or a record-table
+ * read failure. The index array is only read during the call. */
+ZRE_API int zre_advise(zre_engine *e, const uint64_t *index, uint64_t count);
+
 /* Space accounting. */
 typedef struct zre_stats {
     uint64_t records;        /* committed records */
@@ -192,6 +248,36 @@ typedef struct zre_stats {
 
 /* Fill *out by scanning the record table (O(length)). */
 ZRE_API int zre_get_stats(zre_engine *e, zre_stats *out);
+
+/* ============================================================ maintenance */
+
+/* Delete the records at index[0..count) (any order; duplicates count
+ * once) by swap-last: applied in descending index order, each deleted slot
+ * receives the current last record, so the live records stay exactly
+ * 0..length-1 (survivors past the new length are renumbered). Atomic: a
+ * crash leaves the store before or after the whole call (journal.zr).
+ * The bytes of deleted records stay in the chunks until zre_compact.
+ * ZR_ERANGE (nothing deleted) if any index >= length; ZR_EUNSUPPORTED on
+ * a read-only handle; ZR_EBUSY while a gather runs on this handle. */
+ZRE_API int zre_delete(zre_engine *e, const uint64_t *index, uint64_t count);
+
+/* Reclaim the bytes of deleted records, in place: records are visited in
+ * physical (chunk, offset) order and repacked densely from the start of
+ * chunk 0, so none moves to a higher address; records already in place
+ * are skipped. Then chunk files past the new frontier are deleted, the
+ * tail chunk is truncated to the frontier, record-table segments past
+ * `length` are deleted and the last truncated to its share of length * 16
+ * bytes, and everything is made durable. Safe to interrupt: each batch of
+ * moves is committed on its own (through journal.zr when a move would
+ * overwrite bytes still referenced), and running compact again finishes
+ * the job. Indices and contents are unchanged. Needs O(length) memory.
+ * Errors as zre_delete (ZR_EUNSUPPORTED read-only, ZR_EBUSY), ZR_EIO. */
+ZRE_API int zre_compact(zre_engine *e);
+
+/* Check record `index` fully: its table entry against the chunk files and
+ * the write frontier, then read it and decode it (frame checksum).
+ * ZR_ECORRUPT with a detail naming the index and the problem. */
+ZRE_API int zre_check_record(zre_engine *e, uint64_t index);
 
 #ifdef __cplusplus
 }

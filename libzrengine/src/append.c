@@ -285,9 +285,19 @@ ZRE_API int zre_append(zre_engine *e, const void *src, uint64_t record_size, con
         return zr_set_error(ZR_EINVAL, "append: NULL source for %" PRIu64 " records", count);
     append_src s = {src, record_size, bounds};
 
+    if (e->readonly)
+        return zr_set_error(ZR_EUNSUPPORTED, "append: store %s is open read-only", e->path);
     zrp_mutex_lock(&e->writer);
     uint64_t length = atomic_load_explicit(&e->length, memory_order_relaxed);
     int rc = validate(&s, count, length);
+    if (rc == 0 && count > 0 && e->codec == ZRE_CODEC_ZSTD_DICT && !e->cdict) {
+        /* Built once, here under the writer lock, before any worker needs
+         * it; immutable afterwards, so compressing threads share it. */
+        e->cdict = ZSTD_createCDict(e->dict, e->dict_size, ZRE_ZSTD_DICT_LEVEL);
+        if (!e->cdict)
+            rc = zr_set_error(ZR_ENOMEM, "append: cannot build the level-%d compression dictionary "
+                              "of %s", ZRE_ZSTD_DICT_LEVEL, e->path);
+    }
     if (rc == 0 && count > UINT64_MAX - length)
         rc = zr_set_error(ZR_ETOOBIG, "append: %" PRIu64 " more records overflow the length of %s",
                           count, e->path);

@@ -44,7 +44,39 @@ ZRE_API int zre_codec_parse(const char *name, zre_codec *out)
                         name);
 }
 
+/* ------------------------------------------------------------ checksums */
+
+uint32_t zre_fnv1a32(const void *buf, size_t len)
+{
+    const unsigned char *p = buf;
+    uint32_t h = 0x811c9dc5u;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x01000193u;
+    }
+    return h;
+}
+
+uint64_t zre_fnv1a64(uint64_t h, const void *buf, size_t len)
+{
+    const unsigned char *p = buf;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= UINT64_C(0x100000001b3);
+    }
+    return h;
+}
+
 /* ---------------------------------------------------------------- paths */
+
+char *zre_join(const zre_engine *e, const char *name)
+{
+    size_t n = strlen(e->path) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", e->path, name);
+    return p;
+}
 
 void zre_file_path(const zre_engine *e, char *buf, size_t cap, uint64_t id, const char *ext)
 {
@@ -76,6 +108,15 @@ static int fdtab_set(zre_fdtab *t, uint64_t id, zrp_file f)
     return ZR_OK;
 }
 
+void zre_fdtab_drop(zre_fdtab *t, uint64_t id)
+{
+    if (id >= (uint64_t)ZRE_FDTAB_TOP * ZRE_FDTAB_BLOCK)
+        return;
+    zrp_file *blk = atomic_load_explicit(&t->top[id / ZRE_FDTAB_BLOCK], memory_order_relaxed);
+    if (blk)
+        zrp_close(&blk[id % ZRE_FDTAB_BLOCK]);
+}
+
 static void fdtab_close_all(zre_fdtab *t)
 {
     for (size_t b = 0; b < ZRE_FDTAB_TOP; b++) {
@@ -92,7 +133,7 @@ static void fdtab_close_all(zre_fdtab *t)
 
 /* Open (creating when `create`) file `id` of kind `ext` into table `t`.
  * Returns 1 when opened, 0 when missing and !create, or a negative status. */
-static int open_numbered(zre_engine *e, zre_fdtab *t, uint64_t id, const char *ext, bool create)
+int zre_open_numbered(zre_engine *e, zre_fdtab *t, uint64_t id, const char *ext, bool create)
 {
     if (zre_fdtab_get(t, id).fd >= 0)
         return 1;
@@ -102,7 +143,8 @@ static int open_numbered(zre_engine *e, zre_fdtab *t, uint64_t id, const char *e
         return zr_set_error(ZR_ENOMEM, "engine: out of memory for a path");
     zre_file_path(e, p, cap, id, ext);
     zrp_file f;
-    int rc = zrp_open(&f, p, ZRP_READ | ZRP_WRITE | (create ? ZRP_CREATE : 0u));
+    unsigned mode = e->readonly ? ZRP_READ : ZRP_READ | ZRP_WRITE | (create ? ZRP_CREATE : 0u);
+    int rc = zrp_open(&f, p, mode);
     if (rc == -ENOENT && !create) {
         free(p);
         return 0;
@@ -125,13 +167,13 @@ static int open_numbered(zre_engine *e, zre_fdtab *t, uint64_t id, const char *e
 
 int zre_ensure_chunk(zre_engine *e, uint32_t id)
 {
-    int rc = open_numbered(e, &e->chunks, id, "chunk", true);
+    int rc = zre_open_numbered(e, &e->chunks, id, "chunk", true);
     return rc < 0 ? rc : ZR_OK;
 }
 
 int zre_ensure_seg(zre_engine *e, uint64_t id)
 {
-    int rc = open_numbered(e, &e->locs, id, "loc", true);
+    int rc = zre_open_numbered(e, &e->locs, id, "loc", true);
     return rc < 0 ? rc : ZR_OK;
 }
 
@@ -188,20 +230,22 @@ int zre_read_locs(zre_engine *e, uint64_t first, unsigned char *buf, uint64_t n)
 
 /* ---------------------------------------------------------------- meta */
 
-static void meta_encode(unsigned char out[ZRE_META_SIZE], uint64_t length, uint32_t tail_chunk,
-                        uint32_t tail_offset, zre_codec codec)
+void zre_meta_encode(unsigned char out[ZRE_META_SIZE], uint64_t length, uint32_t tail_chunk,
+                     uint32_t tail_offset, zre_codec codec, uint32_t identity_tag)
 {
     memset(out, 0, ZRE_META_SIZE);
     zre_put_u64(out, length);
     zre_put_u32(out + 8, tail_chunk);
     zre_put_u32(out + 12, tail_offset);
     out[16] = (unsigned char)codec;
+    zre_put_u32(out + 24, identity_tag);
+    zre_put_u32(out + 28, zre_fnv1a32(out, 28));
 }
 
 int zre_write_meta(zre_engine *e, uint64_t length, uint32_t tail_chunk, uint32_t tail_offset)
 {
     unsigned char buf[ZRE_META_SIZE];
-    meta_encode(buf, length, tail_chunk, tail_offset, e->codec);
+    zre_meta_encode(buf, length, tail_chunk, tail_offset, e->codec, e->identity_tag);
     /* One 32-byte write at offset 0 of the locked file: it stays within a
      * single sector, and the lock lives on this file, so no rename. */
     int rc = zrp_pwrite_all(e->meta, buf, sizeof buf, 0);
@@ -263,10 +307,13 @@ void *zre_cctx_get(zre_engine *e)
     ZSTD_CCtx *cc = ZSTD_createCCtx();
     if (!cc)
         return NULL;
-    /* Parameters are sticky across ZSTD_compress2 calls: set them once. */
+    /* Parameters are sticky across ZSTD_compress2 calls: set them once. A
+     * referenced CDict (zstd_dict) brings its level 19 parameters; the frame
+     * flags (checksum, content size, dictionary id) stay the context's. */
     if (ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, ZRE_ZSTD_LEVEL)) ||
         ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1)) ||
-        ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 1))) {
+        ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 1)) ||
+        (e->cdict && ZSTD_isError(ZSTD_CCtx_refCDict(cc, (const ZSTD_CDict *)e->cdict)))) {
         ZSTD_freeCCtx(cc);
         return NULL;
     }
@@ -296,6 +343,9 @@ static void engine_free(zre_engine *e)
         ZSTD_freeCCtx(e->cctx_free[i]);
     free(e->dctx_free);
     free(e->cctx_free);
+    ZSTD_freeDDict(e->ddict);
+    ZSTD_freeCDict(e->cdict);
+    free(e->dict);
     zrp_mutex_destroy(&e->ctx_lock);
     zrp_mutex_destroy(&e->writer);
     free(e->path);
@@ -344,7 +394,9 @@ static int open_meta(zre_engine *e, bool create)
     if (!p)
         return zr_set_error(ZR_ENOMEM, "engine: out of memory for a path");
     snprintf(p, cap, "%s/meta.zr", e->path);
-    int rc = zrp_open(&e->meta, p, ZRP_READ | ZRP_WRITE | (create ? ZRP_CREATE | ZRP_EXCLUSIVE : 0u));
+    unsigned mode = e->readonly ? ZRP_READ
+                                : ZRP_READ | ZRP_WRITE | (create ? ZRP_CREATE | ZRP_EXCLUSIVE : 0u);
+    int rc = zrp_open(&e->meta, p, mode);
     if (rc < 0) {
         if (!create && rc == -ENOENT)
             rc = zr_set_error(ZR_ENOTSTORE, "open: %s is not a store: meta.zr is missing", e->path);
@@ -353,11 +405,14 @@ static int open_meta(zre_engine *e, bool create)
         free(p);
         return rc;
     }
-    rc = zrp_lock_exclusive(e->meta);
+    rc = e->readonly ? zrp_lock_shared(e->meta) : zrp_lock_exclusive(e->meta);
     if (rc < 0) {
         if (rc == ZRP_EBUSY)
-            rc = zr_set_error(ZR_EBUSY, "store %s is busy: another handle (in this or another "
-                              "process) holds its lock", e->path);
+            rc = zr_set_error(ZR_EBUSY, "store %s is busy: %s", e->path,
+                              e->readonly ? "a writable handle (in this or another process) holds "
+                                            "its exclusive lock"
+                                          : "another handle (in this or another process) holds "
+                                            "its lock");
         else
             rc = zr_set_error(ZR_EIO, "engine: cannot lock %s: %s", p, strerror(-rc));
         free(p);
@@ -387,44 +442,102 @@ static char *parent_of(const char *path)
     return d;
 }
 
-ZRE_API int zre_create(zre_engine **out, const char *path, zre_codec codec)
+/* Check dictionary bytes and build the decoder dictionary (and keep a
+ * copy for the encoder, built on first append). `what` names the source
+ * in messages ("create: dict_bytes" or "<path>/dict.zr"). */
+static int load_dict(zre_engine *e, const void *dict, uint64_t size, int bad_status, const char *what)
 {
-    if (!out || !path || !*path)
+    if (size < 8 || size > ZRE_DICT_MAX)
+        return zr_set_error(bad_status, "%s: a zstd dictionary of %" PRIu64 " bytes, expected 8..%"
+                            PRIu64, what, size, (uint64_t)ZRE_DICT_MAX);
+    const unsigned char *d = dict;
+    /* Only zstd's own dictionary format (ZDICT output): its id is then
+     * stamped in every frame, so a frame and a different dictionary never
+     * meet silently. */
+    if (zre_get_u32(d) != 0xEC30A437u)
+        return zr_set_error(bad_status, "%s: not a zstd dictionary: magic is 0x%08x, expected "
+                            "0xec30a437", what, zre_get_u32(d));
+    if (ZSTD_getDictID_fromDict(dict, (size_t)size) == 0)
+        return zr_set_error(bad_status, "%s: zstd dictionary has id 0", what);
+    e->dict = malloc((size_t)size);
+    if (!e->dict)
+        return zr_set_error(ZR_ENOMEM, "%s: out of memory for a %" PRIu64 "-byte dictionary", what,
+                            size);
+    memcpy(e->dict, dict, (size_t)size);
+    e->dict_size = (size_t)size;
+    e->ddict = ZSTD_createDDict(e->dict, e->dict_size);
+    if (!e->ddict)
+        return zr_set_error(bad_status, "%s: the zstd dictionary does not load (damaged entropy "
+                            "tables)", what);
+    return ZR_OK;
+}
+
+ZRE_API int zre_create_ex(zre_engine **out, const char *path, const zre_create_options *opt)
+{
+    if (!out || !path || !*path || !opt)
         return zr_set_error(ZR_EINVAL, "create: NULL or empty argument");
     *out = NULL;
+    zre_codec codec = opt->codec;
     if (!zre_codec_name(codec))
         return zr_set_error(ZR_EINVAL, "create: unknown codec %d for %s, expected 0 (raw), 1 (zstd) "
                             "or 2 (zstd_dict)", (int)codec, path);
-    if (codec == ZRE_CODEC_ZSTD_DICT)
-        return zr_set_error(ZR_EUNSUPPORTED, "create: codec zstd_dict is not supported yet (%s)", path);
+    if (codec == ZRE_CODEC_ZSTD_DICT && (!opt->dict || opt->dict_size == 0))
+        return zr_set_error(ZR_EINVAL, "create: codec zstd_dict needs dictionary bytes (train one "
+                            "first); %s not created", path);
+    if (codec != ZRE_CODEC_ZSTD_DICT && (opt->dict || opt->dict_size))
+        return zr_set_error(ZR_EINVAL, "create: a dictionary is only meaningful with codec "
+                            "zstd_dict, not %s (%s)", zre_codec_name(codec), path);
     if (zrp_path_exists(path))
         return zr_set_error(ZR_EEXIST, "create: %s already exists", path);
 
+    zre_engine *e;
+    int rc = engine_alloc(&e, path, codec);
+    if (rc < 0)
+        return rc;
+    e->identity_tag = opt->identity_tag;
+    if (codec == ZRE_CODEC_ZSTD_DICT) {
+        rc = load_dict(e, opt->dict, opt->dict_size, ZR_EINVAL, "create: dictionary bytes");
+        if (rc < 0) {
+            engine_free(e);
+            return rc;
+        }
+    }
+
     char *parent = parent_of(path);
     if (parent) {
-        int rc = zrp_mkdir_parents(parent);
+        rc = zrp_mkdir_parents(parent);
         if (rc < 0) {
             rc = zr_set_error(ZR_EIO, "create: cannot create parent directory %s: %s", parent,
                               strerror(-rc));
             free(parent);
+            engine_free(e);
             return rc;
         }
     }
-    int rc = zrp_mkdir(path);
+    rc = zrp_mkdir(path);
     if (rc < 0) {
         free(parent);
+        engine_free(e);
         if (rc == -EEXIST)
             return zr_set_error(ZR_EEXIST, "create: %s already exists", path);
         return zr_set_error(ZR_EIO, "create: cannot create directory %s: %s", path, strerror(-rc));
     }
 
-    zre_engine *e;
-    rc = engine_alloc(&e, path, codec);
-    if (rc < 0) {
-        free(parent);
-        return rc;
+    /* dict.zr is durable before meta.zr exists: no zstd_dict store is ever
+     * seen without its dictionary. */
+    if (codec == ZRE_CODEC_ZSTD_DICT) {
+        char *dp = zre_join(e, "dict.zr");
+        if (!dp) {
+            rc = zr_set_error(ZR_ENOMEM, "create: out of memory for a path");
+        } else {
+            int prc = zrp_write_file_atomic(dp, e->dict, e->dict_size);
+            if (prc < 0)
+                rc = zr_set_error(ZR_EIO, "create: cannot write %s: %s", dp, strerror(-prc));
+            free(dp);
+        }
     }
-    rc = open_meta(e, true);
+    if (rc == 0)
+        rc = open_meta(e, true);
     if (rc == 0)
         rc = zre_write_meta(e, 0, 0, 0);
     if (rc == 0 && (rc = zrp_fsync(e->meta)) < 0)
@@ -442,12 +555,20 @@ ZRE_API int zre_create(zre_engine **out, const char *path, zre_codec codec)
     return ZR_OK;
 }
 
+ZRE_API int zre_create(zre_engine **out, const char *path, zre_codec codec)
+{
+    zre_create_options o;
+    memset(&o, 0, sizeof o);
+    o.codec = codec;
+    return zre_create_ex(out, path, &o);
+}
+
 /* Validate the record table and chunk files against the header. */
 static int open_validate_files(zre_engine *e, uint64_t length)
 {
     uint64_t nseg = (length + ZRE_INT_SEG_ENTRIES - 1) / ZRE_INT_SEG_ENTRIES;
     for (uint64_t s = 0; s < nseg; s++) {
-        int rc = open_numbered(e, &e->locs, s, "loc", false);
+        int rc = zre_open_numbered(e, &e->locs, s, "loc", false);
         if (rc < 0)
             return rc;
         if (rc == 0)
@@ -469,7 +590,7 @@ static int open_validate_files(zre_engine *e, uint64_t length)
     for (uint64_t c = 0; c <= e->tail_chunk; c++) {
         bool is_tail = c == e->tail_chunk;
         bool required = !is_tail || length > 0 || e->tail_offset > 0;
-        int rc = open_numbered(e, &e->chunks, c, "chunk", false);
+        int rc = zre_open_numbered(e, &e->chunks, c, "chunk", false);
         if (rc < 0)
             return rc;
         if (rc == 0) {
@@ -494,20 +615,79 @@ static int open_validate_files(zre_engine *e, uint64_t length)
     return ZR_OK;
 }
 
-ZRE_API int zre_open(zre_engine **out, const char *path)
+/* Load dict.zr of a zstd_dict store, or refuse a stray one elsewhere. */
+static int open_dict(zre_engine *e)
+{
+    char *dp = zre_join(e, "dict.zr");
+    if (!dp)
+        return zr_set_error(ZR_ENOMEM, "open: out of memory for a path");
+    int rc = ZR_OK;
+    if (e->codec != ZRE_CODEC_ZSTD_DICT) {
+        if (zrp_path_exists(dp))
+            rc = zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: codec %s store has a dict.zr "
+                              "(%s)", e->path, zre_codec_name(e->codec), dp);
+        free(dp);
+        return rc;
+    }
+    void *buf = NULL;
+    size_t len = 0;
+    int prc = zrp_read_file(dp, &buf, &len, (size_t)ZRE_DICT_MAX);
+    if (prc == -ENOENT)
+        rc = zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: codec zstd_dict but %s is missing",
+                          e->path, dp);
+    else if (prc == -EFBIG)
+        rc = zr_set_error(ZR_ENOTSTORE, "open: %s is larger than %" PRIu64 " bytes", dp,
+                          (uint64_t)ZRE_DICT_MAX);
+    else if (prc < 0)
+        rc = zr_set_error(ZR_EIO, "open: cannot read %s: %s", dp, strerror(-prc));
+    else
+        rc = load_dict(e, buf, len, ZR_ENOTSTORE, dp);
+    free(buf);
+    free(dp);
+    return rc;
+}
+
+ZRE_API int zre_open_ex(zre_engine **out, const char *path, unsigned flags)
 {
     if (!out || !path || !*path)
         return zr_set_error(ZR_EINVAL, "open: NULL or empty argument");
     *out = NULL;
+    if (flags & ~ZRE_OPEN_READONLY)
+        return zr_set_error(ZR_EINVAL, "open: unknown flags 0x%x for %s", flags, path);
     if (!zrp_is_dir(path))
         return zr_set_error(ZR_ENOTSTORE, "open: %s is not a store: not a directory", path);
+    bool readonly = (flags & ZRE_OPEN_READONLY) != 0;
     zre_engine *e;
     int rc = engine_alloc(&e, path, ZRE_CODEC_RAW);
     if (rc < 0)
         return rc;
+    e->readonly = readonly;
     rc = open_meta(e, false);
     if (rc < 0)
         goto fail;
+
+    if (readonly) {
+        /* A crashed writer's journal needs a writable open to replay; no
+         * reader can be in (a writer excluded them), so borrow the lock. */
+        char *jp = zre_join(e, "journal.zr");
+        if (!jp) {
+            rc = zr_set_error(ZR_ENOMEM, "open: out of memory for a path");
+            goto fail;
+        }
+        int pending = zrp_path_exists(jp);
+        free(jp);
+        if (pending) {
+            engine_free(e);
+            zre_engine *w;
+            rc = zre_open_ex(&w, path, 0);
+            if (rc < 0)
+                return rc;
+            rc = zre_close(w);
+            if (rc < 0)
+                return rc;
+            return zre_open_ex(out, path, flags);
+        }
+    }
 
     uint64_t size;
     rc = zrp_file_size(e->meta, &size);
@@ -530,43 +710,38 @@ ZRE_API int zre_open(zre_engine **out, const char *path)
     e->tail_chunk = zre_get_u32(m + 8);
     e->tail_offset = zre_get_u32(m + 12);
     unsigned codec = m[16];
+    e->identity_tag = zre_get_u32(m + 24);
     if (codec > ZRE_CODEC_ZSTD_DICT) {
         rc = zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: meta.zr codec byte is %u, "
                           "expected 0 (raw), 1 (zstd) or 2 (zstd_dict)", path, codec);
         goto fail;
     }
-    for (unsigned i = 17; i < ZRE_META_SIZE; i++) {
+    for (unsigned i = 17; i < 24; i++) {
         if (m[i] != 0) {
             rc = zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: meta.zr reserved byte %u is "
                               "0x%02x, expected 0", path, i, m[i]);
             goto fail;
         }
     }
+    if (zre_get_u32(m + 28) != zre_fnv1a32(m, 28)) {
+        rc = zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: meta.zr checksum is 0x%08x, "
+                          "expected 0x%08x (the header is damaged)", path, zre_get_u32(m + 28),
+                          zre_fnv1a32(m, 28));
+        goto fail;
+    }
     e->codec = (zre_codec)codec;
-    if (e->codec == ZRE_CODEC_ZSTD_DICT) {
-        rc = zr_set_error(ZR_EUNSUPPORTED, "open: %s uses codec zstd_dict, not supported yet", path);
+    rc = open_dict(e);
+    if (rc < 0)
         goto fail;
-    }
-    {
-        size_t cap = path_cap(e);
-        char *p = malloc(cap);
-        if (!p) {
-            rc = zr_set_error(ZR_ENOMEM, "open: out of memory for a path");
-            goto fail;
-        }
-        snprintf(p, cap, "%s/dict.zr", path);
-        int has_dict = zrp_path_exists(p);
-        free(p);
-        if (has_dict) {
-            rc = zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: codec %s store has a dict.zr",
-                              path, zre_codec_name(e->codec));
-            goto fail;
-        }
-    }
     if (e->tail_offset > ZRE_CHUNK_USABLE) {
-        rc = zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: tail_offset %u beyond chunk capacity",
-                          path, e->tail_offset);
+        rc = zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: meta.zr tail_offset %u beyond chunk "
+                          "capacity", path, e->tail_offset);
         goto fail;
+    }
+    if (!readonly) {
+        rc = zre_journal_recover(e, &length);
+        if (rc < 0)
+            goto fail;
     }
     rc = open_validate_files(e, length);
     if (rc < 0)
@@ -579,8 +754,40 @@ fail:
     return rc;
 }
 
-static int sync_locked(zre_engine *e)
+ZRE_API int zre_open(zre_engine **out, const char *path) { return zre_open_ex(out, path, 0); }
+
+ZRE_API int zre_is_readonly(const zre_engine *e) { return e && e->readonly ? 1 : 0; }
+ZRE_API uint32_t zre_identity_tag(const zre_engine *e) { return e ? e->identity_tag : 0; }
+
+int zre_enter_read(zre_engine *e, const char *what)
 {
+    atomic_fetch_add(&e->readers, 1);
+    if (atomic_load(&e->maint)) {
+        atomic_fetch_sub(&e->readers, 1);
+        return zr_set_error(ZR_EBUSY, "%s: store %s is being changed by a delete or compact on this "
+                            "handle, which needs exclusive use", what, e->path);
+    }
+    return ZR_OK;
+}
+
+int zre_enter_maint(zre_engine *e, const char *what)
+{
+    if (e->readonly)
+        return zr_set_error(ZR_EUNSUPPORTED, "%s: store %s is open read-only", what, e->path);
+    atomic_store(&e->maint, 1);
+    unsigned r = atomic_load(&e->readers);
+    if (r != 0) {
+        atomic_store(&e->maint, 0);
+        return zr_set_error(ZR_EBUSY, "%s: needs exclusive use of store %s, but %u gather(s) are "
+                            "running on this handle", what, e->path, r);
+    }
+    return ZR_OK;
+}
+
+int zre_sync_all(zre_engine *e)
+{
+    if (e->readonly)
+        return ZR_OK;
     uint64_t length = atomic_load_explicit(&e->length, memory_order_acquire);
     for (uint64_t c = 0; c <= e->tail_chunk; c++) {
         zrp_file f = zre_fdtab_get(&e->chunks, c);
@@ -617,7 +824,7 @@ ZRE_API int zre_sync(zre_engine *e)
     if (!e)
         return zr_set_error(ZR_EINVAL, "sync: NULL handle");
     zrp_mutex_lock(&e->writer);
-    int rc = sync_locked(e);
+    int rc = zre_sync_all(e);
     zrp_mutex_unlock(&e->writer);
     return rc;
 }
@@ -626,7 +833,7 @@ ZRE_API int zre_close(zre_engine *e)
 {
     if (!e)
         return ZR_OK;
-    int rc = zre_sync(e);
+    int rc = e->readonly ? ZR_OK : zre_sync(e);
     engine_free(e);
     return rc;
 }
@@ -646,21 +853,25 @@ ZRE_API int zre_record_sizes(zre_engine *e, const uint64_t *index, uint64_t coun
 {
     if (!e || (count > 0 && (!index || !sizes)))
         return zr_set_error(ZR_EINVAL, "record_sizes: NULL argument");
+    int rc = zre_enter_read(e, "record_sizes");
+    if (rc < 0)
+        return rc;
     uint64_t length = zre_length(e);
-    for (uint64_t i = 0; i < count; i++)
+    for (uint64_t i = 0; i < count && rc == 0; i++)
         if (index[i] >= length)
-            return zr_set_error(ZR_ERANGE, "record_sizes: index %" PRIu64 " out of range for store "
-                                "of %" PRIu64 " records (position %" PRIu64 ")", index[i], length, i);
-    for (uint64_t i = 0; i < count; i++) {
+            rc = zr_set_error(ZR_ERANGE, "record_sizes: index %" PRIu64 " out of range for store "
+                              "of %" PRIu64 " records (position %" PRIu64 ")", index[i], length, i);
+    for (uint64_t i = 0; i < count && rc == 0; i++) {
         unsigned char buf[ZRE_LOC_ENTRY_SIZE];
-        int rc = zre_read_locs(e, index[i], buf, 1);
+        rc = zre_read_locs(e, index[i], buf, 1);
         if (rc < 0)
-            return rc;
+            break;
         zre_loc l;
         zre_loc_decode(&l, buf);
         sizes[i] = l.logic_length;
     }
-    return ZR_OK;
+    zre_leave_read(e);
+    return rc;
 }
 
 ZRE_API int zre_get_stats(zre_engine *e, zre_stats *out)

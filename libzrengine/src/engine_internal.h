@@ -116,7 +116,9 @@ static inline zrp_file zre_fdtab_get(const zre_fdtab *t, uint64_t id)
 struct zre_engine {
     char *path;
     zre_codec codec;
-    zrp_file meta;           /* open and exclusively locked for the lifetime */
+    bool readonly;           /* shared lock; files opened read-only */
+    uint32_t identity_tag;   /* meta.zr bytes 24..27, for the layer above */
+    zrp_file meta;           /* open and locked for the lifetime */
     _Atomic uint64_t length; /* committed records; release-stored on commit */
 
     /* The committed frontier: only touched with `writer` held. */
@@ -129,6 +131,21 @@ struct zre_engine {
 
     unsigned ncpu;
     zre_pool pool;
+
+    /* zstd_dict: the dictionary, loaded once. The DDict is immutable and
+     * shared by every gather thread without a lock; the CDict is built on
+     * the first append (writer lock held) and is then immutable too. */
+    void *dict;
+    size_t dict_size;
+    void *ddict; /* ZSTD_DDict */
+    void *cdict; /* ZSTD_CDict */
+
+    /* Exclusive use for delete/compact: gathers count themselves in
+     * `readers`; maintenance raises `maint` and backs off if any reader is
+     * in. Both sides use sequentially consistent atomics, so at least one
+     * of two racing sides sees the other and fails with ZR_EBUSY. */
+    _Atomic unsigned readers;
+    _Atomic int maint;
 
     /* Reusable zstd contexts (free lists), so per-call setup is paid once. */
     zrp_mutex ctx_lock;
@@ -151,6 +168,41 @@ int zre_ensure_seg(zre_engine *e, uint64_t id);
 int zre_write_locs(zre_engine *e, uint64_t first, const unsigned char *buf, uint64_t n);
 /* Read loc entries [first, first+n) into `buf` (16*n bytes). */
 int zre_read_locs(zre_engine *e, uint64_t first, unsigned char *buf, uint64_t n);
+
+/* FNV-1a (32 and 64 bit), the checksums of meta.zr and journal.zr. */
+uint32_t zre_fnv1a32(const void *buf, size_t len);
+uint64_t zre_fnv1a64(uint64_t h, const void *buf, size_t len);
+#define ZRE_FNV64_INIT UINT64_C(0xcbf29ce484222325)
+
+/* Encode a meta.zr image (checksum included). */
+void zre_meta_encode(unsigned char out[ZRE_META_SIZE], uint64_t length, uint32_t tail_chunk,
+                     uint32_t tail_offset, zre_codec codec, uint32_t identity_tag);
+
+/* fsync every open chunk and loc file, the directory, then meta.zr. */
+int zre_sync_all(zre_engine *e);
+
+/* Reader registration for exclusive maintenance (see struct zre_engine). */
+int zre_enter_read(zre_engine *e, const char *what);
+static inline void zre_leave_read(zre_engine *e)
+{
+    atomic_fetch_sub(&e->readers, 1);
+}
+/* Writer lock held. ZR_EBUSY if a reader is in; else maint is raised. */
+int zre_enter_maint(zre_engine *e, const char *what);
+static inline void zre_leave_maint(zre_engine *e) { atomic_store(&e->maint, 0); }
+
+/* Replay journal.zr if present (writable open, writer context). Updates
+ * the in-memory length/frontier to what the journal commits. */
+int zre_journal_recover(zre_engine *e, uint64_t *length);
+/* Close and forget the fd of chunk/segment `id` (maintenance only). */
+void zre_fdtab_drop(zre_fdtab *t, uint64_t id);
+/* Open numbered file, see engine.c: 1 opened, 0 missing (!create), <0. */
+int zre_open_numbered(zre_engine *e, zre_fdtab *t, uint64_t id, const char *ext, bool create);
+/* Malloc'd "<dir>/<name>"; NULL when out of memory. */
+char *zre_join(const zre_engine *e, const char *name);
+
+/* Read and decode one record (exactly l->logic_length bytes) into out. */
+int zre_read_one(zre_engine *e, uint64_t idx, const zre_loc *l, unsigned char *out);
 
 /* Rewrite meta.zr with the given state (writer only). */
 int zre_write_meta(zre_engine *e, uint64_t length, uint32_t tail_chunk, uint32_t tail_offset);

@@ -41,6 +41,8 @@ typedef struct gshard {
     size_t stage_cap;
 } gshard;
 
+int zre_read_one(zre_engine *e, uint64_t idx, const zre_loc *l, unsigned char *out);
+
 static int read_record(zre_engine *e, gshard *sh, uint64_t idx, const zre_loc *l, unsigned char *out,
                        uint64_t slot)
 {
@@ -86,7 +88,10 @@ static int read_record(zre_engine *e, gshard *sh, uint64_t idx, const zre_loc *l
                             " (%u bytes at %s/%u.chunk offset %u) failed: %s", idx, l->phys_length,
                             e->path, l->chunk_id, l->offset,
                             rc == ZRP_ESHORT ? "chunk file too short" : strerror(-rc));
-    size_t got = ZSTD_decompressDCtx(sh->dctx, out, (size_t)slot, sh->stage, l->phys_length);
+    /* The DDict is immutable: every shard shares it without a lock. */
+    size_t got = e->ddict ? ZSTD_decompress_usingDDict(sh->dctx, out, (size_t)slot, sh->stage,
+                                                       l->phys_length, (const ZSTD_DDict *)e->ddict)
+                          : ZSTD_decompressDCtx(sh->dctx, out, (size_t)slot, sh->stage, l->phys_length);
     if (ZSTD_isError(got))
         return zr_set_error(ZR_ECORRUPT, "gather: record %" PRIu64 " does not decode (%s/%u.chunk "
                             "offset %u): %s", idx, e->path, l->chunk_id, l->offset,
@@ -143,6 +148,9 @@ static void gather_shard(void *arg, unsigned s)
     }
 }
 
+static int gather_checked(zre_engine *e, const uint64_t *index, uint64_t count, void *dst,
+                          uint64_t dst_capacity, uint64_t record_size, const uint64_t *dst_bounds);
+
 ZRE_API int zre_gather(zre_engine *e, const uint64_t *index, uint64_t count, void *dst,
                        uint64_t dst_capacity, uint64_t record_size, const uint64_t *dst_bounds)
 {
@@ -153,6 +161,17 @@ ZRE_API int zre_gather(zre_engine *e, const uint64_t *index, uint64_t count, voi
     if (!index || !dst)
         return zr_set_error(ZR_EINVAL, "gather: NULL index or destination for %" PRIu64 " records",
                             count);
+    int rc = zre_enter_read(e, "gather");
+    if (rc < 0)
+        return rc;
+    rc = gather_checked(e, index, count, dst, dst_capacity, record_size, dst_bounds);
+    zre_leave_read(e);
+    return rc;
+}
+
+static int gather_checked(zre_engine *e, const uint64_t *index, uint64_t count, void *dst,
+                          uint64_t dst_capacity, uint64_t record_size, const uint64_t *dst_bounds)
+{
     uint64_t length = zre_length(e);
     for (uint64_t i = 0; i < count; i++)
         if (index[i] >= length)
@@ -207,5 +226,16 @@ ZRE_API int zre_gather(zre_engine *e, const uint64_t *index, uint64_t count, voi
     }
     if (j.errs != &one)
         free(j.errs);
+    return rc;
+}
+
+/* One record into `out` (exactly l->logic_length bytes), with a private
+ * decoding context: for zre_check_record. */
+int zre_read_one(zre_engine *e, uint64_t idx, const zre_loc *l, unsigned char *out)
+{
+    gshard sh = {0};
+    int rc = read_record(e, &sh, idx, l, out, l->logic_length);
+    zre_dctx_put(e, sh.dctx);
+    free(sh.stage);
     return rc;
 }

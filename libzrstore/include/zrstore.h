@@ -102,6 +102,26 @@ ZRS_API int zrs_create_ragged(zrs_store **out, const char *path,
  * ZR_EBUSY: another handle holds the store. */
 ZRS_API int zrs_open(zrs_store **out, const char *path);
 
+/* zrs_create_dense / zrs_create_ragged with a dictionary: for codec
+ * ZRE_CODEC_ZSTD_DICT, dict[0..dict_size) is the zstd dictionary (from
+ * zrs_train_dict), written to dict.zr before anything else; for any other
+ * codec dict must be NULL with dict_size 0. ZR_EINVAL for zstd_dict
+ * without a dictionary or with bytes that are not a zstd dictionary. The
+ * plain create functions are these with no dictionary. */
+ZRS_API int zrs_create_dense_dict(zrs_store **out, const char *path,
+                                  zrs_dtype dtype, const uint64_t *item_shape,
+                                  size_t ndim, zre_codec codec,
+                                  const void *dict, uint64_t dict_size);
+ZRS_API int zrs_create_ragged_dict(zrs_store **out, const char *path,
+                                   zrs_dtype dtype, zre_codec codec,
+                                   const void *dict, uint64_t dict_size);
+
+/* zrs_open with flags: ZRE_OPEN_READONLY takes the store's shared lock
+ * (any number of read-only handles, no writer; ZR_EBUSY on conflict).
+ * store.zr must match the identity hash kept in meta.zr (ZR_ENOTSTORE
+ * "store.zr ... does not match" otherwise). */
+ZRS_API int zrs_open_ex(zrs_store **out, const char *path, unsigned flags);
+
 /* Sync and close; the handle is freed whatever the result. NULL: no-op. */
 ZRS_API int zrs_close(zrs_store *s);
 
@@ -119,6 +139,20 @@ ZRS_API uint64_t zrs_record_size(const zrs_store *s);
 ZRS_API const char *zrs_path(const zrs_store *s);
 /* The engine underneath, borrowed (do not close). */
 ZRS_API zre_engine *zrs_engine(zrs_store *s);
+
+/* 1 for a handle opened with ZRE_OPEN_READONLY. */
+ZRS_API int zrs_is_readonly(const zrs_store *s);
+
+/* Make every committed record durable (zre_sync). */
+ZRS_API int zrs_sync(zrs_store *s);
+
+/* Delete the records at index[0..count) (negatives wrap; duplicates count
+ * once) by swap-last, atomically; see zre_delete. ZR_ERANGE (nothing
+ * deleted) for an index outside [-length, length). */
+ZRS_API int zrs_delete(zrs_store *s, const int64_t *index, uint64_t count);
+
+/* Reclaim deleted bytes in place; see zre_compact. */
+ZRS_API int zrs_compact(zrs_store *s);
 
 /* Resolve `count` indices in place semantics: negative i means
  * length + i. Writes the absolute indices to out[0..count).
@@ -172,6 +206,37 @@ ZRS_API int zrs_ragged_decode(const void *record, uint64_t size,
 
 /* Bytes of the [ndim][dims] prefix for a record of `ndim` dims. */
 #define ZRS_RAGGED_PREFIX_SIZE(ndim) (8u * (1u + (uint64_t)(ndim)))
+
+/* ========================================================= dictionaries */
+
+/* Dictionary tiers: (dictionary bytes, training sample bytes). A caller
+ * picks a tier, never a number. */
+typedef enum zrs_dict_tier {
+    ZRS_DICT_FAST = 0,     /* 32 KiB dictionary, 4 MiB sample */
+    ZRS_DICT_BALANCED = 1, /* 128 KiB dictionary, 16 MiB sample (default) */
+    ZRS_DICT_MAX = 2       /* 1 MiB dictionary, 64 MiB sample */
+} zrs_dict_tier;
+
+#define ZRS_DICT_FAST_DICT_BYTES 32768
+#define ZRS_DICT_FAST_SAMPLE_BYTES 4194304
+#define ZRS_DICT_BALANCED_DICT_BYTES 131072
+#define ZRS_DICT_BALANCED_SAMPLE_BYTES 16777216
+#define ZRS_DICT_MAX_DICT_BYTES 1048576
+#define ZRS_DICT_MAX_SAMPLE_BYTES 67108864
+
+/* The tier's dictionary and sample sizes in bytes; ZR_EINVAL otherwise. */
+ZRS_API int zrs_dict_tier_sizes(zrs_dict_tier tier, uint64_t *dict_bytes,
+                                uint64_t *sample_bytes);
+
+/* Train a zstd dictionary with zstd's own builder (ZDICT_trainFromBuffer)
+ * on `nsamples` samples stored back to back in samples[0..sum(sizes)),
+ * sample i being sizes[i] bytes. Records larger than 128 KiB are split
+ * into 128 KiB pieces for training. Writes at most `dict_capacity` bytes
+ * to dict and their count to *dict_size. ZR_EINVAL when zstd cannot train
+ * (too few or too uniform samples; the detail says why). */
+ZRS_API int zrs_train_dict(const void *samples, const uint64_t *sizes,
+                           uint64_t nsamples, void *dict,
+                           uint64_t dict_capacity, uint64_t *dict_size);
 
 #ifdef __cplusplus
 }

@@ -184,8 +184,22 @@ int zrs_ragged_decode(const void *record, uint64_t size, zrs_dtype dtype,
 
 /* ------------------------------------------------------ create / open */
 
+/* The identity tag kept in meta.zr: FNV-1a 32 of store.zr's bytes, never
+ * 0 (0 means "no tag"). Lets open tell a damaged store.zr that still
+ * decodes (say '<f4' turned '<i4') from the real one. */
+static uint32_t identity_tag(const void *buf, size_t len)
+{
+    const unsigned char *p = buf;
+    uint32_t h = 0x811c9dc5u;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x01000193u;
+    }
+    return h ? h : 1u;
+}
+
 static int create_store(zrs_store **out, const char *path, zrs_identity *id,
-                        zre_codec codec)
+                        zre_codec codec, const void *dict, uint64_t dict_size)
 {
     char why[ZRS_WHY_MAX];
     if (zrs__identity_check(id, why) != 0)
@@ -194,12 +208,11 @@ static int create_store(zrs_store **out, const char *path, zrs_identity *id,
         return zr_set_error(ZR_EINVAL,
                             "create: unknown codec value %d (raw, zstd or zstd_dict)",
                             (int)codec);
-    /* zstd_dict needs a trained dict.zr written before store.zr; this
-     * layer has no API to supply one yet. */
-    if (codec == ZRE_CODEC_ZSTD_DICT)
-        return zr_set_error(ZR_EUNSUPPORTED,
-                            "create: codec zstd_dict is not supported yet "
-                            "(no dictionary training); use raw or zstd");
+    if (codec == ZRE_CODEC_ZSTD_DICT && (dict == NULL || dict_size == 0))
+        return zr_set_error(ZR_EINVAL,
+                            "create: codec zstd_dict needs dictionary bytes "
+                            "(train them first, e.g. zrs_train_dict); %s not created",
+                            path);
 
     /* Everything that can fail without touching the disk goes first. */
     zrs_store *s = calloc(1, sizeof *s);
@@ -215,7 +228,13 @@ static int create_store(zrs_store **out, const char *path, zrs_identity *id,
     if (rc != ZR_OK)
         goto fail;
 
-    rc = zre_create(&s->engine, path, codec);
+    zre_create_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.codec = codec;
+    opt.dict = dict;
+    opt.dict_size = dict_size;
+    opt.identity_tag = identity_tag(buf, len);
+    rc = zre_create_ex(&s->engine, path, &opt);
     if (rc != ZR_OK)
         goto fail;
     /* store.zr marks the directory as a store, so the engine's files must
@@ -248,6 +267,19 @@ fail:
 int zrs_create_dense(zrs_store **out, const char *path, zrs_dtype dtype,
                      const uint64_t *item_shape, size_t ndim, zre_codec codec)
 {
+    return zrs_create_dense_dict(out, path, dtype, item_shape, ndim, codec, NULL, 0);
+}
+
+int zrs_create_ragged(zrs_store **out, const char *path, zrs_dtype dtype,
+                      zre_codec codec)
+{
+    return zrs_create_ragged_dict(out, path, dtype, codec, NULL, 0);
+}
+
+int zrs_create_dense_dict(zrs_store **out, const char *path, zrs_dtype dtype,
+                          const uint64_t *item_shape, size_t ndim, zre_codec codec,
+                          const void *dict, uint64_t dict_size)
+{
     if (out == NULL)
         return zr_set_error(ZR_EINVAL, "create_dense: NULL output handle");
     *out = NULL;
@@ -266,11 +298,11 @@ int zrs_create_dense(zrs_store **out, const char *path, zrs_dtype dtype,
     id.ndim = ndim;
     for (size_t i = 0; i < ndim; i++)
         id.shape[i] = item_shape[i];
-    return create_store(out, path, &id, codec);
+    return create_store(out, path, &id, codec, dict, dict_size);
 }
 
-int zrs_create_ragged(zrs_store **out, const char *path, zrs_dtype dtype,
-                      zre_codec codec)
+int zrs_create_ragged_dict(zrs_store **out, const char *path, zrs_dtype dtype,
+                           zre_codec codec, const void *dict, uint64_t dict_size)
 {
     if (out == NULL)
         return zr_set_error(ZR_EINVAL, "create_ragged: NULL output handle");
@@ -281,10 +313,12 @@ int zrs_create_ragged(zrs_store **out, const char *path, zrs_dtype dtype,
     memset(&id, 0, sizeof id);
     id.kind = ZRS_RAGGED;
     id.dtype = dtype;
-    return create_store(out, path, &id, codec);
+    return create_store(out, path, &id, codec, dict, dict_size);
 }
 
-int zrs_open(zrs_store **out, const char *path)
+int zrs_open(zrs_store **out, const char *path) { return zrs_open_ex(out, path, 0); }
+
+int zrs_open_ex(zrs_store **out, const char *path, unsigned flags)
 {
     if (out == NULL)
         return zr_set_error(ZR_EINVAL, "open: NULL output handle");
@@ -293,7 +327,7 @@ int zrs_open(zrs_store **out, const char *path)
         return zr_set_error(ZR_EINVAL, "open: NULL path");
 
     zre_engine *e = NULL;
-    int rc = zre_open(&e, path);
+    int rc = zre_open_ex(&e, path, flags);
     if (rc != ZR_OK) {
         if ((rc == ZR_ENOTSTORE || rc == ZR_EIO) && !zrp_path_exists(path))
             return zr_set_error(ZR_ENOTSTORE, "open: not a store: %s does not exist",
@@ -327,6 +361,13 @@ int zrs_open(zrs_store **out, const char *path)
     rc = zrs__identity_decode(buf, len, zr_path, &s->id);
     if (rc != ZR_OK) {
         rc = close_engine_keep_error(e, rc);
+        goto done;
+    }
+    if (zre_identity_tag(e) != identity_tag(buf, len)) {
+        zr_set_error(ZR_ENOTSTORE, "open: %s is damaged: its bytes do not match the identity "
+                     "hash in meta.zr (0x%08x, got 0x%08x)", zr_path, zre_identity_tag(e),
+                     identity_tag(buf, len));
+        rc = close_engine_keep_error(e, ZR_ENOTSTORE);
         goto done;
     }
     s->engine = e;
@@ -573,6 +614,41 @@ int zrs_gather_ragged(zrs_store *s, const int64_t *index, uint64_t count,
             }
         }
     }
+    free(heap);
+    return rc;
+}
+
+/* ------------------------------------------------------- maintenance */
+
+int zrs_is_readonly(const zrs_store *s) { return s ? zre_is_readonly(s->engine) : 0; }
+
+int zrs_sync(zrs_store *s)
+{
+    int rc = check_handle(s, "sync", -1);
+    return rc != ZR_OK ? rc : zre_sync(s->engine);
+}
+
+int zrs_compact(zrs_store *s)
+{
+    int rc = check_handle(s, "compact", -1);
+    return rc != ZR_OK ? rc : zre_compact(s->engine);
+}
+
+int zrs_delete(zrs_store *s, const int64_t *index, uint64_t count)
+{
+    int rc = check_handle(s, "delete", -1);
+    if (rc != ZR_OK)
+        return rc;
+    if (count == 0)
+        return ZR_OK;
+    if (index == NULL)
+        return zr_set_error(ZR_EINVAL, "delete: NULL index with count %" PRIu64, count);
+    uint64_t small[SMALL_INDEX_COUNT];
+    uint64_t *idx = NULL, *heap = NULL;
+    rc = resolve_tmp(s, "delete", index, count, small, &idx, &heap);
+    if (rc != ZR_OK)
+        return rc;
+    rc = zre_delete(s->engine, idx, count);
     free(heap);
     return rc;
 }

@@ -78,7 +78,9 @@ def test_dtype_normalisation_and_refusal(store_dir):
 def test_codec_choices(store_dir):
     with pytest.raises(ValueError, match="codec"):
         DenseStore.create(store_dir / "c", np.uint8, (2,), codec="lz4")
-    with pytest.raises(NotImplementedError, match="zstd_dict"):
+    with pytest.raises(ValueError, match="dict_bytes"):
+        RaggedStore.create(store_dir / "c", np.uint8, codec="zstd_dict")
+    with pytest.raises(ValueError, match="dictionary"):
         RaggedStore.create(store_dir / "c", np.uint8, codec="zstd_dict", dict_bytes=b"x")
     with pytest.raises(ValueError, match="dict_bytes"):
         DenseStore.create(store_dir / "c", np.uint8, (2,), codec="zstd", dict_bytes=b"x")

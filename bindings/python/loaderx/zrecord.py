@@ -41,7 +41,7 @@ from .errors import (ClosedError, CorruptStoreError, NotAStoreError,
                      StoreBusy, ZrError, closed)
 
 __all__ = [
-    "DenseStore", "RaggedStore", "open_store", "DTYPES", "CODECS",
+    "DenseStore", "RaggedStore", "open_store", "DTYPES", "CODECS", "DICT_TIERS",
     "NotAStoreError", "StoreBusy", "CorruptStoreError", "ClosedError",
     "ZrError",
 ]
@@ -52,10 +52,23 @@ DTYPES = tuple(np.dtype(t).newbyteorder("<").str for t in (
     np.uint8, np.uint16, np.uint32, np.uint64,
     np.float16, np.float32, np.float64, np.complex64, np.complex128))
 
-#: Codecs a store can be created with today.
-CODECS = ("raw", "zstd")
+#: Codecs a store can be created with ('zstd_dict' needs ``dict_bytes``).
+CODECS = ("raw", "zstd", "zstd_dict")
 
-_CODEC_IDS = {"raw": _zr.ZRE_CODEC_RAW, "zstd": _zr.ZRE_CODEC_ZSTD}
+_CODEC_IDS = {"raw": _zr.ZRE_CODEC_RAW, "zstd": _zr.ZRE_CODEC_ZSTD,
+              "zstd_dict": _zr.ZRE_CODEC_ZSTD_DICT}
+
+#: Dictionary tiers for ``loaderx.utils.train_dict``: name -> dict with the
+#: dictionary size and the training sample budget, in bytes. A caller picks
+#: a tier, never a number; 'balanced' is the default.
+DICT_TIERS = {
+    "fast": {"dict_bytes": _zr.ZRS_DICT_FAST_DICT_BYTES,
+             "sample_bytes": _zr.ZRS_DICT_FAST_SAMPLE_BYTES},
+    "balanced": {"dict_bytes": _zr.ZRS_DICT_BALANCED_DICT_BYTES,
+                 "sample_bytes": _zr.ZRS_DICT_BALANCED_SAMPLE_BYTES},
+    "max": {"dict_bytes": _zr.ZRS_DICT_MAX_DICT_BYTES,
+            "sample_bytes": _zr.ZRS_DICT_MAX_SAMPLE_BYTES},
+}
 
 _MAX_NDIM = _zr.ZRS_MAX_NDIM
 
@@ -75,15 +88,24 @@ def _normalize_dtype(dtype):
 
 
 def _normalize_codec(codec, dict_bytes):
-    if codec == "zstd_dict":
-        raise NotImplementedError(
-            "codec 'zstd_dict' is not available yet: dictionary training and "
-            "dict_bytes arrive in a later release; use 'zstd' or 'raw'")
+    """(codec id, dictionary bytes or None)."""
     if codec not in _CODEC_IDS:
         raise ValueError(f"unknown codec {codec!r}; expected one of {CODECS}")
+    if codec == "zstd_dict":
+        if dict_bytes is None:
+            raise ValueError("codec 'zstd_dict' needs dict_bytes: train a dictionary first "
+                             "with loaderx.utils.train_dict on the settled data")
+        try:
+            d = bytes(memoryview(dict_bytes).cast("B"))
+        except TypeError:
+            raise TypeError("dict_bytes must be a bytes-like object, got "
+                            f"{type(dict_bytes).__name__}") from None
+        if not d:
+            raise ValueError("dict_bytes is empty")
+        return _CODEC_IDS[codec], d
     if dict_bytes is not None:
         raise ValueError(f"dict_bytes is only meaningful with codec 'zstd_dict', not {codec!r}")
-    return _CODEC_IDS[codec]
+    return _CODEC_IDS[codec], None
 
 
 def _normalize_item_shape(item_shape):
@@ -196,8 +218,12 @@ class _Store:
         self._path = _zr.zrs_path(handle)
         self._dtype = np.dtype(_zr.zrs_dtype_str(_zr.zrs_get_dtype(handle)))
         self._codec = _zr.zre_codec_name(_zr.zrs_get_codec(handle))
-        # Loaders borrowing this handle; closed before the handle goes away.
-        self._loaders = weakref.WeakSet()
+        # Native loader handles borrowing this store (dataloader._Native),
+        # held strongly and closed before this handle goes away; see
+        # dataloader._Native for why the reference is strong.
+        self._loaders = set()
+        # The process that opened the handle (fork detection, see _handle).
+        self._pid = os.getpid()
 
     @classmethod
     def _from_open_handle(cls, handle, path):
@@ -210,14 +236,17 @@ class _Store:
         return cls(handle)
 
     @classmethod
-    def open(cls, path):
-        """Open an existing store for reading and appending.
+    def open(cls, path, readonly=False):
+        """Open an existing store for reading and appending, or with
+        ``readonly=True`` for reading only under a shared lock (any number
+        of read-only handles, in any processes, and no writer).
 
         Raises NotAStoreError if ``path`` is not a store (missing path,
         missing or malformed store.zr), StoreBusy if another handle holds
-        it, ValueError if it is a store of the other kind."""
+        a conflicting lock, ValueError if it is a store of the other kind."""
         path = _fspath(path)
-        return cls._from_open_handle(_zr.zrs_open(path), path)
+        flags = _zr.ZRE_OPEN_READONLY if readonly else 0
+        return cls._from_open_handle(_zr.zrs_open_ex(path, flags), path)
 
     # ---------------------------------------------------------- lifecycle
 
@@ -225,7 +254,41 @@ class _Store:
         h = self._h
         if h is None:
             raise closed("store")
+        if self._pid != os.getpid():
+            h = self._after_fork()
         return h
+
+    def _is_readonly(self):
+        check = getattr(_zr, "zrs_is_readonly", None)
+        return bool(check and self._h is not None and check(self._h))
+
+    def _after_fork(self):
+        """First use in a forked child: the handle's threads and lock belong
+        to the parent, so it is dropped untouched (closing it would release
+        the parent's lock). A read-only store reopens itself by path; a
+        writable one raises, since its exclusive lock cannot be shared."""
+        readonly = self._is_readonly()
+        parent = self._pid
+        self._h = None
+        if not readonly:
+            raise RuntimeError(
+                f"store {self._path!r} was opened writable in process {parent} and is "
+                f"used in process {os.getpid()} after fork(): a writable handle cannot "
+                "cross a fork (its exclusive lock stays with the parent); open the store "
+                "again in the child, or open it read-only (readonly=True) to share it")
+        fresh = type(self).open(self._path, readonly=True)
+        self._h, fresh._h = fresh._h, None
+        self._pid = os.getpid()
+        return self._h
+
+    def __reduce__(self):
+        # Pickling (e.g. the spawn start method) reopens a read-only store
+        # by path in the receiving process; a writable one cannot be shared.
+        if self._h is None or not self._is_readonly():
+            raise TypeError(f"cannot pickle {type(self).__name__} {self._path!r}: only an "
+                            "open read-only store (readonly=True) can be pickled; it "
+                            "reopens by path")
+        return (_reopen_readonly, (type(self), self._path))
 
     @property
     def closed(self):
@@ -238,10 +301,60 @@ class _Store:
         h = self._h
         if h is None:
             return
-        for loader in list(self._loaders):
-            loader.close()
+        for native in list(self._loaders):
+            native.close()
         self._h = None
+        if self._pid != os.getpid():
+            return  # a forked child: the parent's handle is left untouched
         _zr.zrs_close(h)
+
+    # -------------------------------------------------------- maintenance
+
+    @property
+    def readonly(self):
+        """True for a handle opened with ``readonly=True``."""
+        return bool(_zr.zrs_is_readonly(self._handle()))
+
+    def _exclusive(self, what):
+        h = self._handle()
+        if self._loaders:
+            raise StoreBusy(f"{what}: a DataLoader is reading store {self._path!r}; "
+                            f"{what} needs exclusive use, close the loader first")
+        return h
+
+    def delete(self, idx):
+        """Delete records by swap-last: every index form of reads (int,
+        slice, int array, bool mask, tuple of ints; negatives wrap;
+        duplicates count once). Applied in descending index order, each
+        hole takes the current last record, so the live records stay
+        exactly ``0..len(self)`` and survivors past the new length are
+        renumbered. Atomic (a crash leaves all or nothing). Needs exclusive
+        use: StoreBusy while a DataLoader or another thread reads this
+        store; NotImplementedError on a read-only handle. The bytes are
+        reclaimed by :meth:`compact`."""
+        h = self._exclusive("delete")
+        one, sel = _normalize_key(idx, int(_zr.zrs_length(h)))
+        arr = np.array([sel], dtype=np.int64) if one else sel.reshape(-1)
+        if arr.size:
+            _zr.zrs_delete(h, np.ascontiguousarray(arr, dtype=np.int64))
+
+    def stats(self):
+        """Space accounting: ``{'records', 'live_bytes', 'chunk_bytes',
+        'reclaimable'}`` (bytes as stored; ``reclaimable`` is what
+        :meth:`compact` can release, an upper bound)."""
+        st = _zr.zre_get_stats(_zr.zrs_engine(self._handle()))
+        return {k: int(st[k]) for k in ("records", "live_bytes", "chunk_bytes", "reclaimable")}
+
+    def compact(self):
+        """Reclaim the bytes of deleted records, in place and offline (it
+        needs exclusive use, like :meth:`delete`). Indices and contents do
+        not change. Safe to interrupt; running it again finishes the job."""
+        _zr.zrs_compact(self._exclusive("compact"))
+
+    def sync(self):
+        """Make every appended record durable (payload, then record table,
+        then header). ``close()`` syncs too."""
+        _zr.zrs_sync(self._handle())
 
     def __enter__(self):
         return self
@@ -264,7 +377,7 @@ class _Store:
 
     @property
     def codec(self):
-        """'raw' or 'zstd'."""
+        """'raw', 'zstd' or 'zstd_dict'."""
         return self._codec
 
     @property
@@ -313,14 +426,18 @@ class DenseStore(_Store):
             naming the dtype otherwise); stored little-endian.
         item_shape: tuple of ints >= 1 (``()`` for scalar records, e.g.
             labels; a bare int means a 1-tuple).
-        codec: 'zstd' (default, level 3 per record) or 'raw'. 'zstd_dict'
-            raises NotImplementedError for now (dict_bytes must be None).
+        codec: 'zstd' (default, level 3 per record), 'raw', or 'zstd_dict'
+            (level 19 against ``dict_bytes``, a dictionary from
+            :func:`loaderx.utils.train_dict`; required for it, refused for
+            the others).
         """
         path = _fspath(path)
         dt = _normalize_dtype(dtype)
         shape = _normalize_item_shape(item_shape)
-        codec_id = _normalize_codec(codec, dict_bytes)
+        codec_id, d = _normalize_codec(codec, dict_bytes)
         dt_id = _zr.zrs_dtype_parse(dt.str)
+        if d is not None:
+            return cls(_zr.zrs_create_dense_dict(path, dt_id, shape, codec_id, d))
         return cls(_zr.zrs_create_dense(path, dt_id, shape, codec_id))
 
     @property
@@ -399,8 +516,11 @@ class RaggedStore(_Store):
         exist: FileExistsError); arguments as in DenseStore.create."""
         path = _fspath(path)
         dt = _normalize_dtype(dtype)
-        codec_id = _normalize_codec(codec, dict_bytes)
-        return cls(_zr.zrs_create_ragged(path, _zr.zrs_dtype_parse(dt.str), codec_id))
+        codec_id, d = _normalize_codec(codec, dict_bytes)
+        dt_id = _zr.zrs_dtype_parse(dt.str)
+        if d is not None:
+            return cls(_zr.zrs_create_ragged_dict(path, dt_id, codec_id, d))
+        return cls(_zr.zrs_create_ragged(path, dt_id, codec_id))
 
     def __repr__(self):
         state = "closed" if self._h is None else f"{len(self)} records"
@@ -466,10 +586,15 @@ class RaggedStore(_Store):
             yield self[i]
 
 
-def open_store(path):
+def _reopen_readonly(cls, path):
+    """Unpickling helper: open `path` read-only as `cls`."""
+    return cls.open(path, readonly=True)
+
+
+def open_store(path, readonly=False):
     """Open the store at ``path`` as a DenseStore or RaggedStore, whichever
-    its store.zr says."""
+    its store.zr says (``readonly`` as in ``DenseStore.open``)."""
     path = _fspath(path)
-    h = _zr.zrs_open(path)
+    h = _zr.zrs_open_ex(path, _zr.ZRE_OPEN_READONLY if readonly else 0)
     cls = DenseStore if _zr.zrs_get_kind(h) == _zr.ZRS_DENSE else RaggedStore
     return cls(h)

@@ -1,0 +1,402 @@
+/*
+ * torture_maint.c - delete, compact, read-only opens, exclusive use,
+ * zstd_dict and zre_check_record, against the shrunk-geometry engine
+ * (64 KiB chunks, 64-entry table segments) so that every operation crosses
+ * chunk and segment boundaries.
+ */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <zdict.h>
+
+#include "zrengine.h"
+
+#define SEG 64u
+#define CHUNK 65536u
+
+static char root[512];
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *base = getenv("ZR_TEST_TMPDIR");
+    if (!base || !*base)
+        base = "/tmp";
+    mkdir(base, 0777);
+    snprintf(root, sizeof root, "%s/maint-XXXXXX", base);
+    return mkdtemp(root) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return nftw(root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static const char *sp(const char *name)
+{
+    static char p[700];
+    snprintf(p, sizeof p, "%s/%s", root, name);
+    return p;
+}
+
+static int file_exists(const char *store, const char *name)
+{
+    char p[800];
+    snprintf(p, sizeof p, "%s/%s", store, name);
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+static long file_size(const char *store, const char *name)
+{
+    char p[800];
+    snprintf(p, sizeof p, "%s/%s", store, name);
+    struct stat st;
+    return stat(p, &st) == 0 ? (long)st.st_size : -1;
+}
+
+static void assert_error_mentions(const char *needle)
+{
+    if (!strstr(zr_last_error(), needle))
+        fail_msg("error detail \"%s\" does not mention \"%s\"", zr_last_error(), needle);
+}
+
+/* ------------------------------------------------------ records, model */
+
+static uint32_t rsize(uint64_t id) { return 100 + (uint32_t)((id * 2654435761u) % 1900); }
+
+static void rfill(uint64_t id, unsigned char *p)
+{
+    uint32_t n = rsize(id);
+    for (uint32_t j = 0; j < n; j++)
+        p[j] = (unsigned char)(j % 5 == 0 ? id * 7 + j / 5 : j * 3 + (id >> 3));
+}
+
+typedef struct model {
+    uint64_t id[4096];
+    uint64_t len;
+    uint64_t next;
+} model;
+
+static void append_n(zre_engine *e, model *m, uint64_t n)
+{
+    uint64_t *b = malloc((n + 1) * sizeof *b);
+    b[0] = 0;
+    for (uint64_t i = 0; i < n; i++)
+        b[i + 1] = b[i] + rsize(m->next + i);
+    unsigned char *buf = malloc(b[n]);
+    for (uint64_t i = 0; i < n; i++)
+        rfill(m->next + i, buf + b[i]);
+    assert_int_equal(zre_append(e, buf, 0, b, n, NULL), 0);
+    for (uint64_t i = 0; i < n; i++)
+        m->id[m->len++] = m->next++;
+    free(buf);
+    free(b);
+}
+
+static void check_model(zre_engine *e, const model *m)
+{
+    assert_int_equal(zre_length(e), m->len);
+    unsigned char got[2100], want[2100];
+    for (uint64_t i = 0; i < m->len; i++) {
+        uint32_t n = rsize(m->id[i]);
+        rfill(m->id[i], want);
+        if (zre_gather(e, &i, 1, got, sizeof got, n, NULL) != 0)
+            fail_msg("record %" PRIu64 ": %s", i, zr_last_error());
+        if (memcmp(got, want, n) != 0)
+            fail_msg("record %" PRIu64 " (id %" PRIu64 ") differs", i, m->id[i]);
+        assert_int_equal(zre_check_record(e, i), 0);
+    }
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void del(zre_engine *e, model *m, const uint64_t *idx, uint64_t n)
+{
+    if (zre_delete(e, idx, n) != 0)
+        fail_msg("delete of %" PRIu64 " indices: %s", n, zr_last_error());
+    uint64_t t[512];
+    memcpy(t, idx, n * sizeof *t);
+    qsort(t, n, sizeof *t, cmp_desc);
+    for (uint64_t i = 0; i < n; i++) {
+        if (i && t[i] == t[i - 1])
+            continue;
+        m->id[t[i]] = m->id[m->len - 1];
+        m->len--;
+    }
+}
+
+static size_t train(unsigned char *dict, size_t cap)
+{
+    enum { N = 300 };
+    size_t sizes[N], total = 0;
+    for (int i = 0; i < N; i++)
+        total += sizes[i] = rsize(50000 + (uint64_t)i);
+    unsigned char *buf = malloc(total), *p = buf;
+    for (int i = 0; i < N; i++) {
+        rfill(50000 + (uint64_t)i, p);
+        p += sizes[i];
+    }
+    size_t got = ZDICT_trainFromBuffer(dict, cap, buf, sizes, N);
+    free(buf);
+    assert_false(ZDICT_isError(got));
+    return got;
+}
+
+static zre_engine *make(const char *name, zre_codec codec)
+{
+    static unsigned char dict[16384];
+    zre_create_options o = {0};
+    o.codec = codec;
+    if (codec == ZRE_CODEC_ZSTD_DICT) {
+        o.dict = dict;
+        o.dict_size = train(dict, sizeof dict);
+    }
+    zre_engine *e = NULL;
+    assert_int_equal(zre_create_ex(&e, sp(name), &o), 0);
+    return e;
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static void delete_compact(zre_codec codec, const char *name)
+{
+    model *m = calloc(1, sizeof *m);
+    zre_engine *e = make(name, codec);
+    const char *p = sp(name);
+    char path[700];
+    snprintf(path, sizeof path, "%s", p);
+    append_n(e, m, 300); /* 5 segments; several chunks (raw) */
+    check_model(e, m);
+
+    /* Index forms at the engine level: a single index, the last record,
+     * duplicates, a set spanning segments; out of range deletes nothing. */
+    uint64_t one = 5, bad[2] = {3, 300};
+    del(e, m, &one, 1);
+    uint64_t last = m->len - 1;
+    del(e, m, &last, 1);
+    assert_int_equal(zre_delete(e, bad, 2), ZR_ERANGE);
+    assert_error_mentions("300");
+    assert_int_equal(zre_length(e), 298);
+    uint64_t set[40];
+    for (int i = 0; i < 40; i++)
+        set[i] = (uint64_t)(i * 37) % m->len;
+    set[39] = set[0]; /* duplicate */
+    del(e, m, set, 40);
+    check_model(e, m);
+
+    zre_stats s0;
+    assert_int_equal(zre_get_stats(e, &s0), 0);
+    assert_int_equal(s0.records, m->len);
+    assert_true(s0.reclaimable > 0);
+
+    /* Delete everything in the last segments so compact drops them. */
+    uint64_t tail[300];
+    uint64_t ntail = m->len - 100;
+    for (uint64_t i = 0; i < ntail; i++)
+        tail[i] = 100 + i;
+    del(e, m, tail, ntail);
+    assert_int_equal(m->len, 100);
+    assert_int_equal(zre_compact(e), 0);
+    check_model(e, m);
+    zre_stats s1;
+    assert_int_equal(zre_get_stats(e, &s1), 0);
+    assert_int_equal(s1.records, 100);
+    /* What is left is at most one record's slack per chunk. */
+    assert_true(s1.reclaimable < 2100u * 8);
+    assert_true(s1.chunk_bytes < s0.chunk_bytes);
+    assert_true(file_exists(p, "1.loc"));
+    assert_false(file_exists(p, "2.loc"));
+    assert_int_equal(file_size(p, "1.loc"), (100 - SEG) * 16);
+    assert_false(file_exists(p, "journal.zr"));
+    /* Compact is idempotent. */
+    assert_int_equal(zre_compact(e), 0);
+    check_model(e, m);
+
+    /* Appends after a compact, reopen, then delete all and compact. */
+    append_n(e, m, 150);
+    check_model(e, m);
+    assert_int_equal(zre_close(e), 0);
+    assert_int_equal(zre_open(&e, path), 0);
+    check_model(e, m);
+    uint64_t all[300];
+    uint64_t n = m->len;
+    for (uint64_t i = 0; i < n; i++)
+        all[i] = i;
+    del(e, m, all, n);
+    assert_int_equal(zre_length(e), 0);
+    assert_int_equal(zre_compact(e), 0);
+    assert_false(file_exists(p, "0.loc"));
+    assert_false(file_exists(p, "1.chunk"));
+    assert_true(file_size(p, "0.chunk") <= 0);
+    append_n(e, m, 10);
+    check_model(e, m);
+    assert_int_equal(zre_close(e), 0);
+    free(m);
+}
+
+static void test_delete_compact_raw(void **s) { (void)s; delete_compact(ZRE_CODEC_RAW, "raw"); }
+static void test_delete_compact_zstd(void **s) { (void)s; delete_compact(ZRE_CODEC_ZSTD, "zstd"); }
+static void test_delete_compact_dict(void **s)
+{
+    (void)s;
+    delete_compact(ZRE_CODEC_ZSTD_DICT, "dict");
+}
+
+/* A compact where every record slides over its own old bytes (the
+ * journaled path): delete the first record of a long raw store. */
+static void test_compact_overlapping(void **s)
+{
+    (void)s;
+    model *m = calloc(1, sizeof *m);
+    zre_engine *e = make("ov", ZRE_CODEC_RAW);
+    append_n(e, m, 200);
+    uint64_t first = 0;
+    /* Move the last record to slot 0, then delete it too: the bytes of the
+     * old record 0 and of the last are now garbage at both ends. */
+    del(e, m, &first, 1);
+    uint64_t z = 0;
+    del(e, m, &z, 1);
+    assert_int_equal(zre_compact(e), 0);
+    check_model(e, m);
+    assert_false(file_exists(sp("ov"), "journal.zr"));
+    assert_int_equal(zre_close(e), 0);
+    free(m);
+}
+
+static void test_readonly_locks(void **s)
+{
+    (void)s;
+    model *m = calloc(1, sizeof *m);
+    zre_engine *w = make("ro", ZRE_CODEC_ZSTD), *r1 = NULL, *r2 = NULL, *x = NULL;
+    append_n(w, m, 20);
+    char path[700];
+    snprintf(path, sizeof path, "%s", sp("ro"));
+    assert_int_equal(zre_open_ex(&r1, path, ZRE_OPEN_READONLY), ZR_EBUSY); /* writer holds it */
+    assert_error_mentions("busy");
+    assert_int_equal(zre_close(w), 0);
+    assert_int_equal(zre_open_ex(&r1, path, ZRE_OPEN_READONLY), 0);
+    assert_int_equal(zre_open_ex(&r2, path, ZRE_OPEN_READONLY), 0); /* many readers */
+    assert_int_equal(zre_is_readonly(r1), 1);
+    assert_int_equal(zre_open(&x, path), ZR_EBUSY); /* no writer beside readers */
+    check_model(r1, m);
+    check_model(r2, m);
+    unsigned char b[4] = {1, 2, 3, 4};
+    uint64_t i0 = 0;
+    assert_int_equal(zre_append(r1, b, 4, NULL, 1, NULL), ZR_EUNSUPPORTED);
+    assert_error_mentions("read-only");
+    assert_int_equal(zre_delete(r1, &i0, 1), ZR_EUNSUPPORTED);
+    assert_int_equal(zre_compact(r1), ZR_EUNSUPPORTED);
+    assert_int_equal(zre_sync(r1), 0);
+    assert_int_equal(zre_open_ex(&x, path, 7), ZR_EINVAL);
+    assert_int_equal(zre_close(r1), 0);
+    assert_int_equal(zre_open(&x, path), ZR_EBUSY); /* r2 still reads */
+    assert_int_equal(zre_close(r2), 0);
+    assert_int_equal(zre_open(&x, path), 0);
+    assert_int_equal(zre_is_readonly(x), 0);
+    assert_int_equal(zre_close(x), 0);
+    free(m);
+}
+
+static void test_dict_errors(void **s)
+{
+    (void)s;
+    zre_engine *e = NULL;
+    zre_create_options o = {0};
+    o.codec = ZRE_CODEC_ZSTD_DICT;
+    assert_int_equal(zre_create_ex(&e, sp("d1"), &o), ZR_EINVAL);
+    assert_error_mentions("dictionary");
+    assert_int_equal(zre_create(&e, sp("d1"), ZRE_CODEC_ZSTD_DICT), ZR_EINVAL);
+    o.dict = "not a dictionary at all";
+    o.dict_size = 23;
+    assert_int_equal(zre_create_ex(&e, sp("d1"), &o), ZR_EINVAL);
+    assert_error_mentions("magic");
+    o.codec = ZRE_CODEC_ZSTD;
+    assert_int_equal(zre_create_ex(&e, sp("d1"), &o), ZR_EINVAL);
+    assert_error_mentions("only meaningful");
+    assert_false(file_exists(sp("d1"), "meta.zr"));
+
+    model *m = calloc(1, sizeof *m);
+    e = make("d2", ZRE_CODEC_ZSTD_DICT);
+    assert_true(file_exists(sp("d2"), "dict.zr"));
+    append_n(e, m, 50);
+    assert_int_equal(zre_close(e), 0);
+    char path[700], dp[800], saved[800];
+    snprintf(path, sizeof path, "%s", sp("d2"));
+    snprintf(dp, sizeof dp, "%s/dict.zr", path);
+    snprintf(saved, sizeof saved, "%s/dict.saved", path);
+    assert_int_equal(rename(dp, saved), 0);
+    assert_int_equal(zre_open(&e, path), ZR_ENOTSTORE);
+    assert_error_mentions("dict.zr");
+    assert_error_mentions("missing");
+    assert_int_equal(rename(saved, dp), 0);
+    assert_int_equal(zre_open(&e, path), 0);
+    check_model(e, m);
+    assert_int_equal(zre_close(e), 0);
+    free(m);
+}
+
+static void test_check_record(void **s)
+{
+    (void)s;
+    model *m = calloc(1, sizeof *m);
+    zre_engine *e = make("ck", ZRE_CODEC_ZSTD);
+    append_n(e, m, 10);
+    assert_int_equal(zre_close(e), 0);
+    char path[700], cp[800];
+    snprintf(path, sizeof path, "%s", sp("ck"));
+    snprintf(cp, sizeof cp, "%s/0.chunk", path);
+    FILE *f = fopen(cp, "r+b");
+    assert_non_null(f);
+    fseek(f, 40, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, 40, SEEK_SET);
+    fputc(c ^ 0x5a, f);
+    fclose(f);
+    assert_int_equal(zre_open_ex(&e, path, ZRE_OPEN_READONLY), 0);
+    assert_int_equal(zre_check_record(e, 0), ZR_ECORRUPT);
+    assert_error_mentions("record 0");
+    for (uint64_t i = 1; i < 10; i++)
+        assert_int_equal(zre_check_record(e, i), 0);
+    assert_int_equal(zre_check_record(e, 10), ZR_ERANGE);
+    assert_int_equal(zre_close(e), 0);
+    free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_delete_compact_raw),
+        cmocka_unit_test(test_delete_compact_zstd),
+        cmocka_unit_test(test_delete_compact_dict),
+        cmocka_unit_test(test_compact_overlapping),
+        cmocka_unit_test(test_readonly_locks),
+        cmocka_unit_test(test_dict_errors),
+        cmocka_unit_test(test_check_record),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
