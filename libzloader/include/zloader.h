@@ -1,7 +1,8 @@
 /*
  * zloader.h - libzloader, the endless prefetching loader of loaderx-in-C.
  *
- * A loader reads N index-aligned streams (typed stores of equal length)
+ * A loader reads N index-aligned streams (typed stores of equal length, or
+ * any zld_stream that can gather by index)
  * step after step without end. For step k it draws the indices from the
  * sampler (libzsampler: a pure function of seed and step), gathers every
  * stream at those same indices, and hands out batch k. Worker threads
@@ -24,6 +25,9 @@
  * zld_next as ZR_ESTATE, with a detail naming the step and the cause; the
  * loader then stops. The streams are borrowed: they must stay open until
  * zld_close returns.
+ *
+ * Fork: worker threads do not survive fork(). Never use (or close) a
+ * parent's loader in a child; create one there from zld_get_state.
  */
 #ifndef ZLOADER_H
 #define ZLOADER_H
@@ -54,7 +58,9 @@ extern "C" {
 ZLD_API unsigned zloader_version(void);
 ZLD_API const char *zloader_version_string(void);
 
-/* Loader options. Start from ZLD_OPTIONS_INIT and change what you need. */
+/* Loader options. Start from ZLD_OPTIONS_INIT and change what you need.
+ * Version 1 callers (without `readahead`) are still accepted and get the
+ * default readahead. */
 typedef struct zld_options {
     int version;          /* ZLD_OPTIONS_VERSION */
     uint64_t batch_size;  /* records per batch (per rank), >= 1 */
@@ -65,11 +71,54 @@ typedef struct zld_options {
     uint32_t world_size;  /* ranks sharing each global batch, >= 1 */
     unsigned num_workers; /* gather threads; 0 = CPU count */
     unsigned prefetch;    /* batches prepared ahead; 0 = 2 * num_workers */
+    /* (version 2) Readahead distance in steps: when a worker claims step
+     * s it hints the OS about the records of step s + readahead (streams
+     * with an `advise` callback only), so they are in the page cache when
+     * their step is gathered. 0 = no hints; ZLD_READAHEAD_AUTO = prefetch.
+     * Hints never change what a batch holds. */
+    unsigned readahead;
 } zld_options;
 
-#define ZLD_OPTIONS_VERSION 1
+#define ZLD_OPTIONS_VERSION 2
+#define ZLD_READAHEAD_AUTO (~0u)
 #define ZLD_OPTIONS_INIT \
-    { ZLD_OPTIONS_VERSION, 256, ZSM_CYCLIC, 0, 0, 0, 1, 0, 0 }
+    { ZLD_OPTIONS_VERSION, 256, ZSM_CYCLIC, 0, 0, 0, 1, 0, 0, ZLD_READAHEAD_AUTO }
+
+/* ------------------------------------------------------------- streams */
+
+/* What a stream's records look like in a batch (see the file comment). */
+typedef enum zld_stream_kind { ZLD_STREAM_DENSE = 0, ZLD_STREAM_RAGGED = 1 } zld_stream_kind;
+
+/* A stream the loader can read: anything that can gather records by
+ * index. Plain data with callbacks; the loader copies the struct at
+ * create, and `user` is borrowed (it must outlive the loader). Callbacks
+ * run on the loader's worker threads, concurrently, without any loader
+ * lock held; they return 0 or a negative zr_status and should set the
+ * detail with zr_set_error (the loader adds the step and stream name).
+ * Indices handed to them are always < length. */
+typedef struct zld_stream {
+    void *user;               /* passed back to every callback */
+    const char *name;         /* for error messages (copied); NULL = "" */
+    uint64_t length;          /* records, >= 1; equal across streams */
+    zld_stream_kind kind;
+    uint64_t record_size;     /* dense: bytes per record (>= 1); ragged: 0 */
+    /* Write records index[0..count) into dst (dst_capacity bytes).
+     * Dense (bounds NULL): record i at dst + i * record_size.
+     * Ragged: record i at dst + bounds[i], exactly bounds[i+1] - bounds[i]
+     * bytes, with bounds (count + 1 offsets) built from `sizes`. */
+    int (*gather)(void *user, const uint64_t *index, uint64_t count,
+                  void *dst, uint64_t dst_capacity, const uint64_t *bounds);
+    /* Ragged only (NULL for dense): sizes[i] = bytes of record index[i]. */
+    int (*sizes)(void *user, const uint64_t *index, uint64_t count, uint64_t *sizes);
+    /* Optional (NULL = none): a hint that these records will be read soon;
+     * its result is ignored. */
+    int (*advise)(void *user, const uint64_t *index, uint64_t count);
+} zld_stream;
+
+/* Describe an open store as a stream (gather, sizes and advise through
+ * libzrstore/libzrengine; name = the store's path). The store is borrowed.
+ * ZR_EINVAL for NULL arguments. */
+ZLD_API int zld_stream_from_store(zld_stream *out, zrs_store *store);
 
 typedef struct zld_loader zld_loader;
 typedef struct zld_batch zld_batch;
@@ -80,6 +129,12 @@ typedef struct zld_batch zld_batch;
 ZLD_API int zld_create(zld_loader **out, zrs_store *const *streams,
                        size_t nstreams, const zld_options *options);
 
+/* The same over generic streams (see zld_stream; the array is copied,
+ * each `user` is borrowed). ZR_EINVAL also for a stream without a gather
+ * callback, a ragged stream without sizes, or a dense record_size of 0. */
+ZLD_API int zld_create_streams(zld_loader **out, const zld_stream *streams,
+                               size_t nstreams, const zld_options *options);
+
 /* Block until the next step's batch is ready and hand it to the caller
  * (*out owned by the caller; free with zld_batch_free). ZR_ESTATE if a
  * worker failed (detail names the step); ZR_ECLOSED after zld_close. */
@@ -87,6 +142,23 @@ ZLD_API int zld_next(zld_loader *l, zld_batch **out);
 
 /* The step the next zld_next call will return. */
 ZLD_API uint64_t zld_next_step(const zld_loader *l);
+
+/* The options that resume this loader exactly: a loader created from
+ * *out over the same streams hands out, as its first batch, the batch this
+ * loader's next zld_next would return (start_step = zld_next_step; the
+ * other fields as resolved at create). ZR_EINVAL for NULL arguments. */
+ZLD_API int zld_get_state(zld_loader *l, zld_options *out);
+
+/* 1 if a worker failed (a gather, sizes or transform error), with the
+ * failing step in *step (may be NULL); 0 otherwise. The consumer gets
+ * ZR_ESTATE from zld_next once it reaches that step. */
+ZLD_API int zld_failed(zld_loader *l, uint64_t *step);
+
+/* Stop the workers and wake every thread blocked in zld_next (they return
+ * ZR_ECLOSED), without freeing the loader: later zld_next calls return
+ * ZR_ECLOSED. Idempotent; never blocks on a full queue. Must not be called
+ * from a stream callback. */
+ZLD_API void zld_stop(zld_loader *l);
 
 /* Stop the workers, free the loader and any undelivered batches. Never
  * blocks on a full queue. NULL is a no-op. */

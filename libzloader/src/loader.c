@@ -49,7 +49,8 @@ struct zld_batch {
 #define ZLD_ERRMSG_MAX 1024
 
 struct zld_loader {
-    zrs_store **streams;
+    zld_stream *streams; /* copies; names point into `names` */
+    char *names;
     size_t nstreams;
     zld_options opt;   /* resolved copy */
     zsm_config cfg;
@@ -64,6 +65,8 @@ struct zld_loader {
 
     zld_batch **slots; /* prefetch entries */
     unsigned prefetch;
+    unsigned readahead; /* steps ahead to hint; 0 = none */
+    int any_advise;     /* some stream has an advise callback */
     uint64_t next_claim; /* next step a worker will build */
     uint64_t next_take;  /* next step the consumer gets */
     unsigned consumers;  /* threads inside zld_next */
@@ -143,23 +146,19 @@ static int build_batch(const zld_loader *l, uint64_t step, zld_batch **out)
         return zr_set_error(ZR_EINVAL, "loader: the sampler refused step %llu",
                             (unsigned long long)step);
     }
-    /* Indices are < length <= INT64_MAX (checked at create), and signed
-     * and unsigned variants of one type may alias. */
-    const int64_t *index = (const int64_t *)b->indices;
-
     for (size_t s = 0; s < l->nstreams; s++) {
-        zrs_store *st = l->streams[s];
+        const zld_stream *st = &l->streams[s];
         zld_part *p = &b->parts[s];
         int rc;
-        if (zrs_get_kind(st) == ZRS_DENSE) {
-            p->nbytes = count * zrs_record_size(st); /* overflow checked */
+        if (st->kind == ZLD_STREAM_DENSE) {
+            p->nbytes = count * st->record_size; /* overflow checked */
             p->data = malloc(p->nbytes ? p->nbytes : 1);
             if (p->data == NULL) {
                 rc = zr_set_error(ZR_ENOMEM,
                                   "loader: out of memory for %llu bytes of stream %zu",
                                   (unsigned long long)p->nbytes, s);
             } else {
-                rc = zrs_gather_dense(st, index, count, p->data, p->nbytes);
+                rc = st->gather(st->user, b->indices, count, p->data, p->nbytes, NULL);
             }
         } else {
             p->bounds = malloc((count + 1) * sizeof *p->bounds);
@@ -167,7 +166,7 @@ static int build_batch(const zld_loader *l, uint64_t step, zld_batch **out)
                 rc = zr_set_error(ZR_ENOMEM,
                                   "loader: out of memory for bounds of stream %zu", s);
             } else {
-                rc = zrs_ragged_sizes(st, index, count, p->bounds + 1);
+                rc = st->sizes(st->user, b->indices, count, p->bounds + 1);
             }
             if (rc == ZR_OK) {
                 uint64_t total = 0;
@@ -190,16 +189,18 @@ static int build_batch(const zld_loader *l, uint64_t step, zld_batch **out)
                                           "loader: out of memory for %llu bytes of stream %zu",
                                           (unsigned long long)total, s);
                     else
-                        rc = zrs_gather_ragged(st, index, count, p->data, total,
-                                               p->bounds);
+                        rc = st->gather(st->user, b->indices, count, p->data, total,
+                                        p->bounds);
                 }
             }
         }
+        if (rc >= 0 && rc != ZR_OK) /* a callback must return 0 or < 0 */
+            rc = zr_set_error(ZR_EINVAL, "callback returned %d, expected 0 or < 0", rc);
         if (rc != ZR_OK) {
-            /* keep the store's detail, adding which stream failed */
+            /* keep the stream's detail, adding which stream failed */
             char cause[ZLD_ERRMSG_MAX - 64];
             snprintf(cause, sizeof cause, "%s", zr_last_error());
-            zr_set_error(rc, "stream %zu (%s): %s", s, zrs_path(st), cause);
+            zr_set_error(rc, "stream %zu (%s): %s", s, st->name, cause);
             batch_destroy(b);
             return rc;
         }
@@ -209,6 +210,21 @@ static int build_batch(const zld_loader *l, uint64_t step, zld_batch **out)
 }
 
 /* --------------------------------------------------------------- workers */
+
+/* Hint every stream that can take hints about the records of `step`. Only
+ * ever a hint: failures (even out of memory) are ignored. */
+static void advise_step(const zld_loader *l, uint64_t step)
+{
+    uint64_t *idx = malloc(l->cfg.batch_size * sizeof *idx);
+    if (idx == NULL) return;
+    if (zsm_indices(&l->cfg, step, idx) == ZSM_OK) {
+        for (size_t s = 0; s < l->nstreams; s++) {
+            if (l->streams[s].advise != NULL)
+                (void)l->streams[s].advise(l->streams[s].user, idx, l->cfg.batch_size);
+        }
+    }
+    free(idx);
+}
 
 static void worker_main(void *arg)
 {
@@ -221,6 +237,9 @@ static void worker_main(void *arg)
         if (l->stop || l->failed) break;
         uint64_t step = l->next_claim++;
         zrp_mutex_unlock(&l->mu);
+
+        if (l->readahead > 0 && l->any_advise && step <= UINT64_MAX - l->readahead)
+            advise_step(l, step + l->readahead);
 
         zld_batch *b = NULL;
         int rc = build_batch(l, step, &b);
@@ -280,6 +299,7 @@ static void loader_destroy(zld_loader *l)
     free(l->slots);
     free(l->threads);
     free(l->streams);
+    free(l->names);
     zrp_cond_destroy(&l->idle);
     zrp_cond_destroy(&l->ready);
     zrp_cond_destroy(&l->space);
@@ -297,9 +317,53 @@ static void stop_workers(zld_loader *l)
     /* A consumer blocked in zld_next leaves with ZR_ECLOSED; wait for it
      * before anything is freed. */
     while (l->consumers > 0) zrp_cond_wait(&l->idle, &l->mu);
-    zrp_mutex_unlock(&l->mu);
-    for (unsigned i = 0; i < l->nthreads; i++) zrp_thread_join(l->threads[i]);
+    /* Take the thread list under the lock so a second stop joins nothing. */
+    unsigned n = l->nthreads;
     l->nthreads = 0;
+    zrp_mutex_unlock(&l->mu);
+    for (unsigned i = 0; i < n; i++) zrp_thread_join(l->threads[i]);
+}
+
+/* Store adapters: the loader's indices are < length <= INT64_MAX (checked
+ * at create), and signed and unsigned variants of one type may alias. */
+static int store_gather(void *user, const uint64_t *index, uint64_t count, void *dst,
+                        uint64_t dst_capacity, const uint64_t *bounds)
+{
+    zrs_store *st = user;
+    if (bounds == NULL)
+        return zrs_gather_dense(st, (const int64_t *)index, count, dst, dst_capacity);
+    return zrs_gather_ragged(st, (const int64_t *)index, count, dst, dst_capacity, bounds);
+}
+
+static int store_sizes(void *user, const uint64_t *index, uint64_t count, uint64_t *sizes)
+{
+    return zrs_ragged_sizes(user, (const int64_t *)index, count, sizes);
+}
+
+static int store_advise(void *user, const uint64_t *index, uint64_t count)
+{
+    return zre_advise(zrs_engine(user), index, count);
+}
+
+int zld_stream_from_store(zld_stream *out, zrs_store *store)
+{
+    if (out == NULL || store == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_stream_from_store: %s is NULL",
+                            out == NULL ? "out" : "store");
+    memset(out, 0, sizeof *out);
+    out->user = store;
+    out->name = zrs_path(store);
+    out->length = zrs_length(store);
+    if (zrs_get_kind(store) == ZRS_DENSE) {
+        out->kind = ZLD_STREAM_DENSE;
+        out->record_size = zrs_record_size(store);
+    } else {
+        out->kind = ZLD_STREAM_RAGGED;
+        out->sizes = store_sizes;
+    }
+    out->gather = store_gather;
+    out->advise = store_advise;
+    return ZR_OK;
 }
 
 int zld_create(zld_loader **out, zrs_store *const *streams, size_t nstreams,
@@ -308,32 +372,74 @@ int zld_create(zld_loader **out, zrs_store *const *streams, size_t nstreams,
     if (out == NULL)
         return zr_set_error(ZR_EINVAL, "zld_create: out is NULL");
     *out = NULL;
+    if (streams == NULL || nstreams == 0)
+        return zr_set_error(ZR_EINVAL, "zld_create: no streams, expected at least 1");
+    if (nstreams > SIZE_MAX / sizeof(zld_stream))
+        return zr_set_error(ZR_EINVAL, "zld_create: %zu streams are too many", nstreams);
+    zld_stream *desc = malloc(nstreams * sizeof *desc);
+    if (desc == NULL)
+        return zr_set_error(ZR_ENOMEM, "zld_create: out of memory");
+    for (size_t s = 0; s < nstreams; s++) {
+        if (streams[s] == NULL) {
+            free(desc);
+            return zr_set_error(ZR_EINVAL, "zld_create: stream %zu is NULL", s);
+        }
+        (void)zld_stream_from_store(&desc[s], streams[s]);
+    }
+    int rc = zld_create_streams(out, desc, nstreams, options);
+    free(desc);
+    return rc;
+}
+
+int zld_create_streams(zld_loader **out, const zld_stream *streams, size_t nstreams,
+                       const zld_options *options)
+{
+    if (out == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_create: out is NULL");
+    *out = NULL;
     if (options == NULL)
         return zr_set_error(ZR_EINVAL, "zld_create: options is NULL");
-    if (options->version != ZLD_OPTIONS_VERSION)
+    if (options->version != ZLD_OPTIONS_VERSION && options->version != 1)
         return zr_set_error(ZR_EINVAL,
                             "zld_create: options version %d, expected %d "
                             "(start from ZLD_OPTIONS_INIT)",
                             options->version, ZLD_OPTIONS_VERSION);
     if (streams == NULL || nstreams == 0)
         return zr_set_error(ZR_EINVAL, "zld_create: no streams, expected at least 1");
+    if (nstreams > SIZE_MAX / sizeof(zld_stream))
+        return zr_set_error(ZR_EINVAL, "zld_create: %zu streams are too many", nstreams);
+    size_t names_len = 0;
     for (size_t s = 0; s < nstreams; s++) {
-        if (streams[s] == NULL)
-            return zr_set_error(ZR_EINVAL, "zld_create: stream %zu is NULL", s);
+        const zld_stream *st = &streams[s];
+        const char *nm = st->name ? st->name : "";
+        if (st->gather == NULL)
+            return zr_set_error(ZR_EINVAL, "zld_create: stream %zu (%s) has no gather callback",
+                                s, nm);
+        if (st->kind == ZLD_STREAM_DENSE && st->record_size == 0)
+            return zr_set_error(ZR_EINVAL, "zld_create: dense stream %zu (%s) has record_size 0",
+                                s, nm);
+        if (st->kind == ZLD_STREAM_RAGGED && st->sizes == NULL)
+            return zr_set_error(ZR_EINVAL, "zld_create: ragged stream %zu (%s) has no sizes "
+                                "callback", s, nm);
+        if (st->kind != ZLD_STREAM_DENSE && st->kind != ZLD_STREAM_RAGGED)
+            return zr_set_error(ZR_EINVAL, "zld_create: stream %zu (%s) has unknown kind %d",
+                                s, nm, (int)st->kind);
+        names_len += strlen(nm) + 1;
     }
-    const uint64_t length = zrs_length(streams[0]);
+    const uint64_t length = streams[0].length;
     for (size_t s = 1; s < nstreams; s++) {
-        uint64_t n = zrs_length(streams[s]);
+        uint64_t n = streams[s].length;
         if (n != length)
             return zr_set_error(ZR_EINVAL,
                                 "zld_create: streams must be index-aligned, but stream 0 "
                                 "(%s) has %llu records and stream %zu (%s) has %llu",
-                                zrs_path(streams[0]), (unsigned long long)length, s,
-                                zrs_path(streams[s]), (unsigned long long)n);
+                                streams[0].name ? streams[0].name : "",
+                                (unsigned long long)length, s,
+                                streams[s].name ? streams[s].name : "", (unsigned long long)n);
     }
     if (length == 0)
         return zr_set_error(ZR_EINVAL, "zld_create: stream 0 (%s) is empty",
-                            zrs_path(streams[0]));
+                            streams[0].name ? streams[0].name : "");
     if (length > (uint64_t)INT64_MAX)
         return zr_set_error(ZR_EINVAL, "zld_create: %llu records exceed INT64_MAX",
                             (unsigned long long)length);
@@ -352,23 +458,35 @@ int zld_create(zld_loader **out, zrs_store *const *streams, size_t nstreams,
         return zr_set_error(ZR_EINVAL, "zld_create: batch_size %llu is too large",
                             (unsigned long long)cfg.batch_size);
     for (size_t s = 0; s < nstreams; s++) {
-        uint64_t rs = zrs_record_size(streams[s]);
-        if (zrs_get_kind(streams[s]) == ZRS_DENSE && rs != 0 &&
-            cfg.batch_size > (uint64_t)SIZE_MAX / rs)
+        uint64_t rs = streams[s].record_size;
+        if (streams[s].kind == ZLD_STREAM_DENSE && cfg.batch_size > (uint64_t)SIZE_MAX / rs)
             return zr_set_error(ZR_EINVAL,
                                 "zld_create: stream %zu (%s): batch_size %llu * record "
                                 "size %llu bytes exceeds the address space",
-                                s, zrs_path(streams[s]),
+                                s, streams[s].name ? streams[s].name : "",
                                 (unsigned long long)cfg.batch_size,
                                 (unsigned long long)rs);
     }
 
-    zld_options opt = *options;
+    /* Field by field: a version 1 caller's struct ends before readahead. */
+    zld_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.version = ZLD_OPTIONS_VERSION;
+    opt.batch_size = options->batch_size;
+    opt.mode = options->mode;
+    opt.seed = options->seed;
+    opt.start_step = options->start_step;
+    opt.rank = options->rank;
+    opt.world_size = options->world_size;
+    opt.num_workers = options->num_workers;
+    opt.prefetch = options->prefetch;
+    opt.readahead = options->version >= 2 ? options->readahead : ZLD_READAHEAD_AUTO;
     if (opt.num_workers == 0) opt.num_workers = zrp_cpu_count();
     if (opt.num_workers == 0) opt.num_workers = 1;
     if (opt.prefetch == 0)
         opt.prefetch = opt.num_workers > UINT32_MAX / 2 ? UINT32_MAX : 2 * opt.num_workers;
     if (opt.prefetch == 0) opt.prefetch = 1;
+    if (opt.readahead == ZLD_READAHEAD_AUTO) opt.readahead = opt.prefetch;
 
     zld_loader *l = calloc(1, sizeof *l);
     if (l == NULL) return zr_set_error(ZR_ENOMEM, "zld_create: out of memory");
@@ -399,18 +517,29 @@ int zld_create(zld_loader **out, zrs_store *const *streams, size_t nstreams,
     l->cfg = cfg;
     l->nstreams = nstreams;
     l->prefetch = opt.prefetch;
+    l->readahead = opt.readahead;
     l->next_claim = opt.start_step;
     l->next_take = opt.start_step;
     /* More workers than slots could never all be busy. */
     unsigned nthreads = opt.num_workers < opt.prefetch ? opt.num_workers : opt.prefetch;
     l->streams = malloc(nstreams * sizeof *l->streams);
+    l->names = malloc(names_len);
     l->slots = calloc(opt.prefetch, sizeof *l->slots);
     l->threads = calloc(nthreads, sizeof *l->threads);
-    if (l->streams == NULL || l->slots == NULL || l->threads == NULL) {
+    if (l->streams == NULL || l->names == NULL || l->slots == NULL || l->threads == NULL) {
         loader_destroy(l);
         return zr_set_error(ZR_ENOMEM, "zld_create: out of memory");
     }
     memcpy(l->streams, streams, nstreams * sizeof *l->streams);
+    char *np = l->names;
+    for (size_t s = 0; s < nstreams; s++) {
+        const char *nm = streams[s].name ? streams[s].name : "";
+        size_t n = strlen(nm) + 1;
+        memcpy(np, nm, n);
+        l->streams[s].name = np;
+        np += n;
+        if (streams[s].advise != NULL) l->any_advise = 1;
+    }
 
     for (unsigned i = 0; i < nthreads; i++) {
         int trc = zrp_thread_start(&l->threads[i], worker_main, l);
@@ -471,6 +600,34 @@ uint64_t zld_next_step(const zld_loader *l)
     uint64_t step = m->next_take;
     zrp_mutex_unlock(&m->mu);
     return step;
+}
+
+int zld_get_state(zld_loader *l, zld_options *out)
+{
+    if (l == NULL || out == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_get_state: %s is NULL",
+                            l == NULL ? "loader" : "out");
+    zrp_mutex_lock(&l->mu);
+    *out = l->opt;
+    out->start_step = l->next_take;
+    zrp_mutex_unlock(&l->mu);
+    return ZR_OK;
+}
+
+int zld_failed(zld_loader *l, uint64_t *step)
+{
+    if (l == NULL) return 0;
+    zrp_mutex_lock(&l->mu);
+    int failed = l->failed;
+    if (failed && step != NULL) *step = l->fail_step;
+    zrp_mutex_unlock(&l->mu);
+    return failed;
+}
+
+void zld_stop(zld_loader *l)
+{
+    if (l == NULL) return;
+    stop_workers(l);
 }
 
 void zld_close(zld_loader *l)

@@ -2,10 +2,12 @@
  * torture_loader.c - libzloader over real stores: aligned streams, indices
  * from the sampler, identical batches for any worker count, start_step,
  * validation, worker errors surfacing at the consumer, close on a full
- * queue.
+ * queue; generic zld_stream callbacks, resume from zld_get_state, errors
+ * naming their step, the prefetch bound, readahead hints, zld_stop.
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -552,6 +554,375 @@ static void test_close_on_full_queue(void **state)
     zld_close(l);
 }
 
+
+/* ------------------------------------------------- generic streams (no store) */
+
+/* A synthetic stream: dense record i is the u64 3*i; ragged record i is
+ * i % 4 + 1 bytes of value (i & 0xff). Counts gather calls and records the
+ * first index of every advised batch; fails any gather containing
+ * `fail_index`. */
+typedef struct synth {
+    uint64_t length;
+    uint64_t fail_index; /* UINT64_MAX: never fail */
+    _Atomic uint64_t gathers;
+    _Atomic uint64_t advises;
+    _Atomic uint64_t advised_first[4096]; /* by advise call number */
+} synth;
+
+static int synth_fail(synth *sy, const uint64_t *index, uint64_t count)
+{
+    for (uint64_t i = 0; i < count; i++) {
+        if (index[i] == sy->fail_index)
+            return zr_set_error(ZR_EIO, "synthetic failure at index %llu",
+                                (unsigned long long)index[i]);
+    }
+    return ZR_OK;
+}
+
+static int synth_gather(void *user, const uint64_t *index, uint64_t count, void *dst,
+                        uint64_t cap, const uint64_t *bounds)
+{
+    synth *sy = user;
+    atomic_fetch_add(&sy->gathers, 1);
+    int rc = synth_fail(sy, index, count);
+    if (rc < 0) return rc;
+    if (bounds == NULL) {
+        if (cap < count * 8) return zr_set_error(ZR_EINVAL, "synthetic: dst too small");
+        uint64_t *d = dst;
+        for (uint64_t i = 0; i < count; i++) d[i] = 3 * index[i];
+    } else {
+        unsigned char *d = dst;
+        for (uint64_t i = 0; i < count; i++) {
+            if (bounds[i + 1] - bounds[i] != index[i] % 4 + 1 || bounds[i + 1] > cap)
+                return zr_set_error(ZR_EINVAL, "synthetic: wrong bounds");
+            memset(d + bounds[i], (int)(index[i] & 0xff), (size_t)(index[i] % 4 + 1));
+        }
+    }
+    return ZR_OK;
+}
+
+static int synth_sizes(void *user, const uint64_t *index, uint64_t count, uint64_t *sizes)
+{
+    (void)user;
+    for (uint64_t i = 0; i < count; i++) sizes[i] = index[i] % 4 + 1;
+    return ZR_OK;
+}
+
+static int synth_advise(void *user, const uint64_t *index, uint64_t count)
+{
+    synth *sy = user;
+    (void)count;
+    uint64_t k = atomic_fetch_add(&sy->advises, 1);
+    if (k < 4096) atomic_store(&sy->advised_first[k], index[0]);
+    return ZR_OK;
+}
+
+static synth *synth_new(uint64_t length)
+{
+    synth *sy = calloc(1, sizeof *sy);
+    assert_non_null(sy);
+    sy->length = length;
+    sy->fail_index = UINT64_MAX;
+    return sy;
+}
+
+static void synth_streams(synth *sy, zld_stream out[2])
+{
+    memset(out, 0, 2 * sizeof *out);
+    out[0].user = sy;
+    out[0].name = "synthetic-dense";
+    out[0].length = sy->length;
+    out[0].kind = ZLD_STREAM_DENSE;
+    out[0].record_size = 8;
+    out[0].gather = synth_gather;
+    out[0].advise = synth_advise;
+    out[1] = out[0];
+    out[1].name = "synthetic-ragged";
+    out[1].kind = ZLD_STREAM_RAGGED;
+    out[1].record_size = 0;
+    out[1].sizes = synth_sizes;
+    out[1].advise = NULL;
+}
+
+static void check_synth_batch(zld_batch *b, uint64_t count)
+{
+    const uint64_t *idx = zld_batch_indices(b);
+    const uint64_t *d = zld_batch_data(b, 0, NULL);
+    const unsigned char *r = zld_batch_data(b, 1, NULL);
+    const uint64_t *bd = zld_batch_bounds(b, 1);
+    assert_null(zld_batch_bounds(b, 0));
+    assert_non_null(bd);
+    for (uint64_t i = 0; i < count; i++) {
+        assert_int_equal(d[i], 3 * idx[i]);
+        assert_int_equal(bd[i + 1] - bd[i], idx[i] % 4 + 1);
+        for (uint64_t k = bd[i]; k < bd[i + 1]; k++) assert_int_equal(r[k], idx[i] & 0xff);
+    }
+}
+
+static void test_generic_streams(void **state)
+{
+    (void)state;
+    synth *sy = synth_new(777);
+    zld_stream st[2];
+    synth_streams(sy, st);
+    zld_options o = opts(50, ZSM_CYCLIC, 9, 3, 4);
+    zld_loader *l = NULL;
+    assert_int_equal(zld_create_streams(&l, st, 2, &o), ZR_OK);
+    for (uint64_t k = 0; k < 40; k++) {
+        zld_batch *b = NULL;
+        assert_int_equal(zld_next(l, &b), ZR_OK);
+        assert_int_equal(zld_batch_step(b), k);
+        zsm_config c = {777, 50, 9, ZSM_CYCLIC, 0, 1};
+        uint64_t want[50];
+        assert_int_equal(zsm_indices(&c, k, want), ZSM_OK);
+        assert_memory_equal(zld_batch_indices(b), want, sizeof want);
+        check_synth_batch(b, 50);
+        zld_batch_free(b);
+    }
+    zld_close(l);
+
+    /* refused descriptions */
+    zld_stream bad[2];
+    memcpy(bad, st, sizeof bad);
+    bad[0].gather = NULL;
+    assert_int_equal(zld_create_streams(&l, bad, 2, &o), ZR_EINVAL);
+    assert_non_null(strstr(zr_last_error(), "synthetic-dense"));
+    memcpy(bad, st, sizeof bad);
+    bad[1].sizes = NULL;
+    assert_int_equal(zld_create_streams(&l, bad, 2, &o), ZR_EINVAL);
+    memcpy(bad, st, sizeof bad);
+    bad[0].record_size = 0;
+    assert_int_equal(zld_create_streams(&l, bad, 2, &o), ZR_EINVAL);
+    memcpy(bad, st, sizeof bad);
+    bad[1].length = 776;
+    assert_int_equal(zld_create_streams(&l, bad, 2, &o), ZR_EINVAL);
+    assert_non_null(strstr(zr_last_error(), "776"));
+    assert_null(l);
+    free(sy);
+}
+
+static void test_state_resumes_exactly(void **state)
+{
+    (void)state;
+    synth *sy = synth_new(500);
+    zld_stream st[2];
+    synth_streams(sy, st);
+    const zsm_mode modes[] = {ZSM_SEQUENTIAL, ZSM_IID, ZSM_CYCLIC};
+    for (size_t m = 0; m < 3; m++) {
+        zld_options o = opts(16, modes[m], 42, 2, 3);
+        o.rank = 1;
+        o.world_size = 3;
+        zld_loader *l = NULL;
+        assert_int_equal(zld_create_streams(&l, st, 2, &o), ZR_OK);
+        for (int k = 0; k < 37; k++) {
+            zld_batch *b = NULL;
+            assert_int_equal(zld_next(l, &b), ZR_OK);
+            zld_batch_free(b);
+        }
+        zld_options saved;
+        assert_int_equal(zld_get_state(l, &saved), ZR_OK);
+        assert_int_equal(saved.start_step, 37);
+        assert_int_equal(saved.seed, 42);
+        assert_int_equal(saved.rank, 1);
+        assert_int_equal(saved.world_size, 3);
+        assert_int_equal(saved.mode, modes[m]);
+        /* a different worker count must not matter */
+        saved.num_workers = 1;
+        saved.prefetch = 1;
+        zld_loader *r = NULL;
+        assert_int_equal(zld_create_streams(&r, st, 2, &saved), ZR_OK);
+        for (int k = 0; k < 5; k++) {
+            zld_batch *a = NULL, *b = NULL;
+            assert_int_equal(zld_next(l, &a), ZR_OK);
+            assert_int_equal(zld_next(r, &b), ZR_OK);
+            assert_int_equal(zld_batch_step(a), zld_batch_step(b));
+            assert_memory_equal(zld_batch_indices(a), zld_batch_indices(b), 16 * 8);
+            uint64_t na = 0, nb = 0;
+            void *da = zld_batch_data(a, 0, &na), *db = zld_batch_data(b, 0, &nb);
+            assert_int_equal(na, nb);
+            assert_memory_equal(da, db, (size_t)na);
+            zld_batch_free(a);
+            zld_batch_free(b);
+        }
+        zld_close(r);
+        zld_close(l);
+    }
+    /* a version 1 options struct is still accepted */
+    zld_options o = opts(16, ZSM_CYCLIC, 1, 1, 1);
+    o.version = 1;
+    zld_loader *l = NULL;
+    assert_int_equal(zld_create_streams(&l, st, 2, &o), ZR_OK);
+    zld_close(l);
+    free(sy);
+}
+
+static void test_callback_error_names_step(void **state)
+{
+    (void)state;
+    const unsigned configs[][2] = {{1, 1}, {3, 6}, {2, 2}};
+    for (size_t c = 0; c < 3; c++) {
+        synth *sy = synth_new(300);
+        sy->fail_index = 123; /* sequential batches of 10: step 12 */
+        zld_stream st[2];
+        synth_streams(sy, st);
+        zld_options o = opts(10, ZSM_SEQUENTIAL, 0, configs[c][0], configs[c][1]);
+        zld_loader *l = NULL;
+        assert_int_equal(zld_create_streams(&l, st, 2, &o), ZR_OK);
+        uint64_t k = 0;
+        int rc;
+        for (;;) {
+            zld_batch *b = NULL;
+            rc = zld_next(l, &b);
+            if (rc != ZR_OK) break;
+            assert_int_equal(zld_batch_step(b), k);
+            check_synth_batch(b, 10);
+            zld_batch_free(b);
+            k++;
+        }
+        assert_int_equal(rc, ZR_ESTATE);
+        assert_int_equal(k, 12);
+        assert_non_null(strstr(zr_last_error(), "step 12"));
+        assert_non_null(strstr(zr_last_error(), "synthetic failure at index 123"));
+        assert_non_null(strstr(zr_last_error(), "synthetic-dense"));
+        uint64_t fs = 0;
+        assert_int_equal(zld_failed(l, &fs), 1);
+        assert_int_equal(fs, 12);
+        zld_close(l);
+        free(sy);
+    }
+    synth *sy = synth_new(300);
+    zld_stream st[2];
+    synth_streams(sy, st);
+    zld_options o = opts(10, ZSM_SEQUENTIAL, 0, 2, 2);
+    zld_loader *l = NULL;
+    assert_int_equal(zld_create_streams(&l, st, 2, &o), ZR_OK);
+    assert_int_equal(zld_failed(l, NULL), 0);
+    zld_close(l);
+    free(sy);
+}
+
+static void test_prefetch_bounds_undelivered(void **state)
+{
+    (void)state;
+    const unsigned prefetch[] = {1, 2, 5};
+    for (size_t p = 0; p < 3; p++) {
+        synth *sy = synth_new(1000);
+        zld_stream st[2];
+        synth_streams(sy, st);
+        zld_options o = opts(8, ZSM_IID, 3, 4, prefetch[p]);
+        zld_loader *l = NULL;
+        assert_int_equal(zld_create_streams(&l, st, 1, &o), ZR_OK);
+        for (uint64_t taken = 0; taken < 6; taken++) {
+            pause_ms(20); /* give the workers time to run ahead, if they would */
+            /* one gather call per step on the one stream: at most
+             * `prefetch` steps beyond what the consumer took */
+            assert_true(atomic_load(&sy->gathers) <= taken + prefetch[p]);
+            zld_batch *b = NULL;
+            assert_int_equal(zld_next(l, &b), ZR_OK);
+            zld_batch_free(b);
+        }
+        zld_close(l);
+        free(sy);
+    }
+}
+
+static void test_readahead_hints_future_steps(void **state)
+{
+    (void)state;
+    /* sequential, batch 10: a batch's first index names its step */
+    const unsigned ra[] = {0, 3, ZLD_READAHEAD_AUTO};
+    for (size_t r = 0; r < 3; r++) {
+        synth *sy = synth_new(100000);
+        zld_stream st[2];
+        synth_streams(sy, st);
+        zld_options o = opts(10, ZSM_SEQUENTIAL, 0, 2, 4);
+        o.readahead = ra[r];
+        o.start_step = 5;
+        zld_loader *l = NULL;
+        assert_int_equal(zld_create_streams(&l, st, 2, &o), ZR_OK);
+        for (int k = 0; k < 20; k++) {
+            zld_batch *b = NULL;
+            assert_int_equal(zld_next(l, &b), ZR_OK);
+            check_synth_batch(b, 10);
+            zld_batch_free(b);
+        }
+        zld_close(l);
+        uint64_t n = atomic_load(&sy->advises);
+        if (ra[r] == 0) {
+            assert_int_equal(n, 0);
+        } else {
+            uint64_t dist = ra[r] == ZLD_READAHEAD_AUTO ? 4 : ra[r];
+            /* every claimed step s hinted step s + dist, once */
+            assert_true(n >= 20);
+            unsigned char seen[200] = {0};
+            for (uint64_t k = 0; k < n && k < 4096; k++) {
+                uint64_t step = atomic_load(&sy->advised_first[k]) / 10;
+                assert_true(step >= 5 + dist && step < 200);
+                assert_int_equal(seen[step], 0);
+                seen[step] = 1;
+            }
+            for (uint64_t s = 5 + dist; s < 5 + dist + 20; s++) assert_int_equal(seen[s], 1);
+        }
+        free(sy);
+    }
+}
+
+static void test_store_advise(void **state)
+{
+    fixture *f = *state;
+    zre_engine *e = zrs_engine(f->s[1]);
+    uint64_t idx[5] = {0, 999, 3, 4, 5};
+    assert_int_equal(zre_advise(e, idx, 5), ZR_OK);
+    assert_int_equal(zre_advise(e, idx, 0), ZR_OK);
+    idx[2] = N;
+    assert_int_equal(zre_advise(e, idx, 5), ZR_ERANGE);
+    assert_non_null(strstr(zr_last_error(), "1000"));
+    assert_int_equal(zre_advise(NULL, idx, 5), ZR_EINVAL);
+    /* a store loader with readahead returns the same batches as without */
+    zld_options o = opts(20, ZSM_IID, 5, 2, 2);
+    o.readahead = 0;
+    zld_loader *a = NULL, *b = NULL;
+    assert_int_equal(zld_create(&a, f->s, NSTREAMS, &o), ZR_OK);
+    o.readahead = 7;
+    assert_int_equal(zld_create(&b, f->s, NSTREAMS, &o), ZR_OK);
+    for (int k = 0; k < 10; k++) {
+        zld_batch *x = NULL, *y = NULL;
+        assert_int_equal(zld_next(a, &x), ZR_OK);
+        assert_int_equal(zld_next(b, &y), ZR_OK);
+        for (size_t s = 0; s < NSTREAMS; s++) {
+            uint64_t nx = 0, ny = 0;
+            void *dx = zld_batch_data(x, s, &nx), *dy = zld_batch_data(y, s, &ny);
+            assert_int_equal(nx, ny);
+            assert_memory_equal(dx, dy, (size_t)nx);
+        }
+        zld_batch_free(x);
+        zld_batch_free(y);
+    }
+    zld_close(a);
+    zld_close(b);
+}
+
+static void test_stop(void **state)
+{
+    (void)state;
+    synth *sy = synth_new(100);
+    zld_stream st[2];
+    synth_streams(sy, st);
+    zld_options o = opts(10, ZSM_CYCLIC, 0, 2, 2);
+    zld_loader *l = NULL;
+    assert_int_equal(zld_create_streams(&l, st, 2, &o), ZR_OK);
+    zld_batch *b = NULL;
+    assert_int_equal(zld_next(l, &b), ZR_OK);
+    zld_batch_free(b);
+    zld_stop(l); /* with the ring full */
+    zld_stop(l);
+    assert_int_equal(zld_next(l, &b), ZR_ECLOSED);
+    assert_null(b);
+    zld_close(l);
+    zld_stop(NULL);
+    free(sy);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -564,6 +935,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_create_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_worker_error_surfaces, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_on_full_queue, setup, teardown),
+        cmocka_unit_test(test_generic_streams),
+        cmocka_unit_test(test_state_resumes_exactly),
+        cmocka_unit_test(test_callback_error_names_step),
+        cmocka_unit_test(test_prefetch_bounds_undelivered),
+        cmocka_unit_test(test_readahead_hints_future_steps),
+        cmocka_unit_test_setup_teardown(test_store_advise, setup, teardown),
+        cmocka_unit_test(test_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

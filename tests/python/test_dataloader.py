@@ -88,7 +88,8 @@ def test_state_resume(streams):
         for _ in range(6):
             next(loader)
         st = loader.state()
-    assert st == {"seed": 11, "step": 6, "mode": "cyclic", "batch_size": 8}
+    assert st == {"seed": 11, "step": 6, "mode": "cyclic", "batch_size": 8,
+                  "rank": 0, "world_size": 1}
     with DataLoader(streams, batch_size=st["batch_size"], seed=st["seed"], mode=st["mode"],
                     start_step=st["step"], num_workers=3) as resumed:
         assert resumed.step == 6
@@ -112,7 +113,9 @@ def test_iteration_and_transform(streams):
         assert set(batch) == {"x", "y"} and batch["x"].shape == (4, 6)
         if i >= 5:
             break
-    assert len(seen) == 6
+    # The transform runs on the loader's threads, ahead of the consumer:
+    # at least the 6 consumed batches went through it.
+    assert len(seen) >= 6
     loader.close()
 
 

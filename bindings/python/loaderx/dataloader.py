@@ -2,11 +2,12 @@
 
 ``DataLoader(streams, batch_size=256, mode='cyclic', seed=0,
 num_workers=0, prefetch=0, transform=None, rank=0, world_size=1,
-start_step=0)`` reads a dict of index-aligned streams (open DenseStore /
-RaggedStore objects of equal length). Step ``k`` draws the sampler's
-indices for ``k`` (see :mod:`loaderx.zsampler`), gathers every stream at
-those same indices on native worker threads (``num_workers``, 0 = CPU
-count; up to ``prefetch`` batches ahead, 0 = 2 * num_workers) and yields
+start_step=0, readahead=None)`` reads a dict of index-aligned streams
+(open DenseStore / RaggedStore objects of equal length). Step ``k`` draws
+the sampler's indices for ``k`` (see :mod:`loaderx.zsampler`; ``mode`` is a
+name or a ``Sampler.Mode``), gathers every stream at those same indices on
+native worker threads without the GIL (``num_workers``, 0 = CPU count; up
+to ``prefetch`` batches ahead, 0 = 2 * num_workers) and yields
 ``{name: value}`` in the dict's order:
 
 * dense stream: an ndarray of shape ``(batch_size, *item_shape)`` and the
@@ -14,20 +15,53 @@ count; up to ``prefetch`` batches ahead, 0 = 2 * num_workers) and yields
 * ragged stream: a list of ``batch_size`` ndarrays with each record's own
   shape.
 
-Batch ``k`` is the same whatever ``num_workers``/``prefetch``. The arrays
-own the native batch buffers directly (no copy); ragged records are views
-into their stream's one buffer. They are the caller's to keep or modify.
+Determinism: batch ``k`` is a function of (streams, seed, mode,
+batch_size, rank, world_size, k) only: the same whatever ``num_workers``,
+``prefetch``, ``readahead`` or timing.
 
-``transform(batch) -> batch`` (the collate step) runs in the consuming
-thread, on each batch as it is handed out; running it on the worker
-threads is planned for a later release.
+No copies: the arrays own the native batch buffers directly; ragged
+records are views into their stream's one buffer. They are the caller's.
 
-The loader never ends: iterate with ``next(loader)`` or a ``for`` loop that
-breaks. Worker errors surface on the next ``next()`` as RuntimeError
-naming the step; the loader is then stopped. The stores must stay open:
-the loader keeps references to them, and closing a store closes the
-loaders reading it first.
+Transform: ``transform(batch) -> anything`` runs on the loader's own
+transform threads (``min(num_workers, prefetch)`` Python threads fed by the
+native loader), on each batch in turn, so the consumer gets transformed
+batches; results are handed out in step order.
+
+Resume: ``state()`` is ``{'seed', 'step', 'mode', 'batch_size', 'rank',
+'world_size'}`` with ``step`` the next step; ``DataLoader(streams,
+**state)`` (``step=`` is accepted as ``start_step``) or
+``DataLoader.from_state(streams, state)`` yields exactly the batch that
+would have come next.
+
+Readahead: the loader knows its future indices, so for the step
+``readahead`` steps beyond each one it starts building it asks the OS to
+read those records' bytes ahead (posix_fadvise WILLNEED); ``None`` = as far
+as ``prefetch``, 0 = off. Pure hint: it never changes a batch.
+
+Memory: undelivered batches are bounded by ``prefetch`` (with a transform:
+``max(prefetch, transform_threads + 1)``), whatever the store size.
+
+Errors: a failure in a gather or in the transform surfaces at the
+consumer's ``next()`` for that step (all earlier batches are delivered
+first) as :class:`LoaderError` (a RuntimeError) whose ``step`` attribute
+and message name the step; the loader is then closed. ``close()``, leaving
+a ``with`` block and garbage collection never hang, also while workers are
+blocked on a full queue or another thread is waiting in ``next()``.
+
+Fork: a loader's threads do not survive ``fork()``. In a child process the
+loader rebuilds itself at its current step the first time it is used, over
+stores that reopen themselves there (read-only stores do; a writable
+store raises a clear error instead). Closing it in the child never touches
+the parent's threads.
+
+The stores must stay open: the loader keeps references to them, and
+closing a store closes the loaders reading it first.
 """
+
+import os
+import sys
+import threading
+import weakref
 
 import numpy as np
 
@@ -36,7 +70,224 @@ from .errors import closed
 from .zrecord import DenseStore, RaggedStore, _unpack_ragged
 from .zsampler import _config, _u64
 
-__all__ = ["DataLoader"]
+__all__ = ["DataLoader", "LoaderError"]
+
+_AUTO = (1 << 32) - 1  # ZLD_READAHEAD_AUTO
+
+
+class LoaderError(RuntimeError):
+    """A batch could not be produced. ``step`` is the failing step; the
+    cause (a store error or the transform's exception) is ``__cause__``
+    when it was a Python exception, and in the message either way."""
+
+    def __init__(self, step, message):
+        super().__init__(f"loader failed at step {step}: {message}")
+        self.step = step
+
+
+def _decode(parts, decoders, names, count):
+    batch = {}
+    for name, (dense, dtype, item_shape), (data, bounds) in zip(names, decoders, parts):
+        if dense:
+            batch[name] = data.view(dtype).reshape((count,) + item_shape)
+        else:
+            batch[name] = _unpack_ragged(data, bounds, dtype)
+    return batch
+
+
+class _Native:
+    """One native loader handle with safe concurrent use: ``enter()`` /
+    ``leave()`` bracket every native call, and ``close()`` stops the
+    workers (waking blocked callers), waits for every caller to leave, and
+    only then frees the handle."""
+
+    def __init__(self, handle, stores):
+        self.h = handle
+        self.pid = os.getpid()
+        self.lock = threading.Condition()
+        self.users = 0
+        self.closing = False
+        # Each store keeps a strong reference to this handle (not to the
+        # DataLoader) and closes it before freeing its own native handle.
+        # Strong both ways on purpose: when a loader and its stores become
+        # garbage together, the collector runs every finalizer before it
+        # clears any reference, so whichever finalizer runs first still
+        # finds the loader handle and stops its workers before a store is
+        # freed (a weak reference would already be cleared: use after free).
+        self.stores = stores
+        for st in stores:
+            st._loaders.add(self)
+
+    def enter(self):
+        with self.lock:
+            if self.closing:
+                raise closed("loader")
+            self.users += 1
+            return self.h
+
+    def leave(self):
+        with self.lock:
+            self.users -= 1
+            if self.users == 0:
+                self.lock.notify_all()
+
+    def failed_step(self):
+        with self.lock:
+            return None if self.closing else _zr.zld_failed_step(self.h)
+
+    def close(self):
+        if self.closing:
+            return
+        if os.getpid() != self.pid:
+            self.closing = True  # forked child: the workers are the parent's
+        elif sys.is_finalizing():
+            # Interpreter shutdown: a daemon thread that was in a native call
+            # can never take the GIL back, so waiting for `users` would hang
+            # the exit. zld_close itself only waits for callers still inside
+            # the library (a frozen thread has already left it) and joins
+            # the native workers, so the stores stay valid until it returns.
+            self.closing = True
+            _zr.zld_stop(self.h)
+            _zr.zld_close(self.h)
+        else:
+            with self.lock:
+                if self.closing:
+                    return
+                self.closing = True
+            _zr.zld_stop(self.h)  # wakes callers blocked in zld_next
+            with self.lock:
+                while self.users > 0:
+                    self.lock.wait()
+            _zr.zld_close(self.h)
+        for st in self.stores:
+            st._loaders.discard(self)
+
+
+class _Transformer:
+    """Transform threads: each takes the next native batch (GIL released
+    while waiting), decodes it, applies the transform and parks the result
+    by step; the consumer takes results in step order. At most ``slots``
+    batches are held here, between a thread taking them and the consumer
+    receiving them."""
+
+    def __init__(self, native, nstreams, decode, transform_ref, nthreads):
+        self.native = native
+        self.nstreams = nstreams
+        self.decode = decode
+        # A weak reference to the DataLoader's _TransformBox: the threads
+        # must not keep the user's transform (often a bound method of an
+        # object that holds the loader) alive, or an abandoned loader could
+        # never be collected and would hold its stores' locks forever.
+        self.transform_ref = transform_ref
+        self.cv = threading.Condition()
+        self.slots = nthreads
+        self.held = 0
+        self.results = {}      # step -> (indices, batch, error)
+        self.fail_step = None  # smallest failing step seen
+        self.stopping = False
+        self.threads = [threading.Thread(target=self._run, name=f"loaderx-transform-{i}",
+                                         daemon=True) for i in range(nthreads)]
+        for t in self.threads:
+            t.start()
+
+    def _fail(self, step, error):
+        # with self.cv held
+        if step not in self.results:
+            self.results[step] = (None, None, error)
+        if self.fail_step is None or step < self.fail_step:
+            self.fail_step = step
+        self.cv.notify_all()
+
+    def _run(self):
+        try:
+            self._loop()
+        except BaseException as exc:  # a bug here must not leave the consumer waiting
+            with self.cv:
+                self._fail(self.fail_step if self.fail_step is not None else -1, exc)
+
+    def _loop(self):
+        native = self.native
+        while True:
+            with self.cv:
+                while (not self.stopping and self.fail_step is None
+                       and self.held >= self.slots):
+                    self.cv.wait()
+                if self.stopping or self.fail_step is not None:
+                    return
+                self.held += 1
+            try:
+                h = native.enter()
+            except Exception:
+                with self.cv:
+                    self.held -= 1
+                return
+            try:
+                step, indices, parts = _zr.zld_next_arrays(h, self.nstreams)
+            except Exception as exc:
+                step = native.failed_step()
+                with self.cv:
+                    self.held -= 1
+                    if not self.stopping:
+                        self._fail(step if step is not None else -1, exc)
+                return
+            finally:
+                native.leave()
+            box = self.transform_ref()
+            if box is None:  # the DataLoader is gone; it closes us
+                with self.cv:
+                    self.held -= 1
+                return
+            try:
+                batch = self.decode(parts, len(indices))
+                batch = box.fn(batch)
+                item = (indices, batch, None)
+            except BaseException as exc:
+                item = (indices, None, exc)
+            del box
+            with self.cv:
+                self.results[step] = item
+                if item[2] is not None and (self.fail_step is None or step < self.fail_step):
+                    self.fail_step = step
+                self.cv.notify_all()
+
+    def take(self, step):
+        with self.cv:
+            while step not in self.results:
+                if self.stopping:
+                    raise closed("loader")
+                if self.fail_step is not None and self.fail_step < 0:
+                    break
+                self.cv.wait()
+            item = self.results.pop(step, None)
+            if item is None:  # an internal failure, see _run
+                item = self.results.pop(self.fail_step)
+            else:
+                self.held -= 1
+            self.cv.notify_all()
+            return item
+
+    def stop(self):
+        with self.cv:
+            self.stopping = True
+            self.cv.notify_all()
+
+    def join(self):
+        me = threading.current_thread()
+        for t in self.threads:
+            if t is not me:
+                t.join()
+        with self.cv:
+            self.results.clear()
+
+
+class _TransformBox:
+    """Holds the user's transform; owned by the DataLoader only, seen weakly
+    by the transform threads (see _Transformer)."""
+
+    __slots__ = ("fn", "__weakref__")
+
+    def __init__(self, fn):
+        self.fn = fn
 
 
 class DataLoader:
@@ -48,8 +299,10 @@ class DataLoader:
     """
 
     def __init__(self, streams, batch_size=256, mode="cyclic", seed=0, num_workers=0,
-                 prefetch=0, transform=None, rank=0, world_size=1, start_step=0):
-        self._h = None
+                 prefetch=0, transform=None, rank=0, world_size=1, start_step=0,
+                 readahead=None, step=None):
+        self._native = None
+        self._tf = None
         if not hasattr(streams, "items") or len(streams) == 0:
             raise ValueError("streams must be a non-empty dict {name: DenseStore/RaggedStore}")
         names, stores = [], []
@@ -69,44 +322,107 @@ class DataLoader:
             raise ValueError("streams are empty (0 records)")
         if transform is not None and not callable(transform):
             raise TypeError("transform must be callable or None")
+        if step is not None:
+            step = _u64("step", step)
+            if start_step not in (0, step):
+                raise ValueError(f"step ({step}) and start_step ({start_step}) disagree; "
+                                 "give one of them")
+            start_step = step
         self._mode, cfg = _config(lengths[0], batch_size, mode, seed, rank, world_size)
         start_step = _u64("start_step", start_step)
-        options = dict(cfg, start_step=start_step,
-                       num_workers=_u64("num_workers", num_workers),
-                       prefetch=_u64("prefetch", prefetch))
-        del options["length"]
+        num_workers = _u64("num_workers", num_workers) or (os.cpu_count() or 1)
+        prefetch = _u64("prefetch", prefetch) or 2 * num_workers
+        if readahead is None:
+            readahead = _AUTO
+        else:
+            readahead = min(_u64("readahead", readahead), _AUTO)
         self._names = names
         self._stores = stores  # keeps the handles alive as long as the loader
-        self._decode = [(isinstance(s, DenseStore), s.dtype,
-                         getattr(s, "item_shape", None)) for s in stores]
-        self._batch_size = cfg["batch_size"]
-        self._seed = cfg["seed"]
+        self._decoders = [(isinstance(s, DenseStore), s.dtype,
+                           getattr(s, "item_shape", None)) for s in stores]
+        self._cfg = cfg
         self._transform = transform
         self._step = start_step
+        self._num_workers = num_workers
+        self._prefetch = prefetch
+        self._readahead = readahead
         self.last_indices = None
-        self._h = _zr.zld_create([s._handle() for s in stores], options)
-        for s in stores:
-            s._loaders.add(self)
+        self._tbox = _TransformBox(transform) if transform is not None else None
+        self._start()
+
+    def _start(self):
+        """Create the native loader (and transform threads) at self._step."""
+        cfg = self._cfg
+        nthreads = min(self._num_workers, self._prefetch) if self._transform else 0
+        # With a transform, the transform threads hold up to nthreads
+        # batches; the native ring gets the rest of the prefetch budget.
+        native_prefetch = max(1, self._prefetch - nthreads)
+        options = {"batch_size": cfg["batch_size"], "mode": cfg["mode"],
+                   "seed": cfg["seed"], "rank": cfg["rank"],
+                   "world_size": cfg["world_size"], "start_step": self._step,
+                   "num_workers": self._num_workers, "prefetch": native_prefetch,
+                   "readahead": self._readahead}
+        handles = [s._handle() for s in self._stores]
+        self._native = _Native(_zr.zld_create(handles, options), self._stores)
+        if nthreads:
+            names, decoders = self._names, self._decoders
+
+            def decode(parts, count):
+                return _decode(parts, decoders, names, count)
+
+            self._tf = _Transformer(self._native, len(names), decode,
+                                    weakref.ref(self._tbox), nthreads)
+
+    @classmethod
+    def from_state(cls, streams, state, **options):
+        """A loader over ``streams`` that continues from ``state`` (a dict
+        from :meth:`state`); ``options`` (num_workers, prefetch, transform,
+        readahead) do not change the batches."""
+        kw = dict(state)
+        kw.setdefault("start_step", kw.pop("step", 0))
+        kw.update(options)
+        return cls(streams, **kw)
 
     # ----------------------------------------------------------- batches
 
+    def _fork_check(self):
+        """In a forked child, rebuild the native side at the current step
+        (the stores reopen themselves, or raise)."""
+        native = self._native
+        if native is None:
+            raise closed("loader")
+        if native.pid == os.getpid():
+            return native, self._tf
+        native.closing = True  # never touch the parent's threads
+        self._native = None
+        self._tf = None
+        self._start()
+        return self._native, self._tf
+
     def next(self):
         """The next batch (see the module doc); advances the step."""
-        h = self._h
-        if h is None:
-            raise closed("loader")
-        step, indices, parts = _zr.zld_next_arrays(h, len(self._names))
-        batch = {}
-        for name, (dense, dtype, item_shape), (data, bounds) in zip(
-                self._names, self._decode, parts):
-            if dense:
-                batch[name] = data.view(dtype).reshape((len(indices),) + item_shape)
-            else:
-                batch[name] = _unpack_ragged(data, bounds, dtype)
+        native, tf = self._fork_check()
+        step = self._step
+        if tf is not None:
+            indices, batch, error = tf.take(step)
+            if error is not None:
+                self.close()
+                raise LoaderError(step, f"{type(error).__name__}: {error}") from error
+        else:
+            h = native.enter()
+            try:
+                got, indices, parts = _zr.zld_next_arrays(h, len(self._names))
+            except Exception as exc:
+                failed = native.failed_step()
+                native.leave()
+                if failed is None:
+                    raise
+                self.close()
+                raise LoaderError(failed, str(exc)) from exc
+            native.leave()
+            batch = _decode(parts, self._decoders, self._names, len(indices))
         self._step = step + 1
         self.last_indices = indices.astype(np.int64)
-        if self._transform is not None:
-            batch = self._transform(batch)
         return batch
 
     __next__ = next
@@ -123,7 +439,7 @@ class DataLoader:
 
     @property
     def batch_size(self):
-        return self._batch_size
+        return self._cfg["batch_size"]
 
     @property
     def names(self):
@@ -131,26 +447,40 @@ class DataLoader:
         return list(self._names)
 
     def state(self):
-        """What resumes this run: ``{'seed', 'step', 'mode', 'batch_size'}``
-        with ``step`` the next step; pass them back as ``seed=``,
-        ``start_step=``, ``mode=`` and ``batch_size=`` (same streams)."""
-        return {"seed": self._seed, "step": self._step, "mode": self._mode.name.lower(),
-                "batch_size": self._batch_size}
+        """What resumes this run exactly: ``{'seed', 'step', 'mode',
+        'batch_size', 'rank', 'world_size'}`` with ``step`` the next step.
+        ``DataLoader(streams, **state)`` continues with that batch."""
+        cfg = self._cfg
+        return {"seed": cfg["seed"], "step": self._step, "mode": self._mode.name.lower(),
+                "batch_size": cfg["batch_size"], "rank": cfg["rank"],
+                "world_size": cfg["world_size"]}
 
     # --------------------------------------------------------- lifecycle
 
     @property
     def closed(self):
-        return self._h is None
+        """True once closed, also when a store it reads was closed (which
+        closes the loader first)."""
+        return self._native is None or self._native.closing
 
     def close(self):
-        """Stop the workers and free undelivered batches. Idempotent;
-        batches already handed out stay valid."""
-        h, self._h = self._h, None
-        if h is not None:
-            _zr.zld_close(h)
-            for s in self._stores:
-                s._loaders.discard(self)
+        """Stop the workers and free undelivered batches. Idempotent and
+        safe from any thread (a thread blocked in ``next()`` gets a
+        ClosedError); batches already handed out stay valid."""
+        native, tf = self._native, self._tf
+        self._native = None
+        self._tf = None
+        if native is not None and native.pid != os.getpid():
+            # A forked child: the threads (and any lock they held at the
+            # fork) belong to the parent; drop the handle untouched.
+            native.close()
+            tf = native = None
+        if tf is not None:
+            tf.stop()
+        if native is not None:
+            native.close()
+        if tf is not None and not sys.is_finalizing():
+            tf.join()
 
     def __enter__(self):
         return self
@@ -165,6 +495,6 @@ class DataLoader:
             pass
 
     def __repr__(self):
-        state = "closed" if self._h is None else f"step={self._step}"
-        return (f"DataLoader(streams={self._names}, batch_size={self._batch_size}, "
-                f"mode={self._mode.name.lower()!r}, seed={self._seed}, {state})")
+        state = "closed" if self._native is None else f"step={self._step}"
+        return (f"DataLoader(streams={self._names}, batch_size={self.batch_size}, "
+                f"mode={self._mode.name.lower()!r}, seed={self._cfg['seed']}, {state})")
