@@ -1,0 +1,759 @@
+"""mrec-lmdb collections: many molecular records in one LMDB file.
+
+A collection holds, per record, a meta document (a JSON object), an
+optional *system* frame and an optional sparse *trajectory*: frame ``k``
+stores only the blocks that changed, the rest carries forward (never across
+records). The bytes layout is libzmrec's (see docs/MREC.md); this module
+is its numpy face plus importers built on ASE.
+
+Frames are plain dicts::
+
+    {"blocks": {"atoms": {"element": ["O", "H", "H"],          # string column
+                          "x": np.array([...]),                   # f64 column
+                          "charge": np.ma.masked_invalid(...)}},  # nullable
+     "meta": {"energy": -76.4}, "meta_types": {"energy": "f64"},   # system
+     "step": 0, "time": 0.0,                                        # updates
+     "box": {"vectors": 3x3, "origin": [3], "boundary": [3 bools],
+             "cell_defined": True}}
+
+A block value may also be a :class:`Block` (count, targets, attributes,
+structural_shape, per-column precision). Column dtypes are the closed set
+f64 i8 i16 i32 i64 u8 u16 u32 u64 bool string c64 c128: numpy float32 /
+float16 are refused (cast to float64 explicitly). A masked array makes a
+nullable column (a row is null when any of its elements is masked).
+
+Errors: ValueError for refused input, :class:`loaderx.errors.CorruptStoreError`
+(an OSError) for a file that breaks a rule (the message names the key and
+the rule), :class:`loaderx.errors.NotAStoreError` for a file that is not a
+collection, NotImplementedError for versions this library does not read.
+
+Command line: ``python3 -m loaderx.mrec import FILE... [--format NAME] -o
+OUT.mrec.lmdb`` (ASE format names; guessed when left out), also reached as
+``zr mrec import``.
+"""
+
+import json
+import math
+import os
+import sys
+import time as _time
+
+import numpy as np
+
+from . import _zr
+
+__all__ = ["Block", "Writer", "Reader", "validate", "round_precision",
+           "import_files", "to_zrecord", "DTYPES", "TAGS"]
+
+SYSTEM, UPDATE, INDEX, FF = 0, 1, 2, 3
+
+#: column dtype name -> numpy dtype (None for string)
+DTYPES = {"f64": np.dtype("<f8"), "i8": np.dtype("i1"), "i16": np.dtype("<i2"),
+          "i32": np.dtype("<i4"), "i64": np.dtype("<i8"), "u8": np.dtype("u1"),
+          "u16": np.dtype("<u2"), "u32": np.dtype("<u4"), "u64": np.dtype("<u8"),
+          "bool": np.dtype("?"), "string": None, "c64": np.dtype("<c8"),
+          "c128": np.dtype("<c16")}
+_NP2NAME = {v: k for k, v in DTYPES.items() if v is not None}
+
+TAGS = ("bool", "i32", "i64", "u32", "u64", "f64", "string", "json", "bool3",
+        "i32x3", "i64x3", "u32x3", "u64x3", "f64x3", "f64x6", "f64x9")
+_VLEN = {"bool3": 3, "i32x3": 3, "i64x3": 3, "u32x3": 3, "u64x3": 3,
+         "f64x3": 3, "f64x6": 6, "f64x9": 9}
+_TWO53 = 2 ** 53
+
+
+def round_precision(x, precision):
+    """The layout's precision rule on one float (ties to even)."""
+    return _zr.zmr_round_precision(float(x), float(precision))
+
+
+# ----------------------------------------------------------- typed JSON
+
+def _scalar_kind(tag):
+    base = tag[:-2] if tag in _VLEN else tag
+    return {"bool3": "bool"}.get(tag, base)
+
+
+def _enc_scalar(kind, v):
+    if kind == "bool":
+        if not isinstance(v, (bool, np.bool_)):
+            raise ValueError(f"bool value expected, got {v!r}")
+        return bool(v)
+    if kind in ("i32", "i64", "u32", "u64"):
+        if isinstance(v, (float, np.floating)):
+            raise ValueError(f"a real ({v!r}) where {kind} is declared is refused, not rounded")
+        v = int(v)
+        return v if abs(v) <= _TWO53 else str(v)
+    if kind == "f64":
+        v = float(v)
+        if math.isnan(v):
+            return "NaN"
+        if math.isinf(v):
+            return "Infinity" if v > 0 else "-Infinity"
+        return v
+    if kind == "string":
+        return str(v)
+    return v
+
+
+def typed_encode(tag, value):
+    """A Python value -> its typed-JSON form for ``tag``."""
+    if tag not in TAGS:
+        raise ValueError(f"meta type tag {tag!r} is not one of {TAGS}")
+    if tag == "json":
+        return value
+    if tag in _VLEN:
+        vals = list(np.asarray(value).ravel()) if not isinstance(value, (list, tuple)) else list(value)
+        if len(vals) != _VLEN[tag]:
+            raise ValueError(f"{tag} needs {_VLEN[tag]} elements, got {len(vals)}")
+        return [_enc_scalar(_scalar_kind(tag), x) for x in vals]
+    return _enc_scalar(tag, value)
+
+
+def _dec_scalar(kind, v):
+    if kind == "f64":
+        if isinstance(v, str):
+            return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}[v]
+        return float(v)
+    if kind in ("i32", "i64", "u32", "u64"):
+        return int(v)
+    return v
+
+
+def typed_decode(tag, v):
+    """Typed JSON -> Python value (vectors as tuples)."""
+    if tag in _VLEN:
+        return tuple(_dec_scalar(_scalar_kind(tag), x) for x in v)
+    if tag == "json":
+        return v
+    return _dec_scalar(tag, v)
+
+
+def infer_tag(value):
+    """Untagged system meta: bool / i64 / u64 / f64 / string, else json."""
+    if isinstance(value, (bool, np.bool_)):
+        return "bool"
+    if isinstance(value, (int, np.integer)):
+        return "i64" if -2 ** 63 <= int(value) < 2 ** 63 else "u64"
+    if isinstance(value, (float, np.floating)):
+        return "f64"
+    if isinstance(value, str):
+        return "string"
+    return "json"
+
+
+def _dumps(obj):
+    return json.dumps(obj, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+
+
+# ----------------------------------------------------------- frames
+
+class Block:
+    """A block with its entry fields. ``columns``: {name: array-like};
+    ``count`` defaults to the first column's length (0 without columns);
+    ``precision``: {f64 column: p} (system frames; trajectories declare it
+    in the sequence_schema)."""
+
+    def __init__(self, columns=None, count=None, targets=None, attributes=None,
+                 structural_shape=None, precision=None):
+        self.columns = dict(columns or {})
+        self.count = count
+        self.targets = targets
+        self.attributes = attributes
+        self.structural_shape = structural_shape
+        self.precision = dict(precision or {})
+
+    def __repr__(self):
+        return f"Block(count={self.count}, columns={list(self.columns)})"
+
+
+def _add_column(h, bname, cname, value, precision):
+    mask = None
+    if isinstance(value, np.ma.MaskedArray):
+        m = np.ma.getmaskarray(value)
+        mask = ~(m.reshape(m.shape[0], -1).any(axis=1)) if m.ndim else None
+        value = value.data
+    if isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.dtype.kind in "OUS"):
+        arr = np.asarray(value, dtype=object)
+        flat = arr.ravel().tolist()
+        if mask is None and any(x is None for x in flat):
+            rows = arr.reshape(arr.shape[0], -1) if arr.ndim else arr
+            mask = np.array([all(x is not None for x in r) for r in rows], dtype=bool)
+        vals = [None if x is None else str(x) for x in flat]
+        validity = None if mask is None else np.ascontiguousarray(mask, dtype=np.uint8)
+        _zr.zmr_py_add_string_column(h, bname, cname, list(arr.shape), _dumps(vals), validity)
+        return
+    arr = np.asarray(value)
+    if arr.dtype.kind == "f" and arr.dtype.itemsize != 8:
+        raise ValueError(f"column {bname}/{cname}: dtype {arr.dtype.name} is not in the set "
+                         "(floats are f64 only; cast with .astype(np.float64))")
+    dt = arr.dtype.newbyteorder("<") if arr.dtype.byteorder == ">" else arr.dtype
+    name = _NP2NAME.get(np.dtype(dt.str if dt.kind != "b" else "?"))
+    if name is None:
+        raise ValueError(f"column {bname}/{cname}: dtype {arr.dtype} is not in the column set "
+                         f"({' '.join(DTYPES)})")
+    arr = np.ascontiguousarray(arr, dtype=DTYPES[name])
+    if arr.ndim == 0:
+        raise ValueError(f"column {bname}/{cname}: a column needs at least one dimension (rows)")
+    validity = None if mask is None else np.ascontiguousarray(mask, dtype=np.uint8)
+    _zr.zmr_py_add_column(h, bname, cname, name, list(arr.shape), arr, validity,
+                          float(precision or 0.0))
+
+
+def _make_frame(kind, d):
+    """Build a native frame from a frame dict; the caller frees it."""
+    h = _zr.zmr_py_frame_new(kind)
+    try:
+        for bname, blk in (d.get("blocks") or {}).items():
+            if not isinstance(blk, Block):
+                blk = Block(columns=blk)
+            count = blk.count
+            if count is None:
+                count = len(next(iter(blk.columns.values()))) if blk.columns else 0
+            _zr.zmr_frame_add_block(h, bname, int(count))
+            for field in ("structural_shape", "targets", "attributes"):
+                v = getattr(blk, field)
+                if v is not None:
+                    _zr.zmr_frame_set_block_json(h, bname, field, _dumps(v))
+            for cname, value in blk.columns.items():
+                _add_column(h, bname, cname, value, blk.precision.get(cname))
+        meta = d.get("meta") or {}
+        if kind == FF:
+            _zr.zmr_frame_set_meta_document(h, _dumps(meta))
+        else:
+            types = d.get("meta_types") or {}
+            for k, v in meta.items():
+                tag = types.get(k) or infer_tag(v)
+                _zr.zmr_py_set_meta(h, k, tag, _dumps(typed_encode(tag, v)))
+        if d.get("step") is not None:
+            _zr.zmr_frame_set_step(h, int(d["step"]))
+        if d.get("time") is not None:
+            _zr.zmr_frame_set_time(h, float(d["time"]))
+        box = d.get("box")
+        if box is not None:
+            _zr.zmr_py_set_box(h, np.asarray(box["vectors"], dtype=float).ravel().tolist(),
+                               list(box.get("origin", (0.0, 0.0, 0.0))),
+                               list(box.get("boundary", (False, False, False))),
+                               bool(box.get("cell_defined", True)))
+        return h
+    except BaseException:
+        _zr.zmr_frame_free(h)
+        raise
+
+
+def _read_frame(h, schema_meta=None):
+    """Native frame -> frame dict (copies); frees h."""
+    if h is None:
+        return None
+    try:
+        hdr = json.loads(_zr.zmr_py_frame_header(h))
+        blocks = {}
+        for bname, be in hdr["blocks"].items():
+            cols = {}
+            for cname, ce in be["columns"].items():
+                data, validity = _zr.zmr_py_frame_column(h, bname, cname)
+                shape = tuple(ce["shape"])
+                if ce["dtype"] == "string":
+                    arr = np.empty(len(ce["values"]), dtype=object)
+                    arr[:] = ce["values"]
+                    arr = arr.reshape(shape)
+                else:
+                    arr = np.frombuffer(data, dtype=DTYPES[ce["dtype"]]).reshape(shape).copy()
+                if validity is not None:
+                    valid = np.frombuffer(validity, dtype=np.uint8).astype(bool)
+                    m = np.broadcast_to((~valid).reshape((-1,) + (1,) * (arr.ndim - 1)), arr.shape)
+                    arr = np.ma.MaskedArray(arr, mask=m.copy())
+                cols[cname] = arr
+            if any(k in be for k in ("targets", "attributes")) or be.get("structural_shape") is not None \
+                    or any("precision" in ce for ce in be["columns"].values()) or not cols:
+                blocks[bname] = Block(cols, count=be["count"], targets=be.get("targets"),
+                                      attributes=be.get("attributes"),
+                                      structural_shape=be.get("structural_shape"),
+                                      precision={c: ce["precision"] for c, ce in be["columns"].items()
+                                                 if "precision" in ce})
+            else:
+                blocks[bname] = cols
+        out = {"blocks": blocks}
+        types = dict(hdr.get("meta_types") or {})
+        if schema_meta:
+            for k, decl in schema_meta.items():
+                types.setdefault(k, decl if isinstance(decl, str) else decl["type"])
+        if "meta_types" in hdr:
+            out["meta_types"] = dict(hdr["meta_types"])
+        meta = {}
+        for k, v in hdr.get("meta", {}).items():
+            meta[k] = typed_decode(types.get(k) or _infer_json_tag(v), v) if "meta_types" in hdr or schema_meta else v
+        out["meta"] = meta
+        has_step, step, has_time, t, box = _zr.zmr_py_frame_scalars(h)
+        if has_step:
+            out["step"] = step
+        if has_time:
+            out["time"] = t
+        if box is not None:
+            out["box"] = {"vectors": np.array(box[0]).reshape(3, 3), "origin": np.array(box[1]),
+                          "boundary": tuple(box[2]), "cell_defined": box[3]}
+        return out
+    finally:
+        _zr.zmr_frame_free(h)
+
+
+def _infer_json_tag(v):
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "i64" if v < 2 ** 63 else "u64"
+    if isinstance(v, float):
+        return "f64"
+    if isinstance(v, str):
+        return "string"
+    return "json"
+
+
+def encode_frame(frame, kind="system"):
+    """Frame dict -> frame bytes (for tests and tools)."""
+    h = _make_frame({"system": SYSTEM, "update": UPDATE, "index": INDEX, "ff": FF}[kind], frame)
+    try:
+        return _zr.zmr_py_frame_encode(h)
+    finally:
+        _zr.zmr_frame_free(h)
+
+
+def decode_frame(value, kind="system", what="frame"):
+    """Frame bytes -> frame dict, with every check of the reader."""
+    return _read_frame(_zr.zmr_py_frame_decode(value, {"system": SYSTEM, "update": UPDATE,
+                                                       "index": INDEX, "ff": FF}[kind], what))
+
+
+# ----------------------------------------------------------- writer
+
+class Writer:
+    """Create a collection at ``path`` (FileExistsError if it exists).
+
+    ``units``: {"length": "angstrom", ...}; ``collection``: more collection
+    fields; ``schema``: the sequence_schema ({"blocks": {...}, "meta":
+    {key: tag | {"type": tag, "fill": value}}}). Nothing is a collection
+    until :meth:`commit` (also run by leaving a ``with`` block without an
+    exception; an exception aborts)."""
+
+    def __init__(self, path, units=None, schema=None, collection=None, molrec_version=None):
+        coll = dict(collection or {})
+        if units is not None:
+            coll["units"] = units
+        if molrec_version is not None:
+            coll["molrec_version"] = molrec_version
+        self.schema = schema or {}
+        self._schema_meta = dict(self.schema.get("meta") or {})
+        self._h = _zr.zmr_py_writer_create(os.fspath(path), _dumps(coll), _dumps(self.schema))
+        self.path = os.fspath(path)
+
+    def _w(self):
+        if self._h is None:
+            raise ValueError("writer is closed")
+        return self._h
+
+    def set_ff(self, meta, blocks=None):
+        h = _make_frame(FF, {"meta": meta, "blocks": blocks or {}})
+        try:
+            _zr.zmr_writer_set_ff(self._w(), h)
+        finally:
+            _zr.zmr_frame_free(h)
+
+    def add_record(self, meta=None, system=None, frames=()):
+        """Append a record; returns its index. ``frames``: iterable of
+        update dicts (their meta typed by the schema)."""
+        w = self._w()
+        sh = _make_frame(SYSTEM, system) if system is not None else None
+        try:
+            idx = _zr.zmr_py_begin_record(w, _dumps(meta or {}), sh)
+        finally:
+            if sh is not None:
+                _zr.zmr_frame_free(sh)
+        for fr in frames:
+            self.add_frame(fr)
+        return idx
+
+    def add_frame(self, frame):
+        d = dict(frame)
+        meta = d.pop("meta", None) or {}
+        h = _make_frame(UPDATE, d)
+        try:
+            for k, v in meta.items():
+                decl = self._schema_meta.get(k)
+                if decl is None:
+                    raise ValueError(f"frame meta key {k!r} is not declared in schema['meta']")
+                tag = decl if isinstance(decl, str) else decl["type"]
+                _zr.zmr_py_set_meta(h, k, tag, _dumps(typed_encode(tag, v)))
+            _zr.zmr_writer_add_frame(self._w(), h)
+        finally:
+            _zr.zmr_frame_free(h)
+
+    def commit(self):
+        h, self._h = self._w(), None
+        _zr.zmr_writer_commit(h)
+
+    def abort(self):
+        if self._h is not None:
+            h, self._h = self._h, None
+            _zr.zmr_writer_abort(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, ev, tb):
+        if et is None:
+            self.commit()
+        else:
+            self.abort()
+
+    def __del__(self):
+        try:
+            self.abort()
+        except Exception:
+            pass
+
+
+# ----------------------------------------------------------- reader
+
+class Reader:
+    """Open a collection read-only (``nolock=True`` for read-only media:
+    LMDB's MDB_NOLOCK, no writer may run meanwhile)."""
+
+    def __init__(self, path, nolock=False):
+        self.path = os.fspath(path)
+        self._h = _zr.zmr_py_open(self.path, 1 if nolock else 0)
+        self.meta = json.loads(_zr.zmr_meta_json(self._h))
+        self.schema = self.meta.get("sequence_schema") or {}
+        self._schema_meta = self.schema.get("meta") or {}
+
+    def _r(self):
+        if self._h is None:
+            raise ValueError("reader is closed")
+        return self._h
+
+    def close(self):
+        if self._h is not None:
+            h, self._h = self._h, None
+            _zr.zmr_close(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __len__(self):
+        return _zr.zmr_n_records(self._r())
+
+    @property
+    def n_records(self):
+        return len(self)
+
+    @property
+    def n_frames(self):
+        return _zr.zmr_n_frames(self._r())
+
+    @property
+    def molrec_version(self):
+        """1 or 2; 0 when the file does not state it."""
+        return _zr.zmr_molrec_version(self._r())
+
+    @property
+    def units(self):
+        return (self.meta.get("collection") or {}).get("units", {})
+
+    def record_info(self, r):
+        """{'first_frame', 'n_frames', 'n_atoms', 'has_trajectory'}"""
+        a, b, c, d = _zr.zmr_py_record_info(self._r(), int(r))
+        return {"first_frame": a, "n_frames": b, "n_atoms": c, "has_trajectory": d}
+
+    def record_meta(self, r, raw=False):
+        text = _zr.zmr_py_read_record_meta(self._r(), int(r))
+        return text if raw else json.loads(text)
+
+    def system(self, r):
+        return _read_frame(_zr.zmr_py_read(self._r(), 0, int(r), 0))
+
+    def update(self, r, k):
+        """Frame k of record r as stored (only the blocks that changed)."""
+        return _read_frame(_zr.zmr_py_read(self._r(), 1, int(r), int(k)), self._schema_meta)
+
+    def frame(self, r, k):
+        """Frame k of record r resolved (carry-forward within the record)."""
+        return _read_frame(_zr.zmr_py_read(self._r(), 2, int(r), int(k)), self._schema_meta)
+
+    def frames(self, r):
+        """Every resolved frame of record r, in order (one pass)."""
+        state_blocks, box = {}, None
+        for k in range(self.record_info(r)["n_frames"]):
+            u = self.update(r, k)
+            state_blocks.update(u["blocks"])
+            box = u.get("box", box)
+            out = dict(u)
+            out["blocks"] = dict(state_blocks)
+            if box is not None:
+                out["box"] = box
+            yield out
+
+    def ff(self):
+        return _read_frame(_zr.zmr_py_read(self._r(), 3, 0, 0))
+
+
+def validate(path, nolock=False):
+    """Check every rule of the layout; raises naming the key and the rule."""
+    _zr.zmr_validate(os.fspath(path), 1 if nolock else 0)
+
+
+# ----------------------------------------------------------- ASE importers
+
+_TRAJ_BLOCK = "atoms"
+_UNITS = {"length": "angstrom", "energy": "eV", "time": "ps"}
+
+
+def _static_columns(atoms):
+    cols = {"element": atoms.get_chemical_symbols(),
+            "atomic_number": np.asarray(atoms.numbers, dtype=np.uint8)}
+    for name, arr in atoms.arrays.items():
+        if name in ("numbers", "positions"):
+            continue
+        a = np.asarray(arr)
+        if a.dtype.kind in "US" or a.dtype == object:
+            cols[name] = [str(x) for x in a.tolist()]
+        elif a.dtype.kind == "f":
+            cols[name] = a.astype(np.float64)
+        elif a.dtype.kind in "iu":
+            cols[name] = a.astype(np.int64)
+        elif a.dtype.kind == "b":
+            cols[name] = a
+    return cols
+
+
+def _box(atoms):
+    cell = np.asarray(atoms.cell[:], dtype=float)
+    if not atoms.pbc.any() and not cell.any():
+        return None
+    return {"vectors": cell, "origin": [0.0, 0.0, 0.0], "boundary": [bool(x) for x in atoms.pbc],
+            "cell_defined": bool(atoms.cell.rank == 3)}
+
+
+def _calc_results(atoms):
+    calc = atoms.calc
+    res = getattr(calc, "results", {}) if calc is not None else {}
+    return res.get("energy"), res.get("forces")
+
+
+def _system_from_atoms(atoms, with_positions=True):
+    cols = _static_columns(atoms)
+    if with_positions:
+        cols["position"] = np.asarray(atoms.positions, dtype=np.float64)
+    meta, types = {}, {}
+    energy, _ = _calc_results(atoms)
+    if energy is not None:
+        meta["energy"], types["energy"] = float(energy), "f64"
+    for k, v in atoms.info.items():
+        if isinstance(v, (bool, int, float, str, np.integer, np.floating)) and k not in meta:
+            meta[k] = v.item() if isinstance(v, np.generic) else v
+    d = {"blocks": {"atoms": cols}, "meta": meta, "meta_types": types}
+    box = _box(atoms)
+    if box is not None:
+        d["box"] = box
+    return d
+
+
+def _update_from_atoms(atoms, k):
+    cols = {"position": np.asarray(atoms.positions, dtype=np.float64)}
+    energy, forces = _calc_results(atoms)
+    if forces is not None:
+        cols["force"] = np.asarray(forces, dtype=np.float64)
+    d = {"blocks": {_TRAJ_BLOCK: cols}, "meta": {}}
+    if energy is not None:
+        d["meta"]["energy"] = float(energy)
+    d["step"] = int(atoms.info.get("timestep", k))
+    box = _box(atoms)
+    if box is not None:
+        d["box"] = box
+    return d
+
+
+_COLLECTION_FORMATS = ("json", "db")
+
+
+def guess_format(path):
+    from ase.io.formats import filetype
+    return filetype(path, guess=True)
+
+
+class _Progress:
+    def __init__(self, enabled):
+        self.enabled = enabled
+        self.last = 0.0
+
+    def __call__(self, done, total, records, frames, final=False):
+        now = _time.monotonic()
+        if not self.enabled or (not final and now - self.last < 0.2):
+            return
+        self.last = now
+        width = 30
+        fill = int(width * done / max(total, 1))
+        sys.stderr.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {done}/{total} files, "
+                         f"{records} records, {frames} frames")
+        if final:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def import_files(paths, out, format=None, progress=None, units=None):
+    """Import files with ASE into a new collection ``out``.
+
+    ASE databases (formats ``json`` / ``db``, e.g. ASE's g2 / s22 / dcdft
+    collections) become one record per row (system only, energy as meta
+    when the row has one). Any other format becomes one record per file:
+    the system holds the first image (element, atomic_number, per-atom
+    arrays, positions, box) and, when the file holds more than one image,
+    the trajectory holds every image's positions (+ forces), energy and
+    step (LAMMPS timestep). Returns {'records', 'frames'}."""
+    import ase.db
+    import ase.io
+
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    paths = [os.fspath(p) for p in paths]
+    if progress is None:
+        progress = sys.stderr.isatty()
+    bar = _Progress(progress)
+    schema = {"blocks": {_TRAJ_BLOCK: {"columns": {"position": {"dtype": "f64"},
+                                                  "force": {"dtype": "f64"}}}},
+              "meta": {"energy": {"type": "f64", "fill": "NaN"}}}
+    nrec = nfr = 0
+    with Writer(out, units=units or _UNITS, schema=schema,
+                collection={"source": {"importer": "loaderx.mrec (ASE)"}}) as w:
+        for i, p in enumerate(paths):
+            fmt = format or guess_format(p)
+            if fmt in _COLLECTION_FORMATS:
+                with ase.db.connect(p, type=fmt) as db:
+                    for row in db.select():
+                        atoms = row.toatoms()
+                        meta = {"source": os.path.basename(p), "id": row.id}
+                        if row.get("name") is not None:
+                            meta["name"] = row.get("name")
+                        sysd = _system_from_atoms(atoms)
+                        w.add_record(meta=meta, system=sysd)
+                        nrec += 1
+                        bar(i, len(paths), nrec, nfr)
+            else:
+                images = ase.io.read(p, index=":", format=fmt)
+                if not isinstance(images, list):
+                    images = [images]
+                meta = {"source": os.path.basename(p), "format": fmt}
+                if len(images) > 1:
+                    w.add_record(meta=meta, system=_system_from_atoms(images[0], with_positions=False))
+                    for k, a in enumerate(images):
+                        w.add_frame(_update_from_atoms(a, k))
+                        nfr += 1
+                        bar(i, len(paths), nrec, nfr)
+                else:
+                    w.add_record(meta=meta, system=_system_from_atoms(images[0]))
+                nrec += 1
+            bar(i + 1, len(paths), nrec, nfr)
+    bar(len(paths), len(paths), nrec, nfr, final=True)
+    return {"records": nrec, "frames": nfr}
+
+
+# ----------------------------------------------------------- loader streams
+
+def frame_items(reader, block="atoms", column="position", scalars=("step", "energy"),
+                include_systems=True):
+    """Yield (record, frame, positions (n, 3) f64, {scalar: value}) for
+    every frame of every record, resolving carry-forward in one pass per
+    record. A record without a trajectory yields its system once (frame
+    -1) when ``include_systems``; its scalars come from the system meta
+    (NaN / -1 when absent)."""
+    for r in range(len(reader)):
+        info = reader.record_info(r)
+        if info["n_frames"]:
+            for k, fr in enumerate(reader.frames(r)):
+                pos = fr["blocks"][block][column] if not isinstance(fr["blocks"][block], Block) \
+                    else fr["blocks"][block].columns[column]
+                vals = {s: fr.get(s, fr["meta"].get(s)) for s in scalars}
+                yield r, k, np.asarray(pos, dtype=np.float64), vals
+        elif include_systems:
+            sysd = reader.system(r)
+            if sysd is None or block not in sysd["blocks"]:
+                continue
+            b = sysd["blocks"][block]
+            cols = b.columns if isinstance(b, Block) else b
+            if column not in cols:
+                continue
+            vals = {s: sysd["meta"].get(s) for s in scalars}
+            yield r, -1, np.asarray(cols[column], dtype=np.float64), vals
+
+
+def to_zrecord(reader, out_dir, block="atoms", column="position", scalars=("step", "energy"),
+               include_systems=True, codec="zstd"):
+    """Convert a collection's frames into zrecord stores the DataLoader
+    draws from: ``positions`` (RaggedStore f64, one (n_atoms, 3) record per
+    frame), ``record`` (DenseStore u64: the mrec record index), and one
+    DenseStore per scalar (``step`` i64 with -1 for none, others f64 with
+    NaN for none). Returns {name: open store}; every store has one entry
+    per frame, in collection order."""
+    from .zrecord import DenseStore, RaggedStore
+
+    os.makedirs(out_dir, exist_ok=True)
+    pos, recs, sc = [], [], {s: [] for s in scalars}
+    for r, k, p, vals in frame_items(reader, block, column, scalars, include_systems):
+        pos.append(np.ascontiguousarray(p))
+        recs.append(r)
+        for s in scalars:
+            v = vals.get(s)
+            sc[s].append((-1 if v is None else int(v)) if s == "step" else
+                         (math.nan if v is None else float(v)))
+    stores = {"positions": RaggedStore.create(os.path.join(out_dir, "positions"), np.float64, codec=codec)}
+    stores["positions"].append(pos)
+    stores["record"] = DenseStore.create(os.path.join(out_dir, "record"), np.uint64, (), codec=codec)
+    stores["record"].append(np.asarray(recs, dtype=np.uint64))
+    for s in scalars:
+        dt = np.int64 if s == "step" else np.float64
+        stores[s] = DenseStore.create(os.path.join(out_dir, s), dt, (), codec=codec)
+        stores[s].append(np.asarray(sc[s], dtype=dt))
+    return stores
+
+
+# ----------------------------------------------------------- command line
+
+def main(argv=None):
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python3 -m loaderx.mrec",
+                                 description="mrec-lmdb collections")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    imp = sub.add_parser("import", help="import files with ASE into a new collection")
+    imp.add_argument("files", nargs="+")
+    imp.add_argument("--format", "-f", default=None,
+                     help="ASE format name (lammps-dump-text, extxyz, xyz, json, db, gromacs, ...); "
+                          "guessed per file when left out")
+    imp.add_argument("-o", "--output", required=True, help="OUT.mrec.lmdb (must not exist)")
+    imp.add_argument("--no-progress", action="store_true")
+    val = sub.add_parser("validate", help="check every rule of the layout")
+    val.add_argument("file")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "import":
+            res = import_files(args.files, args.output, format=args.format,
+                               progress=False if args.no_progress else None)
+            print(f"{args.output}: {res['records']} records, {res['frames']} frames")
+        else:
+            validate(args.file)
+            print(f"{args.file}: ok")
+    except (OSError, ValueError, ImportError, NotImplementedError) as e:
+        print(f"loaderx.mrec {args.cmd}: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,606 @@
+/*
+ * reader.c - open, check and read a collection. Every call runs its own
+ * read transaction and copies what it returns (LMDB's map is only stable
+ * while the transaction is open, and values under ~2 KiB are unaligned).
+ */
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zmr_internal.h"
+
+#define BAD(...) zmr_err(ZMR_ECORRUPT, __VA_ARGS__)
+
+struct zmr_reader {
+    MDB_env *env;
+    MDB_dbi dbi;
+    char *meta_text;
+    json_object *meta, *schema_meta;
+    uint64_t n_records, n_frames;
+    int molrec;
+    uint64_t *first, *nfr, *natoms;
+    uint8_t *has_traj;
+};
+
+static void key_of(unsigned char *k, char prefix, uint64_t n)
+{
+    k[0] = (unsigned char)prefix;
+    for (int i = 0; i < 8; i++)
+        k[1 + i] = (unsigned char)(n >> (56 - 8 * i));
+}
+
+static void key_name(char *buf, size_t cap, char prefix, uint64_t n)
+{
+    snprintf(buf, cap, "%c/%llu", prefix, (unsigned long long)n);
+}
+
+static zmr_status begin(const zmr_reader *r, MDB_txn **txn)
+{
+    int rc = mdb_txn_begin(r->env, NULL, MDB_RDONLY, txn);
+    if (rc)
+        return zmr_err(rc == MDB_READERS_FULL ? ZMR_EBUSY : ZMR_EIO, "read transaction: %s", mdb_strerror(rc));
+    return ZMR_OK;
+}
+
+/* Get key into *v; ZMR_ERANGE (no detail) when absent. */
+static zmr_status get(const zmr_reader *r, MDB_txn *txn, const void *key, size_t klen, MDB_val *v)
+{
+    MDB_val k = {klen, (void *)key};
+    int rc = mdb_get(txn, r->dbi, &k, v);
+    if (rc == MDB_NOTFOUND)
+        return ZMR_ERANGE;
+    if (rc)
+        return zmr_err(ZMR_EIO, "get: %s", mdb_strerror(rc));
+    return ZMR_OK;
+}
+
+void zmr_close(zmr_reader *r)
+{
+    if (r == NULL)
+        return;
+    if (r->env)
+        mdb_env_close(r->env);
+    free(r->meta_text);
+    json_object_put(r->meta);
+    free(r->first);
+    free(r->nfr);
+    free(r->natoms);
+    free(r->has_traj);
+    free(r);
+}
+
+static zmr_status check_meta(zmr_reader *r)
+{
+    json_object *m = r->meta, *v, *coll;
+    if (!json_object_is_type(m, json_type_object))
+        return BAD("meta: must be a JSON object");
+    if (!json_object_object_get_ex(m, "layout", &v) || !json_object_is_type(v, json_type_string) ||
+        strcmp(json_object_get_string(v), "mrec-lmdb"))
+        return zmr_err(ZMR_ENOTCOLL, "meta: layout must be \"mrec-lmdb\", got %.40s",
+                       v ? zmr_json_text(v) : "nothing");
+    if (!json_object_object_get_ex(m, "layout_version", &v) || !json_object_is_type(v, json_type_int))
+        return BAD("meta: layout_version is required, an integer");
+    if (json_object_get_int64(v) != ZMR_LAYOUT_VERSION)
+        return zmr_err(ZMR_EUNSUPPORTED, "meta: layout_version %s is not supported (exactly %d)", zmr_json_text(v),
+                       ZMR_LAYOUT_VERSION);
+    r->molrec = 0;
+    if (json_object_object_get_ex(m, "collection", &coll)) {
+        if (!json_object_is_type(coll, json_type_object))
+            return BAD("meta: collection must be an object");
+        if (json_object_object_get_ex(coll, "molrec_version", &v)) {
+            if (!json_object_is_type(v, json_type_int))
+                return BAD("meta: collection.molrec_version must be an integer (never null), got %.40s",
+                           zmr_json_text(v));
+            int64_t mv = json_object_get_int64(v);
+            if (mv < ZMR_MOLREC_VERSION_MIN || mv > ZMR_MOLREC_VERSION_MAX)
+                return zmr_err(mv < 1 ? ZMR_ECORRUPT : ZMR_EUNSUPPORTED,
+                               "meta: collection.molrec_version %lld is not in %d..%d", (long long)mv,
+                               ZMR_MOLREC_VERSION_MIN, ZMR_MOLREC_VERSION_MAX);
+            r->molrec = (int)mv;
+        }
+    }
+    if (!json_object_object_get_ex(m, "n_records", &v) || zmr_json_u64(v, &r->n_records) < 0)
+        return BAD("meta: n_records must be a non-negative integer");
+    if (!json_object_object_get_ex(m, "n_frames", &v) || zmr_json_u64(v, &r->n_frames) < 0)
+        return BAD("meta: n_frames must be a non-negative integer");
+    if (json_object_object_get_ex(m, "sequence_schema", &v)) {
+        json_object *sm;
+        if (!json_object_is_type(v, json_type_object))
+            return BAD("meta: sequence_schema must be an object");
+        if (json_object_object_get_ex(v, "meta", &sm)) {
+            if (!json_object_is_type(sm, json_type_object))
+                return BAD("meta: sequence_schema.meta must be an object");
+            json_object_object_foreach(sm, key, decl) {
+                zmr_tag tag;
+                json_object *fill;
+                zmr_status st = zmr_schema_meta_decl(decl, key, &tag, &fill);
+                if (st < 0)
+                    return zmr_err_prefix(st, "meta");
+            }
+            r->schema_meta = sm;
+        }
+    }
+    return ZMR_OK;
+}
+
+static zmr_status check_index(zmr_reader *r, const MDB_val *v)
+{
+    zmr_frame *f;
+    zmr_status st = zmr_frame_decode(&f, v->mv_data, v->mv_size, ZMR_FRAME_INDEX, "index");
+    if (st < 0)
+        return st;
+    static const char *const names[4] = {"first_frame", "n_frames", "n_atoms", "has_trajectory"};
+    zmr_column c[4];
+    size_t b;
+    if (zmr_frame_find_block(f, "records", &b) < 0) {
+        zmr_frame_free(f);
+        return BAD("index: block \"records\" is missing");
+    }
+    for (int k = 0; k < 4; k++) {
+        zmr_dtype want = k == 3 ? ZMR_BOOL : ZMR_U64;
+        if (zmr_frame_find_column(f, "records", names[k], &c[k]) < 0 || c[k].dtype != want || c[k].ndim != 1) {
+            zmr_frame_free(f);
+            return BAD("index: column records/%s must be a 1-d %s column", names[k], zmr_dtype_name(want));
+        }
+    }
+    uint64_t R = zmr_frame_block_count(f, b);
+    if (R != r->n_records) {
+        zmr_frame_free(f);
+        return BAD("index: records count %llu != n_records %llu in meta", (unsigned long long)R,
+                   (unsigned long long)r->n_records);
+    }
+    r->first = malloc(R ? R * 8 : 8);
+    r->nfr = malloc(R ? R * 8 : 8);
+    r->natoms = malloc(R ? R * 8 : 8);
+    r->has_traj = malloc(R ? R : 1);
+    if (!r->first || !r->nfr || !r->natoms || !r->has_traj) {
+        zmr_frame_free(f);
+        return zmr_err(ZMR_ENOMEM, "index: no memory for %llu rows", (unsigned long long)R);
+    }
+    if (R) {
+        memcpy(r->first, c[0].data, R * 8);
+        memcpy(r->nfr, c[1].data, R * 8);
+        memcpy(r->natoms, c[2].data, R * 8);
+        memcpy(r->has_traj, c[3].data, R);
+    }
+    zmr_frame_free(f);
+    uint64_t sum = 0;
+    for (uint64_t k = 0; k < R; k++) {
+        if (r->first[k] != sum)
+            return BAD("index: first_frame[%llu] = %llu breaks the prefix sum of n_frames (expected %llu)",
+                       (unsigned long long)k, (unsigned long long)r->first[k], (unsigned long long)sum);
+        if (r->nfr[k] > UINT64_MAX - sum)
+            return BAD("index: n_frames overflows at record %llu", (unsigned long long)k);
+        sum += r->nfr[k];
+        if (!r->has_traj[k] && r->nfr[k])
+            return BAD("index: record %llu has n_frames %llu but has_trajectory false", (unsigned long long)k,
+                       (unsigned long long)r->nfr[k]);
+    }
+    if (sum != r->n_frames)
+        return BAD("index: the last first_frame + n_frames is %llu, meta says n_frames %llu",
+                   (unsigned long long)sum, (unsigned long long)r->n_frames);
+    return ZMR_OK;
+}
+
+zmr_status zmr_open(zmr_reader **out, const char *path, unsigned flags)
+{
+    if (out == NULL || path == NULL)
+        return zmr_err(ZMR_EINVAL, "open: NULL argument");
+    *out = NULL;
+    FILE *fp = fopen(path, "rb");
+    if (fp == NULL)
+        return zmr_err(ZMR_EIO, "open: %s: cannot open the file", path);
+    fclose(fp);
+    zmr_reader *r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return zmr_err(ZMR_ENOMEM, "open: no memory");
+    int rc = mdb_env_create(&r->env);
+    if (rc) {
+        free(r);
+        return zmr_err(ZMR_EIO, "open: mdb_env_create: %s", mdb_strerror(rc));
+    }
+    unsigned mf = MDB_RDONLY | MDB_NOSUBDIR | MDB_NOTLS | ((flags & ZMR_OPEN_NOLOCK) ? MDB_NOLOCK : 0);
+    rc = mdb_env_open(r->env, path, mf, 0644);
+    if (rc) {
+        zmr_close(r);
+        return zmr_err(rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH ? ZMR_ENOTCOLL : ZMR_EIO,
+                       "open: %s: %s", path, mdb_strerror(rc));
+    }
+    MDB_txn *txn;
+    zmr_status st = begin(r, &txn);
+    if (st < 0) {
+        zmr_close(r);
+        return st;
+    }
+    rc = mdb_dbi_open(txn, NULL, 0, &r->dbi);
+    MDB_val v;
+    if (rc) {
+        st = zmr_err(ZMR_ENOTCOLL, "open: %s: %s", path, mdb_strerror(rc));
+    } else if ((st = get(r, txn, "meta", 4, &v)) == ZMR_ERANGE) {
+        st = zmr_err(ZMR_ENOTCOLL, "%s: key \"meta\" is missing: not a collection (never committed)", path);
+    } else if (st == ZMR_OK) {
+        r->meta_text = malloc(v.mv_size + 1);
+        if (r->meta_text == NULL) {
+            st = zmr_err(ZMR_ENOMEM, "open: no memory");
+        } else {
+            memcpy(r->meta_text, v.mv_data, v.mv_size);
+            r->meta_text[v.mv_size] = '\0';
+            st = zmr_json_parse(v.mv_data, v.mv_size, "meta", ZMR_ECORRUPT, &r->meta);
+        }
+        if (st == ZMR_OK)
+            st = check_meta(r);
+        if (st == ZMR_OK) {
+            if ((st = get(r, txn, "index", 5, &v)) == ZMR_ERANGE)
+                st = BAD("index: key missing");
+            else if (st == ZMR_OK)
+                st = check_index(r, &v);
+        }
+    }
+    mdb_txn_abort(txn);
+    if (st < 0) {
+        char pre[4200];
+        snprintf(pre, sizeof pre, "%s", path);
+        if (strncmp(zmr_last_error(), path, strlen(path)))
+            zmr_err_prefix(st, pre);
+        zmr_close(r);
+        return st;
+    }
+    *out = r;
+    return ZMR_OK;
+}
+
+uint64_t zmr_n_records(const zmr_reader *r) { return r ? r->n_records : 0; }
+uint64_t zmr_n_frames(const zmr_reader *r) { return r ? r->n_frames : 0; }
+int zmr_molrec_version(const zmr_reader *r) { return r ? r->molrec : 0; }
+const char *zmr_meta_json(const zmr_reader *r) { return r ? r->meta_text : NULL; }
+
+static zmr_status check_rec(const zmr_reader *r, uint64_t rec)
+{
+    if (r == NULL)
+        return zmr_err(ZMR_EINVAL, "NULL reader");
+    if (rec >= r->n_records)
+        return zmr_err(ZMR_ERANGE, "record %llu is out of range (n_records %llu)", (unsigned long long)rec,
+                       (unsigned long long)r->n_records);
+    return ZMR_OK;
+}
+
+zmr_status zmr_record_info(const zmr_reader *r, uint64_t rec, uint64_t *first_frame, uint64_t *n_frames,
+                           uint64_t *n_atoms, bool *has_trajectory)
+{
+    zmr_status st = check_rec(r, rec);
+    if (st < 0)
+        return st;
+    if (first_frame) *first_frame = r->first[rec];
+    if (n_frames) *n_frames = r->nfr[rec];
+    if (n_atoms) *n_atoms = r->natoms[rec];
+    if (has_trajectory) *has_trajectory = r->has_traj[rec] != 0;
+    return ZMR_OK;
+}
+
+static zmr_status read_meta_txn(zmr_reader *r, MDB_txn *txn, uint64_t rec, char **json)
+{
+    unsigned char k[9];
+    char name[32];
+    MDB_val v;
+    key_of(k, 'r', rec);
+    key_name(name, sizeof name, 'r', rec);
+    zmr_status st = get(r, txn, k, 9, &v);
+    if (st == ZMR_ERANGE)
+        return BAD("%s: key missing (record %llu's meta document)", name, (unsigned long long)rec);
+    if (st < 0)
+        return st;
+    json_object *o;
+    if ((st = zmr_json_parse(v.mv_data, v.mv_size, name, ZMR_ECORRUPT, &o)) < 0)
+        return st;
+    bool obj = json_object_is_type(o, json_type_object);
+    json_object_put(o);
+    if (!obj)
+        return BAD("%s: a record's meta document must be a JSON object", name);
+    if (json) {
+        *json = malloc(v.mv_size + 1);
+        if (*json == NULL)
+            return zmr_err(ZMR_ENOMEM, "%s: no memory", name);
+        memcpy(*json, v.mv_data, v.mv_size);
+        (*json)[v.mv_size] = '\0';
+    }
+    return ZMR_OK;
+}
+
+zmr_status zmr_read_record_meta(zmr_reader *r, uint64_t rec, char **json)
+{
+    zmr_status st = check_rec(r, rec);
+    MDB_txn *txn;
+    if (st < 0 || (st = begin(r, &txn)) < 0)
+        return st;
+    st = read_meta_txn(r, txn, rec, json);
+    mdb_txn_abort(txn);
+    return st;
+}
+
+static zmr_status read_system_txn(zmr_reader *r, MDB_txn *txn, uint64_t rec, zmr_frame **out)
+{
+    unsigned char k[9];
+    char name[32];
+    MDB_val v;
+    *out = NULL;
+    key_of(k, 's', rec);
+    key_name(name, sizeof name, 's', rec);
+    zmr_status st = get(r, txn, k, 9, &v);
+    if (st == ZMR_ERANGE)
+        return ZMR_OK;
+    if (st < 0)
+        return st;
+    return zmr_frame_decode(out, v.mv_data, v.mv_size, ZMR_FRAME_SYSTEM, name);
+}
+
+zmr_status zmr_read_system(zmr_reader *r, uint64_t rec, zmr_frame **out)
+{
+    if (out == NULL)
+        return zmr_err(ZMR_EINVAL, "read_system: out is NULL");
+    *out = NULL;
+    zmr_status st = check_rec(r, rec);
+    MDB_txn *txn;
+    if (st < 0 || (st = begin(r, &txn)) < 0)
+        return st;
+    st = read_system_txn(r, txn, rec, out);
+    mdb_txn_abort(txn);
+    return st;
+}
+
+zmr_status zmr_read_ff(zmr_reader *r, zmr_frame **out)
+{
+    if (r == NULL || out == NULL)
+        return zmr_err(ZMR_EINVAL, "read_ff: NULL argument");
+    *out = NULL;
+    MDB_txn *txn;
+    MDB_val v;
+    zmr_status st = begin(r, &txn);
+    if (st < 0)
+        return st;
+    st = get(r, txn, "ff", 2, &v);
+    if (st == ZMR_ERANGE)
+        st = ZMR_OK;
+    else if (st == ZMR_OK)
+        st = zmr_frame_decode(out, v.mv_data, v.mv_size, ZMR_FRAME_FF, "ff");
+    mdb_txn_abort(txn);
+    return st;
+}
+
+/* Decode global frame j (record rec) with its meta checked against the
+ * sequence_schema. */
+static zmr_status read_update_txn(zmr_reader *r, MDB_txn *txn, uint64_t rec, uint64_t j, zmr_frame **out)
+{
+    unsigned char k[9];
+    char name[32];
+    MDB_val v;
+    *out = NULL;
+    key_of(k, 'f', j);
+    key_name(name, sizeof name, 'f', j);
+    zmr_status st = get(r, txn, k, 9, &v);
+    if (st == ZMR_ERANGE)
+        return BAD("%s: key missing (record %llu frame %llu)", name, (unsigned long long)rec,
+                   (unsigned long long)(j - r->first[rec]));
+    if (st < 0)
+        return st;
+    zmr_frame *f;
+    if ((st = zmr_frame_decode(&f, v.mv_data, v.mv_size, ZMR_FRAME_UPDATE, name)) < 0)
+        return st;
+    json_object_object_foreach(f->meta, key, val) {
+        json_object *decl;
+        zmr_tag tag;
+        json_object *fill;
+        if (r->schema_meta == NULL || !json_object_object_get_ex(r->schema_meta, key, &decl)) {
+            zmr_frame_free(f);
+            return BAD("%s: meta key '%s' is not declared in sequence_schema.meta", name, key);
+        }
+        zmr_schema_meta_decl(decl, key, &tag, &fill);
+        if (zmr_typed_check(tag, val, ZMR_ECORRUPT) < 0) {
+            zmr_frame_free(f);
+            char pre[160];
+            snprintf(pre, sizeof pre, "%s: meta.%.100s", name, key);
+            return zmr_err_prefix(ZMR_ECORRUPT, pre);
+        }
+    }
+    if (r->schema_meta) {
+        json_object_object_foreach(r->schema_meta, key, decl) {
+            json_object *x;
+            (void)decl;
+            if (!json_object_object_get_ex(f->meta, key, &x)) {
+                zmr_frame_free(f);
+                return BAD("%s: declared per-step meta key '%s' is missing", name, key);
+            }
+        }
+        json_object_deep_copy(r->schema_meta, &f->schema_meta, NULL);
+    }
+    *out = f;
+    return ZMR_OK;
+}
+
+zmr_status zmr_read_update(zmr_reader *r, uint64_t rec, uint64_t k, zmr_frame **out)
+{
+    if (out == NULL)
+        return zmr_err(ZMR_EINVAL, "read_update: out is NULL");
+    *out = NULL;
+    zmr_status st = check_rec(r, rec);
+    if (st < 0)
+        return st;
+    if (k >= r->nfr[rec])
+        return zmr_err(ZMR_ERANGE, "record %llu: frame %llu is out of range (n_frames %llu)",
+                       (unsigned long long)rec, (unsigned long long)k, (unsigned long long)r->nfr[rec]);
+    MDB_txn *txn;
+    if ((st = begin(r, &txn)) < 0)
+        return st;
+    st = read_update_txn(r, txn, rec, r->first[rec] + k, out);
+    mdb_txn_abort(txn);
+    return st;
+}
+
+/* Fold update u into the resolved state s; meta / step / time replace. */
+static zmr_status apply(zmr_frame *s, zmr_frame *u)
+{
+    for (size_t b = 0; b < u->nblocks; b++) {
+        zmr_status st = zmr_frame_put_block_copy(s, &u->blocks[b]);
+        if (st < 0)
+            return st;
+    }
+    if (u->has_box) {
+        s->has_box = true;
+        s->box = u->box;
+    }
+    json_object_put(s->meta);
+    s->meta = json_object_get(u->meta);
+    json_object_put(s->schema_meta);
+    s->schema_meta = json_object_get(u->schema_meta);
+    s->has_step = u->has_step;
+    s->step = u->step;
+    s->has_time = u->has_time;
+    s->time = u->time;
+    return ZMR_OK;
+}
+
+zmr_status zmr_read_frame(zmr_reader *r, uint64_t rec, uint64_t k, zmr_frame **out)
+{
+    if (out == NULL)
+        return zmr_err(ZMR_EINVAL, "read_frame: out is NULL");
+    *out = NULL;
+    zmr_status st = check_rec(r, rec);
+    if (st < 0)
+        return st;
+    if (k >= r->nfr[rec])
+        return zmr_err(ZMR_ERANGE, "record %llu: frame %llu is out of range (n_frames %llu)",
+                       (unsigned long long)rec, (unsigned long long)k, (unsigned long long)r->nfr[rec]);
+    MDB_txn *txn;
+    zmr_frame *s;
+    if ((st = begin(r, &txn)) < 0)
+        return st;
+    if ((st = zmr_frame_create(&s, ZMR_FRAME_UPDATE)) < 0) {
+        mdb_txn_abort(txn);
+        return st;
+    }
+    for (uint64_t j = r->first[rec]; st == ZMR_OK && j <= r->first[rec] + k; j++) {
+        zmr_frame *u;
+        if ((st = read_update_txn(r, txn, rec, j, &u)) == ZMR_OK) {
+            st = apply(s, u);
+            zmr_frame_free(u);
+        }
+    }
+    mdb_txn_abort(txn);
+    if (st == ZMR_OK && zmr_frame_check_targets(s, NULL, s) < 0) {
+        char pre[64];
+        snprintf(pre, sizeof pre, "record %llu frame %llu", (unsigned long long)rec, (unsigned long long)k);
+        st = zmr_err_prefix(ZMR_ECORRUPT, pre);
+    }
+    if (st < 0) {
+        zmr_frame_free(s);
+        return st;
+    }
+    *out = s;
+    return ZMR_OK;
+}
+
+/* ------------------------------------------------------------ validate */
+
+static zmr_status validate_keys(zmr_reader *r, MDB_txn *txn)
+{
+    MDB_cursor *cur;
+    MDB_val k, v;
+    int rc = mdb_cursor_open(txn, r->dbi, &cur);
+    if (rc)
+        return zmr_err(ZMR_EIO, "cursor: %s", mdb_strerror(rc));
+    uint64_t nr = 0, nf = 0;
+    zmr_status st = ZMR_OK;
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && st == ZMR_OK;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        const unsigned char *p = k.mv_data;
+        if ((k.mv_size == 4 && !memcmp(p, "meta", 4)) || (k.mv_size == 5 && !memcmp(p, "index", 5)) ||
+            (k.mv_size == 2 && !memcmp(p, "ff", 2)))
+            continue;
+        if (k.mv_size == 9 && (p[0] == 'r' || p[0] == 's' || p[0] == 'f')) {
+            uint64_t n = 0;
+            for (int i = 1; i < 9; i++)
+                n = (n << 8) | p[i];
+            uint64_t lim = p[0] == 'f' ? r->n_frames : r->n_records;
+            if (n >= lim)
+                st = BAD("%c/%llu: key beyond the collection (%s %llu)", p[0], (unsigned long long)n,
+                         p[0] == 'f' ? "n_frames" : "n_records", (unsigned long long)lim);
+            nr += p[0] == 'r';
+            nf += p[0] == 'f';
+            continue;
+        }
+        st = BAD("key of %zu bytes starting '%c' is not part of the mrec-lmdb layout", k.mv_size,
+                 k.mv_size && p[0] >= 32 && p[0] < 127 ? p[0] : '?');
+    }
+    mdb_cursor_close(cur);
+    if (st == ZMR_OK && rc != MDB_NOTFOUND)
+        st = zmr_err(ZMR_EIO, "cursor: %s", mdb_strerror(rc));
+    if (st == ZMR_OK && nr != r->n_records)
+        st = BAD("%llu record meta keys (r/...) for n_records %llu", (unsigned long long)nr,
+                 (unsigned long long)r->n_records);
+    if (st == ZMR_OK && nf != r->n_frames)
+        st = BAD("%llu frame keys (f/...) for n_frames %llu", (unsigned long long)nf, (unsigned long long)r->n_frames);
+    return st;
+}
+
+static zmr_status validate_record(zmr_reader *r, MDB_txn *txn, uint64_t rec)
+{
+    zmr_frame *sys = NULL, *s = NULL;
+    zmr_status st = read_meta_txn(r, txn, rec, NULL);
+    if (st == ZMR_OK)
+        st = read_system_txn(r, txn, rec, &sys);
+    if (st == ZMR_OK)
+        st = zmr_frame_create(&s, ZMR_FRAME_UPDATE);
+    size_t ab;
+    bool atoms_known = sys && zmr_frame_find_block(sys, "atoms", &ab) == ZMR_OK;
+    uint64_t natoms = atoms_known ? sys->blocks[ab].count : 0;
+    for (uint64_t k = 0; st == ZMR_OK && k < r->nfr[rec]; k++) {
+        zmr_frame *u;
+        if ((st = read_update_txn(r, txn, rec, r->first[rec] + k, &u)) < 0)
+            break;
+        st = apply(s, u);
+        zmr_frame_free(u);
+        if (st == ZMR_OK && zmr_frame_check_targets(s, sys, s) < 0) {
+            char pre[64];
+            snprintf(pre, sizeof pre, "record %llu frame %llu", (unsigned long long)rec, (unsigned long long)k);
+            st = zmr_err_prefix(ZMR_ECORRUPT, pre);
+        }
+        if (st == ZMR_OK && !atoms_known && zmr_frame_find_block(s, "atoms", &ab) == ZMR_OK) {
+            atoms_known = true;
+            natoms = s->blocks[ab].count;
+        }
+    }
+    if (st == ZMR_OK && natoms != r->natoms[rec])
+        st = BAD("index: n_atoms[%llu] = %llu but the record's atoms have %llu rows", (unsigned long long)rec,
+                 (unsigned long long)r->natoms[rec], (unsigned long long)natoms);
+    zmr_frame_free(sys);
+    zmr_frame_free(s);
+    return st;
+}
+
+zmr_status zmr_validate(const char *path, unsigned flags)
+{
+    zmr_reader *r;
+    zmr_status st = zmr_open(&r, path, flags);
+    if (st < 0)
+        return st;
+    MDB_txn *txn;
+    if ((st = begin(r, &txn)) < 0) {
+        zmr_close(r);
+        return st;
+    }
+    st = validate_keys(r, txn);
+    if (st == ZMR_OK) {
+        MDB_val v;
+        zmr_frame *ff = NULL;
+        st = get(r, txn, "ff", 2, &v);
+        if (st == ZMR_ERANGE)
+            st = ZMR_OK;
+        else if (st == ZMR_OK && (st = zmr_frame_decode(&ff, v.mv_data, v.mv_size, ZMR_FRAME_FF, "ff")) == ZMR_OK)
+            zmr_frame_free(ff);
+    }
+    for (uint64_t rec = 0; st == ZMR_OK && rec < r->n_records; rec++)
+        st = validate_record(r, txn, rec);
+    mdb_txn_abort(txn);
+    zmr_close(r);
+    return st;
+}

@@ -1,0 +1,573 @@
+/*
+ * writer.c - build a collection: records are buffered as (key, value)
+ * pairs and put in batches, each batch one LMDB transaction retried with a
+ * doubled map size on MDB_MAP_FULL; the last transaction puts the index and
+ * then "meta", so a file is a collection only once everything is in.
+ */
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zmr_internal.h"
+
+#define FLUSH_BYTES ((size_t)64 << 20)
+
+struct item {
+    unsigned char key[16];
+    size_t klen;
+    void *val;
+    size_t vlen;
+};
+
+struct zmr_writer {
+    MDB_env *env;
+    size_t mapsize;
+    char *path;
+    json_object *collection, *schema, *schema_meta, *schema_blocks;
+    struct item *items;
+    size_t nitems, capitems, pending;
+    uint64_t n_records, cap_records, n_frames_total;
+    uint64_t *first, *nfr, *natoms;
+    uint8_t *has_traj;
+    bool in_record, atoms_known, failed, has_ff;
+    zmr_frame *state, *system;
+    uint64_t rec_frames;
+};
+
+static void key_of(unsigned char *k, char prefix, uint64_t n)
+{
+    k[0] = (unsigned char)prefix;
+    for (int i = 0; i < 8; i++)
+        k[1 + i] = (unsigned char)(n >> (56 - 8 * i));
+}
+
+static zmr_status push(zmr_writer *w, const unsigned char *key, size_t klen, void *val, size_t vlen)
+{
+    if (w->nitems == w->capitems) {
+        size_t cap = w->capitems ? 2 * w->capitems : 64;
+        struct item *ni = realloc(w->items, cap * sizeof *ni);
+        if (ni == NULL) {
+            free(val);
+            return zmr_err(ZMR_ENOMEM, "writer: no memory for pending values");
+        }
+        w->items = ni;
+        w->capitems = cap;
+    }
+    struct item *it = &w->items[w->nitems++];
+    memcpy(it->key, key, klen);
+    it->klen = klen;
+    it->val = val;
+    it->vlen = vlen;
+    w->pending += vlen;
+    return ZMR_OK;
+}
+
+static zmr_status lmdb_err(int rc, const char *what)
+{
+    return zmr_err(rc == MDB_MAP_RESIZED || rc == MDB_READERS_FULL ? ZMR_EBUSY : ZMR_EIO, "%s: %s", what,
+                   mdb_strerror(rc));
+}
+
+/* Put every pending pair in one transaction, growing the map on demand.
+ * `tail`: extra pairs (index, meta) put last, in that order. */
+static zmr_status flush(zmr_writer *w, struct item *tail, size_t ntail)
+{
+    for (;;) {
+        MDB_txn *txn;
+        MDB_dbi dbi;
+        int rc = mdb_txn_begin(w->env, NULL, 0, &txn);
+        if (rc)
+            return lmdb_err(rc, "writer: begin transaction");
+        rc = mdb_dbi_open(txn, NULL, 0, &dbi);
+        for (size_t k = 0; !rc && k < w->nitems + ntail; k++) {
+            struct item *it = k < w->nitems ? &w->items[k] : &tail[k - w->nitems];
+            MDB_val kv = {it->klen, it->key}, vv = {it->vlen, it->val};
+            rc = mdb_put(txn, dbi, &kv, &vv, 0);
+        }
+        if (rc) {
+            mdb_txn_abort(txn);
+        } else {
+            rc = mdb_txn_commit(txn);
+        }
+        if (rc == MDB_MAP_FULL) {
+            if (w->mapsize > ((size_t)1 << 46))
+                return zmr_err(ZMR_EIO, "writer: %s: map size would exceed 64 TiB", w->path);
+            w->mapsize *= 2;
+            rc = mdb_env_set_mapsize(w->env, w->mapsize);
+            if (rc)
+                return lmdb_err(rc, "writer: growing the map");
+            continue;
+        }
+        if (rc)
+            return lmdb_err(rc, "writer: put");
+        break;
+    }
+    for (size_t k = 0; k < w->nitems; k++)
+        free(w->items[k].val);
+    w->nitems = 0;
+    w->pending = 0;
+    return ZMR_OK;
+}
+
+static void writer_free(zmr_writer *w)
+{
+    if (w == NULL)
+        return;
+    for (size_t k = 0; k < w->nitems; k++)
+        free(w->items[k].val);
+    free(w->items);
+    if (w->env)
+        mdb_env_close(w->env);
+    json_object_put(w->collection);
+    json_object_put(w->schema);
+    free(w->first);
+    free(w->nfr);
+    free(w->natoms);
+    free(w->has_traj);
+    zmr_frame_free(w->state);
+    zmr_frame_free(w->system);
+    free(w->path);
+    free(w);
+}
+
+static bool path_exists(const char *p)
+{
+    FILE *fp = fopen(p, "rb");
+    if (fp)
+        fclose(fp);
+    return fp != NULL;
+}
+
+static zmr_status check_schema(zmr_writer *w)
+{
+    json_object *v;
+    if (!json_object_is_type(w->schema, json_type_object))
+        return zmr_err(ZMR_EINVAL, "sequence_schema must be a JSON object");
+    if (!json_object_object_get_ex(w->schema, "blocks", &v)) {
+        v = json_object_new_object();
+        json_object_object_add(w->schema, "blocks", v);
+    }
+    if (!json_object_is_type(v, json_type_object))
+        return zmr_err(ZMR_EINVAL, "sequence_schema.blocks must be an object");
+    w->schema_blocks = v;
+    json_object_object_foreach(v, bname, bdecl) {
+        json_object *cols;
+        if (!json_object_is_type(bdecl, json_type_object))
+            return zmr_err(ZMR_EINVAL, "sequence_schema.blocks.%s must be an object", bname);
+        if (!json_object_object_get_ex(bdecl, "columns", &cols))
+            continue;
+        if (!json_object_is_type(cols, json_type_object))
+            return zmr_err(ZMR_EINVAL, "sequence_schema.blocks.%s.columns must be an object", bname);
+        json_object_object_foreach(cols, cname, cdecl) {
+            json_object *d, *p;
+            zmr_dtype dt = ZMR_F64;
+            if (!json_object_is_type(cdecl, json_type_object))
+                return zmr_err(ZMR_EINVAL, "sequence_schema: column %s/%s must be an object", bname, cname);
+            if (json_object_object_get_ex(cdecl, "dtype", &d) &&
+                zmr_dtype_parse(json_object_get_string(d), &dt) < 0)
+                return zmr_err_prefix(ZMR_EINVAL, "sequence_schema");
+            if (json_object_object_get_ex(cdecl, "precision", &p)) {
+                double pr;
+                if (dt != ZMR_F64 || zmr_json_f64(p, &pr) < 0 || !(pr >= 0x1p-1000 && pr <= 0x1p1000))
+                    return zmr_err(ZMR_EINVAL, "sequence_schema: column %s/%s: precision must be an f64 "
+                                               "column's number in [2^-1000, 2^1000]", bname, cname);
+            }
+        }
+    }
+    if (!json_object_object_get_ex(w->schema, "meta", &v)) {
+        v = json_object_new_object();
+        json_object_object_add(w->schema, "meta", v);
+    }
+    if (!json_object_is_type(v, json_type_object))
+        return zmr_err(ZMR_EINVAL, "sequence_schema.meta must be an object");
+    w->schema_meta = v;
+    json_object_object_foreach(v, key, decl) {
+        zmr_tag tag;
+        json_object *fill;
+        if (zmr_schema_meta_decl(decl, key, &tag, &fill) < 0)
+            return zmr_err(ZMR_EINVAL, "%s", zmr_last_error());
+    }
+    return ZMR_OK;
+}
+
+zmr_status zmr_writer_create(zmr_writer **out, const char *path, const char *collection_json,
+                             const char *schema_json)
+{
+    if (out == NULL || path == NULL || path[0] == '\0')
+        return zmr_err(ZMR_EINVAL, "writer_create: NULL out or empty path");
+    *out = NULL;
+    char lockp[4096];
+    snprintf(lockp, sizeof lockp, "%s-lock", path);
+    if (path_exists(path) || path_exists(lockp))
+        return zmr_err(ZMR_EEXIST, "writer_create: %s already exists", path_exists(path) ? path : lockp);
+    zmr_writer *w = calloc(1, sizeof *w);
+    if (w == NULL || (w->path = strdup(path)) == NULL) {
+        free(w);
+        return zmr_err(ZMR_ENOMEM, "writer_create: no memory");
+    }
+    zmr_status st;
+    const char *cj = collection_json ? collection_json : "{}";
+    const char *sj = schema_json ? schema_json : "{}";
+    json_object *coll;
+    if ((st = zmr_json_parse(cj, strlen(cj), "collection", ZMR_EINVAL, &coll)) < 0 ||
+        (st = zmr_json_parse(sj, strlen(sj), "sequence_schema", ZMR_EINVAL, &w->schema)) < 0 ||
+        (st = check_schema(w)) < 0) {
+        json_object_put(coll);
+        writer_free(w);
+        return st;
+    }
+    if (!json_object_is_type(coll, json_type_object)) {
+        json_object_put(coll);
+        writer_free(w);
+        return zmr_err(ZMR_EINVAL, "collection document must be a JSON object");
+    }
+    /* molrec_version first, then the caller's keys */
+    json_object *mv = NULL;
+    int64_t version = ZMR_MOLREC_VERSION_MAX;
+    if (json_object_object_get_ex(coll, "molrec_version", &mv)) {
+        if (!json_object_is_type(mv, json_type_int) || json_object_get_int64(mv) < ZMR_MOLREC_VERSION_MIN ||
+            json_object_get_int64(mv) > ZMR_MOLREC_VERSION_MAX) {
+            json_object_put(coll);
+            writer_free(w);
+            return zmr_err(ZMR_EINVAL, "collection.molrec_version must be an integer in 1..2");
+        }
+        version = json_object_get_int64(mv);
+    }
+    w->collection = json_object_new_object();
+    json_object_object_add(w->collection, "molrec_version", json_object_new_int64(version));
+    json_object_object_foreach(coll, ck, cv) {
+        if (strcmp(ck, "molrec_version"))
+            json_object_object_add(w->collection, ck, json_object_get(cv));
+    }
+    json_object_put(coll);
+
+    int rc = mdb_env_create(&w->env);
+    if (rc) {
+        w->env = NULL;
+        writer_free(w);
+        return lmdb_err(rc, "writer_create: mdb_env_create");
+    }
+    w->mapsize = (size_t)64 << 20;
+    mdb_env_set_mapsize(w->env, w->mapsize);
+    /* NOSYNC while filling; commit syncs once at the end */
+    rc = mdb_env_open(w->env, path, MDB_NOSUBDIR | MDB_NOSYNC | MDB_NOTLS, 0644);
+    if (rc) {
+        writer_free(w);
+        return zmr_err(ZMR_EIO, "writer_create: %s: %s", path, mdb_strerror(rc));
+    }
+    if ((st = zmr_frame_create(&w->state, ZMR_FRAME_UPDATE)) < 0) {
+        writer_free(w);
+        return st;
+    }
+    *out = w;
+    return ZMR_OK;
+}
+
+zmr_status zmr_writer_set_ff(zmr_writer *w, zmr_frame *ff)
+{
+    if (w == NULL || ff == NULL || ff->kind != ZMR_FRAME_FF)
+        return zmr_err(ZMR_EINVAL, "set_ff: need a writer and a ZMR_FRAME_FF frame");
+    if (w->failed || w->has_ff)
+        return zmr_err(ZMR_ESTATE, "set_ff: %s", w->failed ? "the writer failed earlier" : "ff already set");
+    void *v;
+    size_t n;
+    zmr_status st = zmr_frame_encode(ff, &v, &n);
+    if (st < 0)
+        return st;
+    w->has_ff = true;
+    return push(w, (const unsigned char *)"ff", 2, v, n);
+}
+
+static zmr_status end_record(zmr_writer *w)
+{
+    if (!w->in_record)
+        return ZMR_OK;
+    uint64_t r = w->n_records - 1;
+    w->nfr[r] = w->rec_frames;
+    w->has_traj[r] = w->rec_frames > 0;
+    w->n_frames_total += w->rec_frames;
+    w->in_record = false;
+    if (w->pending >= FLUSH_BYTES)
+        return flush(w, NULL, 0);
+    return ZMR_OK;
+}
+
+static zmr_status grow_index(zmr_writer *w)
+{
+    if (w->n_records < w->cap_records)
+        return ZMR_OK;
+    uint64_t cap = w->cap_records ? 2 * w->cap_records : 256;
+    uint64_t *a = realloc(w->first, cap * 8);
+    if (a) w->first = a;
+    uint64_t *b = a ? realloc(w->nfr, cap * 8) : NULL;
+    if (b) w->nfr = b;
+    uint64_t *c = b ? realloc(w->natoms, cap * 8) : NULL;
+    if (c) w->natoms = c;
+    uint8_t *d = c ? realloc(w->has_traj, cap) : NULL;
+    if (d) w->has_traj = d;
+    if (d == NULL)
+        return zmr_err(ZMR_ENOMEM, "writer: no memory for the index");
+    w->cap_records = cap;
+    return ZMR_OK;
+}
+
+zmr_status zmr_writer_begin_record(zmr_writer *w, const char *meta_json, zmr_frame *system, uint64_t *index)
+{
+    if (w == NULL)
+        return zmr_err(ZMR_EINVAL, "begin_record: NULL writer");
+    if (w->failed)
+        return zmr_err(ZMR_ESTATE, "begin_record: the writer failed earlier");
+    if (system && system->kind != ZMR_FRAME_SYSTEM)
+        return zmr_err(ZMR_EINVAL, "begin_record: the system must be a ZMR_FRAME_SYSTEM frame");
+    const char *mj = meta_json ? meta_json : "{}";
+    json_object *m;
+    zmr_status st = zmr_json_parse(mj, strlen(mj), "record meta", ZMR_EINVAL, &m);
+    if (st < 0)
+        return st;
+    bool obj = json_object_is_type(m, json_type_object);
+    json_object_put(m);
+    if (!obj)
+        return zmr_err(ZMR_EINVAL, "record meta: must be a JSON object");
+    void *sv = NULL;
+    size_t sn = 0;
+    zmr_frame *sys = NULL;
+    if (system) {
+        if ((st = zmr_frame_encode(system, &sv, &sn)) < 0)
+            return st;
+        if ((st = zmr_frame_decode(&sys, sv, sn, ZMR_FRAME_SYSTEM, "system")) < 0) {
+            free(sv);
+            return zmr_err(ZMR_EINVAL, "%s", zmr_last_error());
+        }
+    }
+    if ((st = end_record(w)) < 0 || (st = grow_index(w)) < 0) {
+        free(sv);
+        zmr_frame_free(sys);
+        w->failed = st != ZMR_ENOMEM;
+        return st;
+    }
+    uint64_t r = w->n_records;
+    unsigned char k[9];
+    key_of(k, 'r', r);
+    char *mcopy = malloc(strlen(mj) + 1);
+    if (mcopy == NULL) {
+        free(sv);
+        zmr_frame_free(sys);
+        return zmr_err(ZMR_ENOMEM, "begin_record: no memory");
+    }
+    memcpy(mcopy, mj, strlen(mj));
+    if ((st = push(w, k, 9, mcopy, strlen(mj))) < 0) {
+        free(sv);
+        zmr_frame_free(sys);
+        return st;
+    }
+    if (sv) {
+        key_of(k, 's', r);
+        if ((st = push(w, k, 9, sv, sn)) < 0) {
+            zmr_frame_free(sys);
+            w->failed = true;
+            return st;
+        }
+    }
+    w->n_records++;
+    w->first[r] = w->n_frames_total;
+    w->nfr[r] = 0;
+    w->has_traj[r] = 0;
+    size_t ab;
+    w->atoms_known = sys && zmr_frame_find_block(sys, "atoms", &ab) == ZMR_OK;
+    w->natoms[r] = w->atoms_known ? sys->blocks[ab].count : 0;
+    zmr_frame_free(w->system);
+    w->system = sys;
+    while (w->state->nblocks)
+        zmr_frame_remove_block(w->state, w->state->nblocks - 1);
+    w->state->has_box = false;
+    w->rec_frames = 0;
+    w->in_record = true;
+    if (index)
+        *index = r;
+    return ZMR_OK;
+}
+
+static double schema_precision(zmr_writer *w, const char *block, const char *col)
+{
+    json_object *b, *cols, *c, *p;
+    double pr;
+    if (json_object_object_get_ex(w->schema_blocks, block, &b) && json_object_object_get_ex(b, "columns", &cols) &&
+        json_object_object_get_ex(cols, col, &c) && json_object_object_get_ex(c, "precision", &p) &&
+        zmr_json_f64(p, &pr) == 0)
+        return pr;
+    return 0.0;
+}
+
+static zmr_status schema_dtype_check(zmr_writer *w, const char *block, const struct zmr_col *col)
+{
+    json_object *b, *cols, *c, *d;
+    if (json_object_object_get_ex(w->schema_blocks, block, &b) && json_object_object_get_ex(b, "columns", &cols) &&
+        json_object_object_get_ex(cols, col->name, &c) && json_object_object_get_ex(c, "dtype", &d) &&
+        strcmp(json_object_get_string(d), zmr_dtype_name(col->dtype)))
+        return zmr_err(ZMR_EINVAL, "add_frame: column %s/%s is %s but sequence_schema declares %s", block,
+                       col->name, zmr_dtype_name(col->dtype), json_object_get_string(d));
+    return ZMR_OK;
+}
+
+zmr_status zmr_writer_add_frame(zmr_writer *w, zmr_frame *u)
+{
+    if (w == NULL || u == NULL || u->kind != ZMR_FRAME_UPDATE)
+        return zmr_err(ZMR_EINVAL, "add_frame: need a writer and a ZMR_FRAME_UPDATE frame");
+    if (w->failed || !w->in_record)
+        return zmr_err(ZMR_ESTATE, "add_frame: %s",
+                       w->failed ? "the writer failed earlier" : "no record begun (begin_record first)");
+    zmr_frame *out;
+    zmr_status st = zmr_frame_create(&out, ZMR_FRAME_UPDATE);
+    if (st < 0)
+        return st;
+    /* meta: declared keys only, typed by the schema, fills materialized */
+    json_object_object_foreach(u->meta, mk, mvv) {
+        json_object *decl;
+        (void)mvv;
+        if (!json_object_object_get_ex(w->schema_meta, mk, &decl)) {
+            zmr_frame_free(out);
+            return zmr_err(ZMR_EINVAL, "add_frame: meta key '%s' is not declared in sequence_schema.meta", mk);
+        }
+    }
+    json_object_object_foreach(w->schema_meta, key, decl) {
+        zmr_tag tag;
+        json_object *fill, *val;
+        zmr_schema_meta_decl(decl, key, &tag, &fill);
+        if (!json_object_object_get_ex(u->meta, key, &val)) {
+            if (fill == NULL) {
+                zmr_frame_free(out);
+                return zmr_err(ZMR_EINVAL, "add_frame: declared meta key '%s' missing and it has no fill", key);
+            }
+            val = fill;
+        } else if ((st = zmr_typed_check(tag, val, ZMR_EINVAL)) < 0) {
+            zmr_frame_free(out);
+            char pre[160];
+            snprintf(pre, sizeof pre, "add_frame: meta %.100s (declared %s)", key, zmr_tag_name(tag));
+            return zmr_err_prefix(st, pre);
+        }
+        json_object_object_add(out->meta, key, json_object_get(val));
+    }
+    out->has_step = true;
+    out->step = u->has_step ? u->step : (int64_t)w->rec_frames;
+    out->has_time = u->has_time;
+    out->time = u->time;
+    if (u->has_box && (!w->state->has_box || memcmp(&u->box, &w->state->box, sizeof u->box))) {
+        out->has_box = true;
+        out->box = u->box;
+        w->state->has_box = true;
+        w->state->box = u->box;
+    }
+    /* blocks: round by the schema, then keep only those that changed */
+    for (size_t bi = 0; bi < u->nblocks && st == ZMR_OK; bi++) {
+        const struct zmr_block *b = &u->blocks[bi];
+        for (size_t ci = 0; ci < b->ncols && st == ZMR_OK; ci++)
+            st = schema_dtype_check(w, b->name, &b->cols[ci]);
+        if (st == ZMR_OK)
+            st = zmr_frame_put_block_copy(out, b);
+        if (st < 0)
+            break;
+        struct zmr_block *ob = &out->blocks[out->nblocks - 1];
+        for (size_t ci = 0; ci < ob->ncols; ci++) {
+            double pr = ob->cols[ci].dtype == ZMR_F64 ? schema_precision(w, b->name, ob->cols[ci].name) : 0.0;
+            if (pr != 0.0) {
+                double *d = ob->cols[ci].data;
+                for (uint64_t e = 0; e < ob->cols[ci].nelem; e++)
+                    d[e] = zmr_round_precision(d[e], pr);
+            }
+        }
+        size_t si;
+        if (w->rec_frames > 0 && zmr_frame_find_block(w->state, b->name, &si) == ZMR_OK &&
+            zmr_block_equal(&w->state->blocks[si], ob)) {
+            zmr_frame_remove_block(out, out->nblocks - 1);
+            continue;
+        }
+        st = zmr_frame_put_block_copy(w->state, ob);
+    }
+    if (st == ZMR_OK && zmr_frame_check_targets(w->state, w->system, w->state) < 0)
+        st = zmr_err_prefix(ZMR_EINVAL, "add_frame");
+    void *v = NULL;
+    size_t n = 0;
+    if (st == ZMR_OK)
+        st = zmr_frame_encode(out, &v, &n);
+    if (st < 0) {
+        /* the carried state may already hold this frame's blocks */
+        zmr_frame_free(out);
+        w->failed = true;
+        return st;
+    }
+    size_t ab;
+    if (!w->atoms_known && zmr_frame_find_block(w->state, "atoms", &ab) == ZMR_OK) {
+        w->atoms_known = true;
+        w->natoms[w->n_records - 1] = w->state->blocks[ab].count;
+    }
+    zmr_frame_free(out);
+    unsigned char k[9];
+    key_of(k, 'f', w->n_frames_total + w->rec_frames);
+    if ((st = push(w, k, 9, v, n)) < 0) {
+        w->failed = true;
+        return st;
+    }
+    w->rec_frames++;
+    return ZMR_OK;
+}
+
+zmr_status zmr_writer_commit(zmr_writer *w)
+{
+    if (w == NULL)
+        return zmr_err(ZMR_EINVAL, "commit: NULL writer");
+    zmr_status st = w->failed ? zmr_err(ZMR_ESTATE, "commit: the writer failed earlier; nothing committed")
+                              : end_record(w);
+    zmr_frame *idx = NULL;
+    void *iv = NULL;
+    size_t in = 0;
+    char *mtext = NULL;
+    if (st == ZMR_OK)
+        st = zmr_frame_create(&idx, ZMR_FRAME_INDEX);
+    if (st == ZMR_OK) {
+        uint64_t R = w->n_records, shape[1] = {R};
+        st = zmr_frame_add_block(idx, "records", R);
+        if (st == ZMR_OK)
+            st = zmr_frame_add_column(idx, "records", "first_frame", ZMR_U64, shape, 1, w->first, R * 8, NULL, 0);
+        if (st == ZMR_OK)
+            st = zmr_frame_add_column(idx, "records", "n_frames", ZMR_U64, shape, 1, w->nfr, R * 8, NULL, 0);
+        if (st == ZMR_OK)
+            st = zmr_frame_add_column(idx, "records", "n_atoms", ZMR_U64, shape, 1, w->natoms, R * 8, NULL, 0);
+        if (st == ZMR_OK)
+            st = zmr_frame_add_column(idx, "records", "has_trajectory", ZMR_BOOL, shape, 1, w->has_traj, R,
+                                      NULL, 0);
+        if (st == ZMR_OK)
+            st = zmr_frame_encode(idx, &iv, &in);
+    }
+    if (st == ZMR_OK) {
+        json_object *m = json_object_new_object();
+        json_object_object_add(m, "layout", json_object_new_string("mrec-lmdb"));
+        json_object_object_add(m, "layout_version", json_object_new_int(ZMR_LAYOUT_VERSION));
+        json_object_object_add(m, "collection", json_object_get(w->collection));
+        json_object_object_add(m, "sequence_schema", json_object_get(w->schema));
+        json_object_object_add(m, "n_records", json_object_new_uint64(w->n_records));
+        json_object_object_add(m, "n_frames", json_object_new_uint64(w->n_frames_total));
+        mtext = strdup(zmr_json_text(m));
+        json_object_put(m);
+        if (mtext == NULL)
+            st = zmr_err(ZMR_ENOMEM, "commit: no memory");
+    }
+    if (st == ZMR_OK) {
+        struct item tail[2] = {{.klen = 5, .val = iv, .vlen = in}, {.klen = 4, .val = mtext, .vlen = strlen(mtext)}};
+        memcpy(tail[0].key, "index", 5);
+        memcpy(tail[1].key, "meta", 4);
+        st = flush(w, tail, 2);
+    }
+    if (st == ZMR_OK) {
+        int rc = mdb_env_sync(w->env, 1);
+        if (rc)
+            st = zmr_err(ZMR_EIO, "commit: sync %s: %s", w->path, mdb_strerror(rc));
+    }
+    free(iv);
+    free(mtext);
+    zmr_frame_free(idx);
+    writer_free(w);
+    return st;
+}
+
+void zmr_writer_abort(zmr_writer *w) { writer_free(w); }

@@ -1,0 +1,99 @@
+/*
+ * zmr_internal.h - shared between the sources of libzmrec; never installed.
+ */
+#ifndef ZMR_INTERNAL_H
+#define ZMR_INTERNAL_H
+
+#include <json-c/json.h>
+
+#include "zmrec.h"
+
+#define ZMR_HIDDEN __attribute__((visibility("hidden")))
+
+/* Set the thread's detail and return status. */
+ZMR_HIDDEN zmr_status zmr_err(zmr_status st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Prefix the current detail with "prefix: " (keeps the status). */
+ZMR_HIDDEN zmr_status zmr_err_prefix(zmr_status st, const char *prefix);
+
+/* Strict JSON parse of len bytes (need not be NUL-terminated): UTF-8,
+ * no NaN / Infinity tokens, integers within [-2^63, 2^64). On failure
+ * returns `bad` with "what: ..." detail. *out may be NULL for JSON null. */
+ZMR_HIDDEN zmr_status zmr_json_parse(const char *text, size_t len, const char *what,
+                                     zmr_status bad, json_object **out);
+/* Compact serialization (no spaces, '/' unescaped); owned by o. */
+ZMR_HIDDEN const char *zmr_json_text(json_object *o);
+/* A double as a JSON number with the shortest round-trip text. */
+ZMR_HIDDEN json_object *zmr_json_double(double d);
+
+/* Typed JSON. check: value o against tag (EINVAL-style message without
+ * prefix, returning `bad`). to_value: fill v (text owned by o). */
+ZMR_HIDDEN zmr_status zmr_typed_check(zmr_tag tag, json_object *o, zmr_status bad);
+ZMR_HIDDEN zmr_status zmr_typed_to_value(zmr_tag tag, json_object *o, zmr_value *v);
+ZMR_HIDDEN json_object *zmr_typed_from_value(const zmr_value *v);
+/* Untagged system meta: bool / i64 / u64 / f64 / string, else json. */
+ZMR_HIDDEN zmr_tag zmr_infer_tag(json_object *o);
+/* Exact integer from a typed-JSON int (number or decimal string). neg set
+ * when negative (then i valid) else u valid. Returns 0 or -1 (not an int,
+ * out of range). */
+ZMR_HIDDEN int zmr_json_int(json_object *o, int *neg, int64_t *i, uint64_t *u);
+/* A non-negative JSON integer number (not string). */
+ZMR_HIDDEN int zmr_json_u64(json_object *o, uint64_t *u);
+/* Read f64 typed value (number, "NaN", "Infinity", "-Infinity"). */
+ZMR_HIDDEN int zmr_json_f64(json_object *o, double *d);
+/* A decl in sequence_schema.meta: tag string or {"type": tag, "fill": v}. */
+ZMR_HIDDEN zmr_status zmr_schema_meta_decl(json_object *decl, const char *key, zmr_tag *tag,
+                                           json_object **fill);
+
+/* Frame internals used by the reader and writer. */
+struct zmr_col {
+    char *name;
+    zmr_dtype dtype;
+    size_t ndim;
+    uint64_t shape[ZMR_MAX_NDIM];
+    uint64_t nelem;
+    void *data;        /* 8-aligned, nbytes */
+    uint64_t nbytes;
+    uint8_t *validity; /* shape[0] bytes or NULL */
+    char **strings;    /* nelem entries for a string column */
+    double precision;
+};
+
+struct zmr_block {
+    char *name;
+    uint64_t count;
+    json_object *structural_shape; /* NULL = JSON null */
+    json_object *targets;          /* object or NULL */
+    json_object *attributes;       /* object or NULL */
+    size_t ncols, capcols;
+    struct zmr_col *cols;
+};
+
+struct zmr_frame {
+    zmr_frame_kind kind;
+    size_t nblocks, capblocks;
+    struct zmr_block *blocks;
+    json_object *meta;       /* object */
+    json_object *meta_types; /* object (system) */
+    json_object *schema_meta; /* borrowed-copy: schema meta decls for typed reads (updates) */
+    bool has_step, has_time, has_box;
+    int64_t step;
+    double time;
+    zmr_box box;
+    char *header_cache;
+};
+
+ZMR_HIDDEN void zmr_block_clear(struct zmr_block *b);
+/* Deep copy of block b into frame f (replacing one of the same name). */
+ZMR_HIDDEN zmr_status zmr_frame_put_block_copy(zmr_frame *f, const struct zmr_block *b);
+/* Remove block at position i. */
+ZMR_HIDDEN void zmr_frame_remove_block(zmr_frame *f, size_t i);
+/* Bitwise-equal blocks (entry fields, buffers, masks, strings). */
+ZMR_HIDDEN bool zmr_block_equal(const struct zmr_block *a, const struct zmr_block *b);
+/* Row references of every block of f, with `other` (may be NULL) giving
+ * the section blocks named "/system/<b>" and "/trajectory/<b>". */
+ZMR_HIDDEN zmr_status zmr_frame_check_targets(const zmr_frame *f, const zmr_frame *system,
+                                              const zmr_frame *traj);
+ZMR_HIDDEN uint64_t zmr_load_u64le(const unsigned char *p);
+
+#endif

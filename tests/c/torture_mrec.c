@@ -1,0 +1,780 @@
+/*
+ * torture_mrec.c - libzmrec: typed JSON, precision, a byte-exact frame,
+ * writer/reader round trips with carry-forward, every refusal of the
+ * reader on crafted values and files, and random corruptions that must
+ * never crash.
+ *
+ * Every test runs in its own temporary directory (under ZR_TEST_TMPDIR
+ * when set), removed afterwards. Bad files are crafted by rewriting keys
+ * of a valid collection with LMDB directly.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ftw.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+#include <lmdb.h>
+
+#include <zmrec.h>
+
+typedef struct fixture {
+    char dir[512];
+    char path[600];
+} fixture;
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+static int setup(void **state)
+{
+    fixture *fx = calloc(1, sizeof *fx);
+    if (fx == NULL)
+        return -1;
+    const char *base = getenv("ZR_TEST_TMPDIR");
+    if (base == NULL || base[0] == '\0')
+        base = "/tmp";
+    mkdir(base, 0777);
+    snprintf(fx->dir, sizeof fx->dir, "%s/zmr-XXXXXX", base);
+    if (mkdtemp(fx->dir) == NULL) {
+        free(fx);
+        return -1;
+    }
+    snprintf(fx->path, sizeof fx->path, "%s/c.mrec.lmdb", fx->dir);
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *fx = *state;
+    nftw(fx->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(fx);
+    return 0;
+}
+
+#define OK(x) assert_int_equal((x), ZMR_OK)
+#define HAS(s) assert_non_null(strstr(zmr_last_error(), (s)))
+
+/* ------------------------------------------------------------ raw LMDB */
+
+static void raw_put(const char *path, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_mapsize(env, (size_t)1 << 28), 0);
+    assert_int_equal(mdb_env_open(env, path, MDB_NOSUBDIR, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, NULL, 0, &dbi), 0);
+    MDB_val k = {klen, (void *)key}, v = {vlen, (void *)val};
+    if (val == NULL)
+        mdb_del(txn, dbi, &k, NULL);
+    else
+        assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+}
+
+/* Copy of key's value (malloc), *len. NULL when absent. */
+static void *raw_get(const char *path, const void *key, size_t klen, size_t *len)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    void *out = NULL;
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_open(env, path, MDB_NOSUBDIR | MDB_RDONLY, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, NULL, 0, &dbi), 0);
+    MDB_val k = {klen, (void *)key}, v;
+    if (mdb_get(txn, dbi, &k, &v) == 0) {
+        out = malloc(v.mv_size);
+        memcpy(out, v.mv_data, v.mv_size);
+        *len = v.mv_size;
+    }
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    return out;
+}
+
+static void fkey(unsigned char *k, char p, uint64_t n)
+{
+    k[0] = (unsigned char)p;
+    for (int i = 0; i < 8; i++)
+        k[1 + i] = (unsigned char)(n >> (56 - 8 * i));
+}
+
+/* ------------------------------------------------------------ builders */
+
+static zmr_frame *atoms_frame(zmr_frame_kind kind, uint64_t n, double shift)
+{
+    zmr_frame *f;
+    OK(zmr_frame_create(&f, kind));
+    OK(zmr_frame_add_block(f, "atoms", n));
+    double *x = calloc(n * 3 + 1, sizeof *x);
+    for (uint64_t k = 0; k < n * 3; k++)
+        x[k] = (double)k * 0.5 + shift;
+    uint64_t shape[2] = {n, 3};
+    OK(zmr_frame_add_column(f, "atoms", "position", ZMR_F64, shape, 2, x, n * 24, NULL, 0));
+    free(x);
+    return f;
+}
+
+/* A collection: record 0 (system + 3 frames), record 1 (system only),
+ * record 2 (2 frames, no system). */
+static void write_collection(const char *path)
+{
+    zmr_writer *w;
+    OK(zmr_writer_create(&w, path, "{\"units\":{\"length\":\"angstrom\",\"energy\":\"eV\"}}",
+                         "{\"blocks\":{\"atoms\":{\"columns\":{\"position\":{\"dtype\":\"f64\","
+                         "\"precision\":0.001}}}},\"meta\":{\"energy\":{\"type\":\"f64\",\"fill\":\"NaN\"},"
+                         "\"n\":\"u64\"}}"));
+    zmr_frame *sys;
+    OK(zmr_frame_create(&sys, ZMR_FRAME_SYSTEM));
+    OK(zmr_frame_add_block(sys, "atoms", 3));
+    uint64_t s3[1] = {3}, s2[1] = {2};
+    OK(zmr_frame_add_string_column(sys, "atoms", "element", s3, 1, "[\"O\",\"H\",\"H\"]", NULL));
+    OK(zmr_frame_add_block(sys, "bonds", 2));
+    uint64_t ai[2] = {0, 0}, aj[2] = {1, 2};
+    OK(zmr_frame_add_column(sys, "bonds", "atomi", ZMR_U64, s2, 1, ai, 16, NULL, 0));
+    OK(zmr_frame_add_column(sys, "bonds", "atomj", ZMR_U64, s2, 1, aj, 16, NULL, 0));
+    OK(zmr_frame_set_block_json(sys, "bonds", "targets", "{\"atomi\":\"atoms\",\"atomj\":\"/system/atoms\"}"));
+    OK(zmr_frame_set_meta(sys, "charge", ZMR_TAG_I32, "0"));
+    uint64_t idx;
+    OK(zmr_writer_begin_record(w, "{\"name\":\"water\"}", sys, &idx));
+    assert_int_equal(idx, 0);
+    for (int k = 0; k < 3; k++) {
+        zmr_frame *u = atoms_frame(ZMR_FRAME_UPDATE, 3, k == 2 ? 1.0 : 0.0);
+        OK(zmr_frame_add_block(u, "extra", k == 2 ? 0 : 1));
+        if (k < 2) {
+            int32_t e = k;
+            uint64_t one[1] = {1};
+            OK(zmr_frame_add_column(u, "extra", "v", ZMR_I32, one, 1, &e, 4, NULL, 0));
+        }
+        if (k == 0)
+            OK(zmr_frame_set_meta(u, "energy", ZMR_TAG_F64, "-1.5"));
+        OK(zmr_frame_set_meta(u, "n", ZMR_TAG_U64, "18446744073709551615"));
+        OK(zmr_writer_add_frame(w, u));
+        zmr_frame_free(u);
+    }
+    OK(zmr_writer_begin_record(w, NULL, sys, &idx));
+    zmr_frame_free(sys);
+    OK(zmr_writer_begin_record(w, "{}", NULL, &idx));
+    for (int k = 0; k < 2; k++) {
+        zmr_frame *u = atoms_frame(ZMR_FRAME_UPDATE, 2, 0.25);
+        OK(zmr_frame_set_meta(u, "n", ZMR_TAG_U64, "1"));
+        OK(zmr_frame_set_step(u, 100 + k));
+        OK(zmr_writer_add_frame(w, u));
+        zmr_frame_free(u);
+    }
+    OK(zmr_writer_commit(w));
+}
+
+/* ------------------------------------------------------------ tests */
+
+static void test_names(void **state)
+{
+    (void)state;
+    zmr_dtype d;
+    assert_int_equal(zmr_dtype_parse("f32", &d), ZMR_EINVAL);
+    HAS("f64 only");
+    assert_int_equal(zmr_dtype_parse("f16", &d), ZMR_EINVAL);
+    for (int k = 0; k < ZMR_NDTYPES; k++) {
+        OK(zmr_dtype_parse(zmr_dtype_name(k), &d));
+        assert_int_equal(d, k);
+    }
+    zmr_tag t;
+    for (int k = 0; k < ZMR_NTAGS; k++) {
+        OK(zmr_tag_parse(zmr_tag_name(k), &t));
+        assert_int_equal(t, k);
+    }
+    assert_string_equal(zmrec_version(), "0.1.0");
+    assert_int_equal(ZMR_ECORRUPT, -8);
+}
+
+static void test_typed_json(void **state)
+{
+    (void)state;
+    OK(zmr_typed_json_check(ZMR_TAG_F64, "\"NaN\""));
+    OK(zmr_typed_json_check(ZMR_TAG_F64, "\"-Infinity\""));
+    OK(zmr_typed_json_check(ZMR_TAG_F64, "3"));
+    assert_int_equal(zmr_typed_json_check(ZMR_TAG_F64, "NaN"), ZMR_EINVAL);
+    assert_int_equal(zmr_typed_json_check(ZMR_TAG_F64, "null"), ZMR_EINVAL);
+    HAS("null");
+    assert_int_equal(zmr_typed_json_check(ZMR_TAG_F64, "1e400"), ZMR_EINVAL);
+    assert_int_equal(zmr_typed_json_check(ZMR_TAG_I64, "1.0"), ZMR_EINVAL);
+    HAS("refused, not rounded");
+    OK(zmr_typed_json_check(ZMR_TAG_I64, "9007199254740993"));
+    OK(zmr_typed_json_check(ZMR_TAG_I64, "\"-9223372036854775808\""));
+    assert_int_equal(zmr_typed_json_check(ZMR_TAG_I64, "9223372036854775808"), ZMR_EINVAL);
+    OK(zmr_typed_json_check(ZMR_TAG_U64, "18446744073709551615"));
+    assert_int_equal(zmr_typed_json_check(ZMR_TAG_U64, "18446744073709551616"), ZMR_EINVAL);
+    assert_int_equal(zmr_typed_json_check(ZMR_TAG_U64, "-1"), ZMR_EINVAL);
+    assert_int_equal(zmr_typed_json_check(ZMR_TAG_I32, "2147483648"), ZMR_EINVAL);
+    OK(zmr_typed_json_check(ZMR_TAG_U32, "4294967295"));
+    OK(zmr_typed_json_check(ZMR_TAG_BOOL3, "[true,false,true]"));
+    assert_int_equal(zmr_typed_json_check(ZMR_TAG_BOOL3, "[true,false]"), ZMR_EINVAL);
+    OK(zmr_typed_json_check(ZMR_TAG_F64X9, "[1,2,3,4,5,6,7,8,\"NaN\"]"));
+    assert_int_equal(zmr_typed_json_check(ZMR_TAG_F64X6, "[1,2,3,4,5,null]"), ZMR_EINVAL);
+    assert_int_equal(zmr_typed_json_check(ZMR_TAG_STRING, "1"), ZMR_EINVAL);
+    OK(zmr_typed_json_check(ZMR_TAG_JSON, "{\"a\":[1,null]}"));
+
+    /* C values round trip through a frame, every tag */
+    zmr_frame *f;
+    OK(zmr_frame_create(&f, ZMR_FRAME_SYSTEM));
+    for (int t = 0; t < ZMR_NTAGS; t++) {
+        zmr_value v = {.tag = (zmr_tag)t};
+        for (int k = 0; k < 9; k++) {
+            v.b[k] = k & 1;
+            v.i[k] = k % 2 ? -(int64_t)k * 1000000007LL : INT64_MIN + k;
+            v.u[k] = UINT64_MAX - (uint64_t)k;
+            v.f[k] = k == 4 ? NAN : (k == 5 ? -INFINITY : 0.1 * k);
+        }
+        if (t == ZMR_TAG_I32 || t == ZMR_TAG_I32X3)
+            for (int k = 0; k < 9; k++)
+                v.i[k] = INT32_MIN + k;
+        if (t == ZMR_TAG_U32 || t == ZMR_TAG_U32X3)
+            for (int k = 0; k < 9; k++)
+                v.u[k] = UINT32_MAX - (uint64_t)k;
+        v.text = t == ZMR_TAG_JSON ? "{\"k\":[1,2]}" : "héllo";
+        char key[16];
+        snprintf(key, sizeof key, "k%d", t);
+        OK(zmr_frame_set_meta_value(f, key, &v));
+    }
+    void *bytes;
+    size_t n;
+    OK(zmr_frame_encode(f, &bytes, &n));
+    zmr_frame *g;
+    OK(zmr_frame_decode(&g, bytes, n, ZMR_FRAME_SYSTEM, "s/0"));
+    for (int t = 0; t < ZMR_NTAGS; t++) {
+        char key[16];
+        snprintf(key, sizeof key, "k%d", t);
+        zmr_value a, b;
+        OK(zmr_frame_get_meta(f, key, &a));
+        OK(zmr_frame_get_meta(g, key, &b));
+        assert_int_equal(a.tag, t);
+        assert_int_equal(b.tag, t);
+        assert_int_equal(a.n, b.n);
+        assert_memory_equal(a.b, b.b, sizeof a.b);
+        assert_memory_equal(a.i, b.i, sizeof a.i);
+        assert_memory_equal(a.u, b.u, sizeof a.u);
+        for (int k = 0; k < 9; k++)
+            assert_true(a.f[k] == b.f[k] || (isnan(a.f[k]) && isnan(b.f[k])));
+        if (a.text)
+            assert_string_equal(a.text, b.text);
+    }
+    zmr_value v;
+    OK(zmr_frame_get_meta(g, "k4", &v)); /* u64 */
+    assert_int_equal(v.u[0], UINT64_MAX);
+    assert_non_null(strstr(zmr_frame_header_json(g), "\"k4\":\"18446744073709551615\""));
+    assert_non_null(strstr(zmr_frame_header_json(g), "\"k5\":0.0"));
+    free(bytes);
+    zmr_frame_free(f);
+    zmr_frame_free(g);
+}
+
+static void test_precision(void **state)
+{
+    (void)state;
+    /* p = 0.5 = 0.5 * 2^0 -> q = 2^-1: ties go to even multiples */
+    assert_true(zmr_round_precision(0.25, 0.5) == 0.0);  /* round() would give 0.5 */
+    assert_true(zmr_round_precision(0.75, 0.5) == 1.0);
+    assert_true(zmr_round_precision(-0.25, 0.5) == 0.0);
+    assert_true(zmr_round_precision(1.25, 0.5) == 1.0);
+    assert_true(zmr_round_precision(0.3, 0.5) == 0.5);
+    /* p = 0.001: q = 2^-10 */
+    assert_true(zmr_round_precision(1.0 + 0x1p-11, 0.001) == 1.0);
+    assert_true(zmr_round_precision(1.0 + 3 * 0x1p-11, 0.001) == 1.0 + 0x1p-9);
+    assert_true(isnan(zmr_round_precision(NAN, 0.5)));
+    assert_true(isinf(zmr_round_precision(INFINITY, 0.5)));
+    double big = 0x1p52 * 0.5 + 0.25; /* |x| >= 2^52 q: unchanged */
+    assert_true(zmr_round_precision(big, 0.5) == big);
+
+    zmr_frame *f;
+    OK(zmr_frame_create(&f, ZMR_FRAME_SYSTEM));
+    OK(zmr_frame_add_block(f, "a", 2));
+    double x[2] = {0.25, 0.75};
+    uint64_t s[1] = {2};
+    assert_int_equal(zmr_frame_add_column(f, "a", "x", ZMR_F64, s, 1, x, 16, NULL, 0x1p-1001), ZMR_EINVAL);
+    assert_int_equal(zmr_frame_add_column(f, "a", "x", ZMR_F64, s, 1, x, 16, NULL, 0x1p1001), ZMR_EINVAL);
+    OK(zmr_frame_add_column(f, "a", "x", ZMR_F64, s, 1, x, 16, NULL, 0.5));
+    zmr_column c;
+    OK(zmr_frame_find_column(f, "a", "x", &c));
+    assert_true(((const double *)c.data)[0] == 0.0 && ((const double *)c.data)[1] == 1.0);
+    assert_non_null(strstr(zmr_frame_header_json(f), "\"precision\":0.5"));
+    zmr_frame_free(f);
+    OK(zmr_frame_create(&f, ZMR_FRAME_UPDATE));
+    OK(zmr_frame_add_block(f, "a", 2));
+    assert_int_equal(zmr_frame_add_column(f, "a", "x", ZMR_F64, s, 1, x, 16, NULL, 0.5), ZMR_EINVAL);
+    HAS("sequence_schema");
+    zmr_frame_free(f);
+}
+
+static const char EXACT_HDR[] =
+    "{\"blocks\":{\"atoms\":{\"count\":2,\"structural_shape\":null,\"columns\":{"
+    "\"x\":{\"dtype\":\"f64\",\"shape\":[2],\"offset\":0},"
+    "\"element\":{\"dtype\":\"string\",\"shape\":[2],\"values\":[\"C\",\"H\"]},"
+    "\"q\":{\"dtype\":\"i32\",\"shape\":[2],\"offset\":16,\"validity\":24}}}},"
+    "\"meta\":{\"pe\":-1.25},\"meta_types\":{\"pe\":\"f64\"}}";
+
+static size_t exact_frame(unsigned char *buf)
+{
+    size_t h = strlen(EXACT_HDR), start = (8 + h + 7) / 8 * 8;
+    memset(buf, 0, start + 32);
+    memcpy(buf, "MRF1", 4);
+    buf[4] = (unsigned char)h;
+    buf[5] = (unsigned char)(h >> 8);
+    memcpy(buf + 8, EXACT_HDR, h);
+    double x[2] = {1.5, -2.0};
+    int32_t q[2] = {7, -1};
+    memcpy(buf + start, x, 16);
+    memcpy(buf + start + 16, q, 8);
+    buf[start + 24] = 1; /* validity: row 0 valid, row 1 null */
+    return start + 32;
+}
+
+static void test_byte_exact(void **state)
+{
+    (void)state;
+    unsigned char want[1024];
+    size_t wn = exact_frame(want);
+    zmr_frame *f;
+    OK(zmr_frame_create(&f, ZMR_FRAME_SYSTEM));
+    OK(zmr_frame_add_block(f, "atoms", 2));
+    double x[2] = {1.5, -2.0};
+    int32_t q[2] = {7, -1};
+    uint8_t valid[2] = {1, 0};
+    uint64_t s[1] = {2};
+    OK(zmr_frame_add_column(f, "atoms", "x", ZMR_F64, s, 1, x, 16, NULL, 0));
+    OK(zmr_frame_add_string_column(f, "atoms", "element", s, 1, "[\"C\",\"H\"]", NULL));
+    OK(zmr_frame_add_column(f, "atoms", "q", ZMR_I32, s, 1, q, 8, valid, 0));
+    OK(zmr_frame_set_meta(f, "pe", ZMR_TAG_F64, "-1.25"));
+    void *got;
+    size_t gn;
+    OK(zmr_frame_encode(f, &got, &gn));
+    assert_int_equal(gn, wn);
+    assert_memory_equal(got, want, wn);
+    zmr_free(got);
+    zmr_frame_free(f);
+    /* and it decodes from an odd address (LMDB values are not aligned) */
+    unsigned char *odd = malloc(wn + 1);
+    memcpy(odd + 1, want, wn);
+    OK(zmr_frame_decode(&f, odd + 1, wn, ZMR_FRAME_SYSTEM, "s/0"));
+    zmr_column c;
+    OK(zmr_frame_find_column(f, "atoms", "q", &c));
+    assert_int_equal(((const int32_t *)c.data)[0], 7);
+    assert_int_equal(c.validity[1], 0);
+    OK(zmr_frame_find_column(f, "atoms", "element", &c));
+    assert_string_equal(c.strings[1], "H");
+    zmr_frame_free(f);
+    free(odd);
+}
+
+/* Decode `v` after `edit` and expect ECORRUPT with `msg` in the detail. */
+static void expect_bad(const unsigned char *v, size_t n, const char *msg)
+{
+    zmr_frame *f = NULL;
+    int st = zmr_frame_decode(&f, v, n, ZMR_FRAME_SYSTEM, "s/9");
+    if (st != ZMR_ECORRUPT) {
+        zmr_frame_free(f);
+        fail_msg("expected a refusal with '%s', got status %d", msg, st);
+    }
+    assert_null(f);
+    if (strstr(zmr_last_error(), msg) == NULL)
+        fail_msg("expected '%s' in '%s'", msg, zmr_last_error());
+    assert_non_null(strstr(zmr_last_error(), "s/9"));
+}
+
+static size_t with_header(unsigned char *buf, const char *hdr, size_t payload)
+{
+    size_t h = strlen(hdr), start = (8 + h + 7) / 8 * 8;
+    memset(buf, 0, start + payload);
+    memcpy(buf, "MRF1", 4);
+    buf[4] = (unsigned char)h;
+    buf[5] = (unsigned char)(h >> 8);
+    memcpy(buf + 8, hdr, h);
+    return start + payload;
+}
+
+static void test_frame_refusals(void **state)
+{
+    (void)state;
+    unsigned char v[2048];
+    size_t n = exact_frame(v);
+    v[0] = 'X';
+    expect_bad(v, n, "magic");
+    n = exact_frame(v);
+    expect_bad(v, 5, "magic");
+    v[5] = 0x40; /* header length past the value */
+    expect_bad(v, n, "header length");
+    n = exact_frame(v);
+    expect_bad(v, n - 8, "runs past"); /* validity buffer cut */
+    expect_bad(v, n - 16, "runs past"); /* q buffer cut */
+#define HDR(cols) "{\"blocks\":{\"a\":{\"count\":1,\"columns\":{" cols "}}},\"meta\":{},\"meta_types\":{}}"
+    n = with_header(v, HDR("\"x\":{\"dtype\":\"f32\",\"shape\":[1],\"offset\":0}"), 8);
+    expect_bad(v, n, "outside the closed set");
+    n = with_header(v, HDR("\"x\":{\"dtype\":\"f16\",\"shape\":[1],\"offset\":0}"), 8);
+    expect_bad(v, n, "outside the closed set");
+    n = with_header(v, HDR("\"x\":{\"dtype\":\"f64\",\"shape\":[1],\"offset\":4}"), 16);
+    expect_bad(v, n, "not a multiple of 8");
+    n = with_header(v, HDR("\"x\":{\"dtype\":\"f64\",\"shape\":[1],\"offset\":8}"), 8);
+    expect_bad(v, n, "runs past");
+    n = with_header(v, HDR("\"x\":{\"dtype\":\"f64\",\"shape\":[2],\"offset\":0}"), 16);
+    expect_bad(v, n, "block count");
+    n = with_header(v, HDR("\"x\":{\"dtype\":\"bool\",\"shape\":[1],\"offset\":0}"), 8);
+    v[n - 8] = 2;
+    expect_bad(v, n, "not 0/1");
+    n = with_header(v, HDR("\"x\":{\"dtype\":\"f64\",\"shape\":[1],\"offset\":0,\"validity\":12}"), 24);
+    expect_bad(v, n, "not a multiple of 8");
+    n = with_header(v, HDR("\"x\":{\"dtype\":\"f64\",\"shape\":[1],\"offset\":0,\"validity\":8}"), 8);
+    expect_bad(v, n, "runs past");
+    n = with_header(v, HDR("\"x\":{\"dtype\":\"f64\",\"shape\":[1],\"offset\":0,\"precision\":0.5}"), 8);
+    memcpy(v + n - 8, &(double){0.3}, 8);
+    expect_bad(v, n, "not rounded");
+    n = with_header(v, HDR("\"x\":{\"dtype\":\"string\",\"shape\":[1],\"values\":[null]}"), 0);
+    expect_bad(v, n, "no validity");
+    n = with_header(v, HDR("\"x\":{\"dtype\":\"i64\",\"shape\":[1],\"offset\":0}"), 8);
+    {
+        zmr_frame *okf = NULL;
+        int st = zmr_frame_decode(&okf, v, n, ZMR_FRAME_SYSTEM, "ok");
+        if (st != ZMR_OK)
+            fail_msg("%s", zmr_last_error());
+        zmr_frame_free(okf);
+    }
+    n = with_header(v, "{\"blocks\":{},\"meta\":{\"e\":NaN},\"meta_types\":{}}", 0);
+    expect_bad(v, n, "NaN");
+    n = with_header(v, "{\"blocks\":{},\"meta\":{\"e\":1.5},\"meta_types\":{\"e\":\"i64\"}}", 0);
+    expect_bad(v, n, "not rounded");
+    n = with_header(v, "{\"blocks\":{},\"meta\":{\"e\":null},\"meta_types\":{\"e\":\"f64\"}}", 0);
+    expect_bad(v, n, "null");
+    n = with_header(v, "{\"blocks\":{},\"meta\":{}}", 0);
+    expect_bad(v, n, "meta_types");
+    n = with_header(v, "{\"blocks\":{},\"meta\":{},\"meta_types\":{},\"step\":3}", 0);
+    expect_bad(v, n, "trajectory updates");
+    n = with_header(v, "{\"blocks\":{},\"meta\":{},\"meta_types\":{}}{}", 0);
+    expect_bad(v, n, "not strict");
+    n = with_header(v, "{\"blocks\":{\"a\":{\"count\":1,\"columns\":{\"i\":{\"dtype\":\"u64\",\"shape\":[1],"
+                       "\"offset\":0}},\"targets\":{\"i\":\"b\"}},\"b\":{\"count\":2,\"columns\":{}}},"
+                       "\"meta\":{},\"meta_types\":{}}", 8);
+    v[n - 8] = 2; /* reference 2 into a block of 2 rows */
+    expect_bad(v, n, "row reference");
+    n = with_header(v, "{\"blocks\":{\"a\":{\"count\":1,\"columns\":{\"i\":{\"dtype\":\"i64\",\"shape\":[1],"
+                       "\"offset\":0}},\"targets\":{\"i\":\"a\"}}},\"meta\":{},\"meta_types\":{}}", 8);
+    expect_bad(v, n, "u64");
+}
+
+static void test_roundtrip(void **state)
+{
+    fixture *fx = *state;
+    write_collection(fx->path);
+    OK(zmr_validate(fx->path, 0));
+    zmr_reader *r;
+    OK(zmr_open(&r, fx->path, 0));
+    assert_int_equal(zmr_n_records(r), 3);
+    assert_int_equal(zmr_n_frames(r), 5);
+    assert_int_equal(zmr_molrec_version(r), 2);
+    uint64_t ff, nf, na;
+    bool ht;
+    OK(zmr_record_info(r, 0, &ff, &nf, &na, &ht));
+    assert_true(ff == 0 && nf == 3 && na == 3 && ht);
+    OK(zmr_record_info(r, 1, &ff, &nf, &na, &ht));
+    assert_true(ff == 3 && nf == 0 && na == 3 && !ht);
+    OK(zmr_record_info(r, 2, &ff, &nf, &na, &ht));
+    assert_true(ff == 3 && nf == 2 && na == 2 && ht);
+    assert_int_equal(zmr_record_info(r, 3, &ff, &nf, &na, &ht), ZMR_ERANGE);
+    char *meta;
+    OK(zmr_read_record_meta(r, 0, &meta));
+    assert_string_equal(meta, "{\"name\":\"water\"}");
+    zmr_free(meta);
+
+    /* stored updates: frame 1 restates nothing but extra; frame 2 empties extra */
+    zmr_frame *u;
+    OK(zmr_read_update(r, 0, 1, &u));
+    assert_int_equal(zmr_frame_nblocks(u), 1);
+    assert_string_equal(zmr_frame_block_name(u, 0), "extra");
+    zmr_value v;
+    OK(zmr_frame_get_meta(u, "energy", &v)); /* fill materialized */
+    assert_true(v.tag == ZMR_TAG_F64 && isnan(v.f[0]));
+    OK(zmr_frame_get_meta(u, "n", &v));
+    assert_true(v.tag == ZMR_TAG_U64 && v.u[0] == UINT64_MAX);
+    int64_t step;
+    assert_true(zmr_frame_get_step(u, &step) && step == 1);
+    zmr_frame_free(u);
+    OK(zmr_read_update(r, 0, 2, &u));
+    assert_int_equal(zmr_frame_nblocks(u), 2);
+    zmr_frame_free(u);
+
+    zmr_frame *f;
+    OK(zmr_read_frame(r, 0, 1, &f));
+    zmr_column c;
+    OK(zmr_frame_find_column(f, "atoms", "position", &c));
+    assert_true(((const double *)c.data)[1] == 0.5); /* carried from frame 0 */
+    OK(zmr_frame_find_column(f, "extra", "v", &c));
+    assert_int_equal(((const int32_t *)c.data)[0], 1);
+    zmr_frame_free(f);
+    OK(zmr_read_frame(r, 0, 2, &f));
+    size_t b;
+    OK(zmr_frame_find_block(f, "extra", &b));
+    assert_int_equal(zmr_frame_block_count(f, b), 0);
+    assert_int_equal(zmr_frame_ncolumns(f, b), 0);
+    OK(zmr_frame_find_column(f, "atoms", "position", &c));
+    assert_true(((const double *)c.data)[0] == 1.0);
+    zmr_frame_free(f);
+    /* record 2 never sees record 0's extra block */
+    OK(zmr_read_frame(r, 2, 1, &f));
+    assert_int_equal(zmr_frame_find_block(f, "extra", &b), ZMR_ERANGE);
+    OK(zmr_frame_find_column(f, "atoms", "position", &c));
+    assert_true(fabs(((const double *)c.data)[0] - 0.25) < 1e-3); /* rounded to 2^-10 */
+    assert_true(((const double *)c.data)[0] == 0.25);
+    assert_true(zmr_frame_get_step(f, &step) && step == 101);
+    zmr_frame_free(f);
+    assert_int_equal(zmr_read_frame(r, 1, 0, &f), ZMR_ERANGE);
+    OK(zmr_read_system(r, 2, &f));
+    assert_null(f);
+    OK(zmr_read_system(r, 0, &f));
+    OK(zmr_frame_get_meta(f, "charge", &v));
+    assert_true(v.tag == ZMR_TAG_I32 && v.i[0] == 0);
+    zmr_frame_free(f);
+    zmr_close(r);
+    /* NOLOCK opens too */
+    OK(zmr_open(&r, fx->path, ZMR_OPEN_NOLOCK));
+    zmr_close(r);
+    /* create refuses an existing path */
+    zmr_writer *w;
+    assert_int_equal(zmr_writer_create(&w, fx->path, NULL, NULL), ZMR_EEXIST);
+}
+
+static void test_writer_refusals(void **state)
+{
+    fixture *fx = *state;
+    zmr_writer *w;
+    assert_int_equal(zmr_writer_create(&w, fx->path, NULL, "{\"meta\":{\"e\":\"f32\"}}"), ZMR_EINVAL);
+    OK(zmr_writer_create(&w, fx->path, NULL, "{\"meta\":{\"e\":\"f64\"}}"));
+    zmr_frame *u = atoms_frame(ZMR_FRAME_UPDATE, 1, 0);
+    assert_int_equal(zmr_writer_add_frame(w, u), ZMR_ESTATE); /* no record */
+    OK(zmr_writer_begin_record(w, NULL, NULL, NULL));
+    assert_int_equal(zmr_writer_add_frame(w, u), ZMR_EINVAL); /* e declared, no fill */
+    HAS("no fill");
+    OK(zmr_frame_set_meta(u, "x", ZMR_TAG_F64, "1"));
+    assert_int_equal(zmr_writer_add_frame(w, u), ZMR_EINVAL);
+    HAS("not declared");
+    assert_int_equal(zmr_writer_begin_record(w, "[1]", NULL, NULL), ZMR_EINVAL);
+    zmr_frame_free(u);
+    zmr_writer_abort(w);
+    /* an aborted file is not a collection */
+    zmr_reader *r;
+    assert_int_equal(zmr_open(&r, fx->path, 0), ZMR_ENOTCOLL);
+    HAS("\"meta\" is missing");
+}
+
+static void test_map_growth(void **state)
+{
+    fixture *fx = *state;
+    zmr_writer *w;
+    OK(zmr_writer_create(&w, fx->path, NULL, NULL));
+    OK(zmr_writer_begin_record(w, NULL, NULL, NULL));
+    for (int k = 0; k < 12; k++) { /* 12 x 8 MiB > the initial 64 MiB map */
+        zmr_frame *u = atoms_frame(ZMR_FRAME_UPDATE, 350000, k);
+        OK(zmr_writer_add_frame(w, u));
+        zmr_frame_free(u);
+    }
+    OK(zmr_writer_commit(w));
+    zmr_reader *r;
+    OK(zmr_open(&r, fx->path, 0));
+    assert_int_equal(zmr_n_frames(r), 12);
+    zmr_frame *f;
+    OK(zmr_read_frame(r, 0, 11, &f));
+    zmr_column c;
+    OK(zmr_frame_find_column(f, "atoms", "position", &c));
+    assert_true(((const double *)c.data)[0] == 11.0);
+    zmr_frame_free(f);
+    zmr_close(r);
+}
+
+/* Rewrite "meta" with `text` and expect open to fail with st / msg. */
+static void meta_case(const char *path, const char *text, int st, const char *msg)
+{
+    raw_put(path, "meta", 4, text, strlen(text));
+    zmr_reader *r = NULL;
+    assert_int_equal(zmr_open(&r, path, 0), st);
+    if (strstr(zmr_last_error(), msg) == NULL)
+        fail_msg("expected '%s' in '%s'", msg, zmr_last_error());
+}
+
+static void test_file_refusals(void **state)
+{
+    fixture *fx = *state;
+    write_collection(fx->path);
+    size_t mlen, ilen;
+    char *meta = raw_get(fx->path, "meta", 4, &mlen);
+    unsigned char *index = raw_get(fx->path, "index", 5, &ilen);
+    char good[4096];
+    memcpy(good, meta, mlen);
+    good[mlen] = '\0';
+    char buf[4096];
+#define SUB(from, to) do { \
+        char *p_ = strstr(good, from); assert_non_null(p_); \
+        snprintf(buf, sizeof buf, "%.*s%s%s", (int)(p_ - good), good, to, p_ + strlen(from)); } while (0)
+    SUB("\"layout_version\":1", "\"layout_version\":2");
+    meta_case(fx->path, buf, ZMR_EUNSUPPORTED, "layout_version");
+    SUB("\"layout_version\":1", "\"layout_version\":1.0");
+    meta_case(fx->path, buf, ZMR_ECORRUPT, "layout_version");
+    SUB("\"layout_version\":1,", "");
+    meta_case(fx->path, buf, ZMR_ECORRUPT, "layout_version is required");
+    SUB("\"molrec_version\":2", "\"molrec_version\":3");
+    meta_case(fx->path, buf, ZMR_EUNSUPPORTED, "molrec_version 3");
+    SUB("\"molrec_version\":2", "\"molrec_version\":null");
+    meta_case(fx->path, buf, ZMR_ECORRUPT, "never null");
+    SUB("\"molrec_version\":2", "\"molrec_version\":1");
+    meta_case(fx->path, buf, ZMR_OK, "");
+    SUB("\"layout\":\"mrec-lmdb\"", "\"layout\":\"zarr\"");
+    meta_case(fx->path, buf, ZMR_ENOTCOLL, "layout");
+    SUB("\"n_frames\":5", "\"n_frames\":6");
+    meta_case(fx->path, buf, ZMR_ECORRUPT, "n_frames 6");
+    SUB("\"n_records\":3", "\"n_records\":2");
+    meta_case(fx->path, buf, ZMR_ECORRUPT, "count 3 != n_records 2");
+    meta_case(fx->path, "{\"layout\":\"mrec-lmdb\",", ZMR_ECORRUPT, "not strict");
+    raw_put(fx->path, "meta", 4, meta, mlen);
+
+    /* index: break the prefix sum (first_frame[1] lives at payload + 8) */
+    zmr_frame *idx;
+    OK(zmr_frame_decode(&idx, index, ilen, ZMR_FRAME_INDEX, "index"));
+    zmr_frame_free(idx);
+    size_t payload = ilen - 3 * 24 - 8; /* 3 u64 columns of 3 + bool column padded */
+    unsigned char *bad = malloc(ilen);
+    memcpy(bad, index, ilen);
+    bad[payload + 8] ^= 1;
+    raw_put(fx->path, "index", 5, bad, ilen);
+    zmr_reader *r;
+    assert_int_equal(zmr_open(&r, fx->path, 0), ZMR_ECORRUPT);
+    HAS("prefix sum");
+    HAS("index");
+    memcpy(bad, index, ilen);
+    bad[ilen - 8 + 1] = 1; /* has_trajectory[1] = 1 is fine; n_atoms off by one is not */
+    bad[payload + 48] ^= 1;
+    raw_put(fx->path, "index", 5, bad, ilen);
+    assert_int_equal(zmr_validate(fx->path, 0), ZMR_ECORRUPT);
+    HAS("n_atoms");
+    raw_put(fx->path, "index", 5, index, ilen);
+    OK(zmr_validate(fx->path, 0));
+
+    /* a missing f key in range, a stray key, an undecodable frame */
+    unsigned char k[9];
+    size_t flen;
+    fkey(k, 'f', 4);
+    void *f4 = raw_get(fx->path, k, 9, &flen);
+    raw_put(fx->path, k, 9, NULL, 0);
+    assert_int_equal(zmr_validate(fx->path, 0), ZMR_ECORRUPT);
+    OK(zmr_open(&r, fx->path, 0));
+    zmr_frame *f;
+    assert_int_equal(zmr_read_frame(r, 2, 1, &f), ZMR_ECORRUPT);
+    HAS("f/4: key missing");
+    zmr_close(r);
+    raw_put(fx->path, k, 9, f4, flen);
+    fkey(k, 'f', 5);
+    raw_put(fx->path, k, 9, f4, flen);
+    assert_int_equal(zmr_validate(fx->path, 0), ZMR_ECORRUPT);
+    HAS("beyond");
+    raw_put(fx->path, k, 9, NULL, 0);
+    raw_put(fx->path, "zzz", 3, "x", 1);
+    assert_int_equal(zmr_validate(fx->path, 0), ZMR_ECORRUPT);
+    HAS("not part of the mrec-lmdb layout");
+    raw_put(fx->path, "zzz", 3, NULL, 0);
+    fkey(k, 'r', 1);
+    raw_put(fx->path, k, 9, "[]", 2);
+    assert_int_equal(zmr_validate(fx->path, 0), ZMR_ECORRUPT);
+    HAS("r/1");
+    raw_put(fx->path, k, 9, "{}", 2);
+    fkey(k, 'f', 0);
+    raw_put(fx->path, k, 9, "MRF1", 4);
+    assert_int_equal(zmr_validate(fx->path, 0), ZMR_ECORRUPT);
+    HAS("f/0");
+    free(f4);
+    free(bad);
+    free(meta);
+    free(index);
+}
+
+static void test_fuzz(void **state)
+{
+    fixture *fx = *state;
+    unsigned char v[1024], w[1024];
+    size_t n = exact_frame(v);
+    uint64_t seed = 0x9E3779B97F4A7C15ull;
+    int ok = 0;
+    for (int it = 0; it < 20000; it++) {
+        memcpy(w, v, n);
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        int flips = 1 + (int)((seed >> 33) % 4);
+        for (int k = 0; k < flips; k++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            w[(seed >> 33) % n] = (unsigned char)(seed >> 20);
+        }
+        size_t len = (seed >> 40) % 8 == 0 ? (size_t)((seed >> 12) % (n + 1)) : n;
+        zmr_frame *f = NULL;
+        int st = zmr_frame_decode(&f, w, len, (zmr_frame_kind)(it % 4), "fuzz");
+        assert_true(st == ZMR_OK || st == ZMR_ECORRUPT || st == ZMR_ENOMEM);
+        if (st == ZMR_OK) {
+            ok++;
+            (void)zmr_frame_header_json(f);
+        }
+        zmr_frame_free(f);
+    }
+    assert_true(ok > 0); /* some flips land in payload bytes */
+    /* whole-file corruptions: random bytes in stored values */
+    write_collection(fx->path);
+    const char *keys[] = {"meta", "index"};
+    for (int it = 0; it < 150; it++) {
+        unsigned char kb[9];
+        const void *key;
+        size_t klen;
+        if (it % 3 == 2) {
+            fkey(kb, 'f', (uint64_t)(it % 5));
+            key = kb, klen = 9;
+        } else {
+            key = keys[it % 2], klen = strlen(keys[it % 2]);
+        }
+        size_t vlen;
+        unsigned char *orig = raw_get(fx->path, key, klen, &vlen);
+        unsigned char *bad = malloc(vlen);
+        memcpy(bad, orig, vlen);
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        bad[(seed >> 33) % vlen] ^= (unsigned char)(1u << ((seed >> 20) % 8));
+        raw_put(fx->path, key, klen, bad, vlen);
+        int st = zmr_validate(fx->path, 0);
+        assert_true(st == ZMR_OK || st == ZMR_ECORRUPT || st == ZMR_ENOTCOLL || st == ZMR_EUNSUPPORTED);
+        raw_put(fx->path, key, klen, orig, vlen);
+        free(orig);
+        free(bad);
+    }
+    OK(zmr_validate(fx->path, 0));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_typed_json),
+        cmocka_unit_test(test_precision),
+        cmocka_unit_test(test_byte_exact),
+        cmocka_unit_test(test_frame_refusals),
+        cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_writer_refusals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_map_growth, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_file_refusals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fuzz, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
