@@ -1,0 +1,86 @@
+package zrecord
+
+import (
+	"fmt"
+	"runtime"
+
+	"loaderx.invalid/zrecord/internal/zrcore"
+)
+
+// Status is a loaderx-in-C status code (zr_status in zrengine.h): 0 or
+// negative.
+type Status int
+
+// The status codes an Error can carry.
+const (
+	StatusInvalid     Status = -1  // a bad argument: wrong size, dtype, shape
+	StatusNoMemory    Status = -2  // an allocation failed
+	StatusIO          Status = -3  // the operating system refused a file operation
+	StatusBusy        Status = -4  // the store is locked by another handle/process
+	StatusExist       Status = -5  // create: the path already exists
+	StatusNotStore    Status = -6  // open: not a store, or malformed
+	StatusRange       Status = -7  // an index is out of range
+	StatusCorrupt     Status = -8  // stored bytes are inconsistent
+	StatusTooBig      Status = -9  // a record over the size limit
+	StatusUnsupported Status = -10 // an operation this handle or build cannot do
+	StatusClosed      Status = -11 // the object was closed
+	StatusState       Status = -12 // an error earlier in a pipeline
+)
+
+// Sentinel errors for errors.Is: errors.Is(err, zrecord.ErrRange) is true
+// for any *Error with that status.
+var (
+	ErrInvalid     = &Error{Code: StatusInvalid, Msg: "invalid argument"}
+	ErrNoMemory    = &Error{Code: StatusNoMemory, Msg: "out of memory"}
+	ErrIO          = &Error{Code: StatusIO, Msg: "I/O error"}
+	ErrBusy        = &Error{Code: StatusBusy, Msg: "store is busy"}
+	ErrExist       = &Error{Code: StatusExist, Msg: "path already exists"}
+	ErrNotStore    = &Error{Code: StatusNotStore, Msg: "not a store"}
+	ErrRange       = &Error{Code: StatusRange, Msg: "index out of range"}
+	ErrCorrupt     = &Error{Code: StatusCorrupt, Msg: "store is corrupt"}
+	ErrTooBig      = &Error{Code: StatusTooBig, Msg: "record too big"}
+	ErrUnsupported = &Error{Code: StatusUnsupported, Msg: "unsupported"}
+	ErrClosed      = &Error{Code: StatusClosed, Msg: "closed"}
+	ErrState       = &Error{Code: StatusState, Msg: "pipeline failed earlier"}
+)
+
+// Error is a failure reported by the C libraries: the status code and
+// the library's detail message (what was wrong, where, expected vs got).
+type Error struct {
+	Code Status
+	Msg  string
+}
+
+func (e *Error) Error() string { return "zrecord: " + e.Msg }
+
+// Is reports whether target is an *Error with the same Code, so that
+// errors.Is(err, ErrRange) works.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+func errorf(code Status, format string, args ...any) error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// call runs one status-returning C call and, if it failed, reads the
+// detail message on the same OS thread: zr_last_error() is thread-local in
+// C, and a goroutine may move to another thread between two cgo calls
+// unless it is locked to its thread for both.
+func call(f func() int) error {
+	runtime.LockOSThread()
+	rc := f()
+	var msg string
+	if rc < 0 {
+		msg = zrcore.Zr_last_error()
+		if msg == "" {
+			msg = zrcore.Zr_strerror(rc)
+		}
+	}
+	runtime.UnlockOSThread()
+	if rc < 0 {
+		return &Error{Code: Status(rc), Msg: msg}
+	}
+	return nil
+}

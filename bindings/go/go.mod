@@ -1,0 +1,3 @@
+module loaderx.invalid/zrecord
+
+go 1.22

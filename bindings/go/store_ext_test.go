@@ -1,0 +1,79 @@
+package zrecord_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+
+	"loaderx.invalid/zrecord"
+)
+
+func TestDeleteCompactReadOnly(t *testing.T) {
+	p := tmp(t, "d")
+	s, err := zrecord.CreateDense(p, "uint8", []uint64{2}, "zstd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Append([]byte("aabbccdd"))
+	if err := s.Delete([]int64{0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	dst := make([]byte, 6)
+	if err := s.Gather([]int64{0, 1, 2}, dst); err != nil || string(dst) != "ddbbcc" {
+		t.Fatalf("after delete+compact: %q %v", dst, err)
+	}
+	if err := s.Delete([]int64{9}); !errors.Is(err, zrecord.ErrRange) {
+		t.Fatalf("delete out of range: %v", err)
+	}
+	s.Close()
+	a, err := zrecord.OpenReadOnly(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := zrecord.OpenReadOnly(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if !a.ReadOnly() || b.Len() != 3 {
+		t.Fatalf("readonly %v len %d", a.ReadOnly(), b.Len())
+	}
+	if _, err := zrecord.Open(p); !errors.Is(err, zrecord.ErrBusy) {
+		t.Fatalf("writer over readers: %v", err)
+	}
+	if _, err := a.Append([]byte("ee")); !errors.Is(err, zrecord.ErrUnsupported) {
+		t.Fatalf("append to read-only: %v", err)
+	}
+}
+
+func TestDict(t *testing.T) {
+	var samples [][]byte
+	for i := 0; i < 400; i++ {
+		samples = append(samples, []byte(fmt.Sprintf("record %05d: the quick brown fox jumps over the lazy dog %d %s", i, i%13, bytes.Repeat([]byte{byte(65 + i%7)}, 60))))
+	}
+	dict, err := zrecord.TrainDict(samples, zrecord.DictFast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := zrecord.CreateRaggedDict(tmp(t, "r"), "uint8", dict)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Codec() != "zstd_dict" {
+		t.Fatalf("codec %s", s.Codec())
+	}
+	s.Append(samples[3])
+	got, err := s.GatherRecords([]int64{0})
+	if err != nil || !bytes.Equal(got[0].Data, samples[3]) {
+		t.Fatalf("round trip: %v", err)
+	}
+	if _, err := zrecord.CreateRaggedDict(tmp(t, "x"), "uint8", nil); !errors.Is(err, zrecord.ErrInvalid) {
+		t.Fatalf("zstd_dict without a dictionary: %v", err)
+	}
+}

@@ -1,0 +1,1108 @@
+/*
+ * zr_lua.i - the Lua 5.4 flavour of the loaderx-in-C interface.
+ *
+ * Builds the C module `zrecord` (zrecord.so, luaopen_zrecord). SWIG wraps
+ * every function of zr_core.i into a raw table; the idiomatic layer
+ * (zrecord.lua, compiled into the module as a string) is then run over it
+ * and is what `require "zrecord"` returns; the raw table stays reachable
+ * as `zrecord.raw`.
+ *
+ * Conventions of the raw table:
+ *   - 64-bit integers (int64_t, uint64_t, size_t, uint32_t, unsigned, the
+ *     enums) are Lua integers both ways: lua_isinteger on the way in (a
+ *     float, even 2.0, or a numeric string is an error naming the
+ *     argument) and lua_pushinteger on the way out. SWIG's stock Lua
+ *     typemaps would make them floats. A uint64_t above 2^63 - 1 comes out
+ *     negative (two's complement), as Lua has no unsigned integers;
+ *   - every C function returning an int zr_status returns nothing (or its
+ *     out-parameters) on success and raises a Lua error on a negative
+ *     status; the error value is the string "<CODE>: <detail>", CODE one
+ *     of EINVAL, ERANGE, ... and detail the calling thread's
+ *     zr_last_error(), read in the same C call, so it is never stale;
+ *   - handles are light pointer objects that nothing frees implicitly:
+ *     the idiomatic layer closes them on close(), __close and __gc;
+ *   - records go in as Lua strings (or zrecord buffers) of raw bytes and
+ *     come out as Lua strings; the calls that move records between Lua
+ *     tables and packed C buffers are hand-written lua_CFunctions
+ *     (%native below) rather than typemaps.
+ */
+%module zrecord
+
+%{
+#include <lua.h>
+#include <lauxlib.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zloader.h>
+
+/* Name of the status code, for the "<CODE>: <detail>" error strings. */
+static const char *zr_lua_code_name(int status)
+{
+    switch (status) {
+    case ZR_EINVAL: return "EINVAL";
+    case ZR_ENOMEM: return "ENOMEM";
+    case ZR_EIO: return "EIO";
+    case ZR_EBUSY: return "EBUSY";
+    case ZR_EEXIST: return "EEXIST";
+    case ZR_ENOTSTORE: return "ENOTSTORE";
+    case ZR_ERANGE: return "ERANGE";
+    case ZR_ECORRUPT: return "ECORRUPT";
+    case ZR_ETOOBIG: return "ETOOBIG";
+    case ZR_EUNSUPPORTED: return "EUNSUPPORTED";
+    case ZR_ECLOSED: return "ECLOSED";
+    case ZR_ESTATE: return "ESTATE";
+    default: return "ERROR";
+    }
+}
+
+/* Push the error string for a negative status (detail from this thread's
+ * zr_last_error(), read right after the failing call). */
+static void zr_lua_push_status(lua_State *L, int status)
+{
+    const char *detail = zr_last_error();
+    if (detail == NULL || detail[0] == '\0')
+        detail = zr_strerror(status);
+    lua_pushfstring(L, "%s: %s", zr_lua_code_name(status), detail ? detail : "unknown error");
+}
+
+/* Raise the Lua error for a negative status. Never returns. */
+static int zr_lua_fail(lua_State *L, int status)
+{
+    zr_lua_push_status(L, status);
+    return lua_error(L);
+}
+
+/* Raise "<CODE>: <detail>" without the position prefix luaL_error adds,
+ * so every error of the module has the same shape. */
+static int zr_lua_raise(lua_State *L, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    return lua_error(L);
+}
+
+/* A strict Lua integer at stack slot idx (no floats, no strings). */
+static int zr_lua_get_int(lua_State *L, int idx, const char *what, lua_Integer *out)
+{
+    if (!lua_isinteger(L, idx)) {
+        if (lua_type(L, idx) == LUA_TNUMBER)
+            lua_pushfstring(L, "EINVAL: %s must be an integer, got the float %s", what,
+                            lua_tostring(L, idx));
+        else
+            lua_pushfstring(L, "EINVAL: %s must be an integer, got %s", what,
+                            luaL_typename(L, idx));
+        return -1;
+    }
+    *out = lua_tointeger(L, idx);
+    return 0;
+}
+
+static int zr_lua_get_u64(lua_State *L, int idx, const char *what, uint64_t *out)
+{
+    lua_Integer v = 0;
+    if (zr_lua_get_int(L, idx, what, &v) < 0)
+        return -1;
+    if (v < 0) {
+        lua_pushfstring(L, "EINVAL: %s must be >= 0, got %I", what, v);
+        return -1;
+    }
+    *out = (uint64_t)v;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- buffers
+ * A zrecord buffer: a fixed-size, writable block of bytes owned by Lua
+ * (full userdata), for gathers that reuse one destination. */
+#define ZR_LUA_BUFFER "zrecord.buffer"
+
+typedef struct zr_lua_buffer {
+    size_t size;
+    unsigned char bytes[];  /* userdata memory is maximally aligned */
+} zr_lua_buffer;
+
+static zr_lua_buffer *zr_lua_testbuffer(lua_State *L, int idx)
+{
+    return (zr_lua_buffer *)luaL_testudata(L, idx, ZR_LUA_BUFFER);
+}
+
+/* Bytes at slot idx: a string or a buffer. NULL (message pushed) otherwise. */
+static const void *zr_lua_src_bytes(lua_State *L, int idx, const char *what, size_t *len)
+{
+    if (lua_type(L, idx) == LUA_TSTRING)
+        return lua_tolstring(L, idx, len);
+    zr_lua_buffer *b = zr_lua_testbuffer(L, idx);
+    if (b != NULL) {
+        *len = b->size;
+        return b->bytes;
+    }
+    lua_pushfstring(L, "EINVAL: %s must be a string or a zrecord buffer, got %s", what,
+                    luaL_typename(L, idx));
+    return NULL;
+}
+
+/* A sequence of integers (a Lua table) -> malloc'd int64 array. */
+static int64_t *zr_lua_index_array(lua_State *L, int idx, const char *what, uint64_t *count)
+{
+    if (lua_type(L, idx) != LUA_TTABLE) {
+        lua_pushfstring(L, "EINVAL: %s must be a table of integers, got %s", what,
+                        luaL_typename(L, idx));
+        return NULL;
+    }
+    lua_Integer n = luaL_len(L, idx);
+    int64_t *arr = (int64_t *)malloc((size_t)(n > 0 ? n : 1) * sizeof *arr);
+    if (arr == NULL) {
+        lua_pushfstring(L, "ENOMEM: %s: cannot allocate %I indices", what, n);
+        return NULL;
+    }
+    for (lua_Integer k = 1; k <= n; k++) {
+        lua_geti(L, idx, k);
+        if (!lua_isinteger(L, -1)) {
+            const char *tn = lua_type(L, -1) == LUA_TNUMBER ? "a float" : luaL_typename(L, -1);
+            lua_pop(L, 1);
+            free(arr);
+            lua_pushfstring(L, "EINVAL: %s[%I] must be an integer, got %s", what, k, tn);
+            return NULL;
+        }
+        arr[k - 1] = (int64_t)lua_tointeger(L, -1);
+        lua_pop(L, 1);
+    }
+    *count = (uint64_t)n;
+    return arr;
+}
+
+static void zr_lua_push_u64_table(lua_State *L, const uint64_t *v, uint64_t n)
+{
+    lua_createtable(L, n < INT32_MAX ? (int)n : 0, 0);
+    for (uint64_t k = 0; k < n; k++) {
+        lua_pushinteger(L, (lua_Integer)v[k]);
+        lua_seti(L, -2, (lua_Integer)k + 1);
+    }
+}
+
+/* Integer field `key` of the table at idx; `dflt` when absent. */
+static int zr_lua_u64_field(lua_State *L, int idx, const char *key, uint64_t dflt,
+                            int required, uint64_t *out)
+{
+    int t = lua_getfield(L, idx, key);
+    if (t == LUA_TNIL) {
+        lua_pop(L, 1);
+        if (required) {
+            lua_pushfstring(L, "EINVAL: field '%s' is required", key);
+            return -1;
+        }
+        *out = dflt;
+        return 0;
+    }
+    char what[64];
+    snprintf(what, sizeof what, "field '%s'", key);
+    /* seeds may use all 64 bits: accept negative integers as their
+     * two's-complement value there only. */
+    if (strcmp(key, "seed") == 0) {
+        lua_Integer v = 0;
+        int rc = zr_lua_get_int(L, -1, what, &v);
+        if (rc < 0) {
+            lua_remove(L, -2);
+            return -1;
+        }
+        *out = (uint64_t)v;
+    } else if (zr_lua_get_u64(L, -1, what, out) < 0) {
+        lua_remove(L, -2);
+        return -1;
+    }
+    lua_pop(L, 1);
+    return 0;
+}
+
+static int zr_lua_mode_field(lua_State *L, int idx, zsm_mode dflt, zsm_mode *out)
+{
+    int t = lua_getfield(L, idx, "mode");
+    if (t == LUA_TNIL) {
+        *out = dflt;
+    } else if (t == LUA_TSTRING) {
+        if (zsm_mode_parse(lua_tostring(L, -1), out) < 0) {
+            lua_pushfstring(L, "EINVAL: field 'mode' must be 'sequential', 'iid' or 'cyclic', got '%s'",
+                            lua_tostring(L, -1));
+            lua_remove(L, -2);
+            return -1;
+        }
+    } else {
+        uint64_t v = 0;
+        if (zr_lua_get_u64(L, -1, "field 'mode'", &v) < 0 || v > (uint64_t)ZSM_CYCLIC) {
+            if (v > (uint64_t)ZSM_CYCLIC)
+                lua_pushfstring(L, "EINVAL: field 'mode' must be 0, 1 or 2, got %I", (lua_Integer)v);
+            lua_remove(L, -2);
+            return -1;
+        }
+        *out = (zsm_mode)v;
+    }
+    lua_pop(L, 1);
+    return 0;
+}
+
+static int zr_lua_u32(lua_State *L, uint64_t v, const char *key, uint32_t *out)
+{
+    if (v > UINT32_MAX) {
+        lua_pushfstring(L, "EINVAL: field '%s' must fit in 32 bits, got %I", key, (lua_Integer)v);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+/* {length, batch_size, seed, mode, rank, world_size} -> zsm_config. */
+static int zr_lua_sampler_config(lua_State *L, int idx, zsm_config *cfg)
+{
+    uint64_t rank = 0, world = 1;
+    if (lua_type(L, idx) != LUA_TTABLE) {
+        lua_pushfstring(L, "EINVAL: sampler config must be a table, got %s", luaL_typename(L, idx));
+        return -1;
+    }
+    memset(cfg, 0, sizeof *cfg);
+    if (zr_lua_u64_field(L, idx, "length", 0, 1, &cfg->length) < 0 ||
+        zr_lua_u64_field(L, idx, "batch_size", 0, 1, &cfg->batch_size) < 0 ||
+        zr_lua_u64_field(L, idx, "seed", 0, 0, &cfg->seed) < 0 ||
+        zr_lua_mode_field(L, idx, ZSM_CYCLIC, &cfg->mode) < 0 ||
+        zr_lua_u64_field(L, idx, "rank", 0, 0, &rank) < 0 ||
+        zr_lua_u64_field(L, idx, "world_size", 1, 0, &world) < 0 ||
+        zr_lua_u32(L, rank, "rank", &cfg->rank) < 0 ||
+        zr_lua_u32(L, world, "world_size", &cfg->world_size) < 0)
+        return -1;
+    return 0;
+}
+
+/* Table of zld_options fields -> options (absent fields: defaults). */
+static int zr_lua_loader_options(lua_State *L, int idx, zld_options *o)
+{
+    zld_options init = ZLD_OPTIONS_INIT;
+    uint64_t rank = 0, world = 1, workers = 0, prefetch = 0;
+    *o = init;
+    if (lua_isnoneornil(L, idx))
+        return 0;
+    if (lua_type(L, idx) != LUA_TTABLE) {
+        lua_pushfstring(L, "EINVAL: loader options must be a table, got %s", luaL_typename(L, idx));
+        return -1;
+    }
+    if (zr_lua_u64_field(L, idx, "batch_size", init.batch_size, 0, &o->batch_size) < 0 ||
+        zr_lua_mode_field(L, idx, init.mode, &o->mode) < 0 ||
+        zr_lua_u64_field(L, idx, "seed", init.seed, 0, &o->seed) < 0 ||
+        zr_lua_u64_field(L, idx, "start_step", init.start_step, 0, &o->start_step) < 0 ||
+        zr_lua_u64_field(L, idx, "rank", 0, 0, &rank) < 0 ||
+        zr_lua_u64_field(L, idx, "world_size", 1, 0, &world) < 0 ||
+        zr_lua_u64_field(L, idx, "num_workers", 0, 0, &workers) < 0 ||
+        zr_lua_u64_field(L, idx, "prefetch", 0, 0, &prefetch) < 0 ||
+        zr_lua_u32(L, rank, "rank", &o->rank) < 0 ||
+        zr_lua_u32(L, world, "world_size", &o->world_size) < 0)
+        return -1;
+    if (workers > 4096 || prefetch > 65536) {
+        lua_pushfstring(L, "EINVAL: num_workers must be <= 4096 and prefetch <= 65536, got %I and %I",
+                        (lua_Integer)workers, (lua_Integer)prefetch);
+        return -1;
+    }
+    o->num_workers = (unsigned)workers;
+    o->prefetch = (unsigned)prefetch;
+#if ZLD_OPTIONS_VERSION >= 2
+    {
+        uint64_t ra = 0;
+        int t = lua_getfield(L, idx, "readahead");
+        lua_pop(L, 1);
+        if (t != LUA_TNIL) {
+            if (zr_lua_u64_field(L, idx, "readahead", 0, 0, &ra) < 0)
+                return -1;
+            if (ra > 65536) {
+                lua_pushfstring(L, "EINVAL: readahead must be <= 65536 steps, got %I", (lua_Integer)ra);
+                return -1;
+            }
+            o->readahead = (unsigned)ra;
+        }
+    }
+#endif
+    return 0;
+}
+
+/* Push one packed ragged record as {shape = {...}, data = "<payload>"}. */
+static int zr_lua_push_ragged_record(lua_State *L, const unsigned char *rec, uint64_t size,
+                                     zrs_dtype dtype)
+{
+    size_t nd = 0;
+    uint64_t dims[ZRS_MAX_NDIM];
+    uint64_t off = 0;
+    int rc = zrs_ragged_decode(rec, size, dtype, &nd, dims, &off);
+    if (rc < 0)
+        return rc;
+    lua_createtable(L, 0, 2);
+    zr_lua_push_u64_table(L, dims, nd);
+    lua_setfield(L, -2, "shape");
+    lua_pushlstring(L, (const char *)rec + off, (size_t)(size - off));
+    lua_setfield(L, -2, "data");
+    return 0;
+}
+%}
+
+/* Export macros etc. come from zr_core.i; nothing Lua-specific there. */
+
+/* ======================================================= integer typemaps */
+
+%define ZR_LUA_INT_IN(TYPE, SIGNED)
+%typemap(in) TYPE {
+%#if SIGNED
+    lua_Integer v_ = 0;
+    if (zr_lua_get_int(L, $input, "$symname: argument $argnum ($1_name)", &v_) < 0) SWIG_fail;
+    $1 = (TYPE)v_;
+%#else
+    uint64_t v_ = 0;
+    if (zr_lua_get_u64(L, $input, "$symname: argument $argnum ($1_name)", &v_) < 0) SWIG_fail;
+    $1 = (TYPE)v_;
+%#endif
+}
+%typemap(out) TYPE %{ lua_pushinteger(L, (lua_Integer)$1); SWIG_arg++; %}
+%typemap(typecheck, precedence=SWIG_TYPECHECK_INTEGER) TYPE %{ $1 = lua_isinteger(L, $input); %}
+%enddef
+ZR_LUA_INT_IN(int64_t, 1)
+ZR_LUA_INT_IN(uint64_t, 0)
+ZR_LUA_INT_IN(size_t, 0)
+ZR_LUA_INT_IN(uint32_t, 0)
+ZR_LUA_INT_IN(unsigned, 0)
+ZR_LUA_INT_IN(unsigned int, 0)
+ZR_LUA_INT_IN(zre_codec, 0)
+ZR_LUA_INT_IN(zrs_dtype, 0)
+ZR_LUA_INT_IN(zrs_kind, 0)
+ZR_LUA_INT_IN(zsm_mode, 0)
+ZR_LUA_INT_IN(zr_status, 1)
+ZR_LUA_INT_IN(zrs_dict_tier, 0)
+
+/* ======================================================== status codes */
+
+%typemap(out) int %{
+    if ($1 < 0) {
+        zr_lua_push_status(L, $1);
+        SWIG_fail;
+    }
+%}
+/* zsampler depends on nothing and so sets no detail: say it here. */
+%typemap(out) int zsm_validate %{
+    if ($1 < 0) {
+        lua_pushstring(L, "EINVAL: zsm_validate: invalid sampler configuration (need length >= 1, "
+                          "batch_size >= 1, world_size >= 1, rank < world_size, a known mode, "
+                          "and for cyclic batch_size * world_size <= length)");
+        SWIG_fail;
+    }
+%}
+%typemap(out) int zsm_mode_parse %{
+    if ($1 < 0) {
+        lua_pushstring(L, "EINVAL: zsm_mode_parse: unknown sampler mode (expected 'sequential', 'iid' or 'cyclic')");
+        SWIG_fail;
+    }
+%}
+
+/* Predicates returning 0/1, not a status. */
+%typemap(out) int zrs_is_readonly, int zre_is_readonly %{ lua_pushboolean(L, $1 > 0); SWIG_arg++; %}
+/* zld_failed: failed (boolean), then the failing step (integer or nil). */
+%typemap(in, numinputs=0) uint64_t *step (uint64_t tmp = 0) %{ $1 = &tmp; %}
+%typemap(out) int zld_failed %{ lua_pushboolean(L, $1 > 0); SWIG_arg++; %}
+%typemap(argout) uint64_t *step %{
+    if (result > 0) lua_pushinteger(L, (lua_Integer)tmp$argnum); else lua_pushnil(L);
+    SWIG_arg++;
+%}
+
+/* ========================================================= out handles */
+
+%define ZR_OUT_HANDLE(TYPE)
+%typemap(in, numinputs=0) TYPE **out (TYPE *tmp = NULL) %{ $1 = &tmp; %}
+%typemap(argout) TYPE **out %{
+    SWIG_NewPointerObj(L, tmp$argnum, $descriptor(TYPE *), 0); SWIG_arg++;
+%}
+%enddef
+ZR_OUT_HANDLE(zre_engine)
+ZR_OUT_HANDLE(zrs_store)
+ZR_OUT_HANDLE(zld_loader)
+ZR_OUT_HANDLE(zld_batch)
+
+%define ZR_OUT_INT(TYPE, NAME)
+%typemap(in, numinputs=0) TYPE *NAME (TYPE tmp = (TYPE)0) %{ $1 = &tmp; %}
+%typemap(argout) TYPE *NAME %{ lua_pushinteger(L, (lua_Integer)tmp$argnum); SWIG_arg++; %}
+%enddef
+ZR_OUT_INT(zre_codec, out)
+ZR_OUT_INT(zrs_dtype, out)
+ZR_OUT_INT(zsm_mode, out)
+ZR_OUT_INT(uint64_t, first_index)
+ZR_OUT_INT(uint64_t, dict_bytes)
+ZR_OUT_INT(uint64_t, sample_bytes)
+
+/* zre_get_stats: a table with the struct's fields. */
+%typemap(in, numinputs=0) zre_stats *out (zre_stats tmp) %{ memset(&tmp, 0, sizeof tmp); $1 = &tmp; %}
+%typemap(argout) zre_stats *out %{
+    lua_createtable(L, 0, 5);
+    lua_pushinteger(L, (lua_Integer)tmp$argnum.records); lua_setfield(L, -2, "records");
+    lua_pushinteger(L, (lua_Integer)tmp$argnum.logical_bytes); lua_setfield(L, -2, "logical_bytes");
+    lua_pushinteger(L, (lua_Integer)tmp$argnum.live_bytes); lua_setfield(L, -2, "live_bytes");
+    lua_pushinteger(L, (lua_Integer)tmp$argnum.chunk_bytes); lua_setfield(L, -2, "chunk_bytes");
+    lua_pushinteger(L, (lua_Integer)tmp$argnum.reclaimable); lua_setfield(L, -2, "reclaimable");
+    SWIG_arg++;
+%}
+
+/* zrs_ragged_decode: shape table, payload offset. */
+%typemap(in, numinputs=0) (size_t *ndim, uint64_t *dims, uint64_t *payload_offset)
+    (size_t nd = 0, uint64_t dv[ZRS_MAX_NDIM], uint64_t off = 0) %{
+    $1 = &nd; $2 = dv; $3 = &off;
+%}
+%typemap(argout) (size_t *ndim, uint64_t *dims, uint64_t *payload_offset) %{
+    zr_lua_push_u64_table(L, dv$argnum, nd$argnum); SWIG_arg++;
+    lua_pushinteger(L, (lua_Integer)off$argnum); SWIG_arg++;
+%}
+
+/* ============================================================ buffers */
+
+/* Read-only bytes: a Lua string or a zrecord buffer. */
+%define ZR_SRC_BYTES(PTR, LEN)
+%typemap(in) (const void *PTR, uint64_t LEN) (size_t len_ = 0) %{
+    $1 = (void *)zr_lua_src_bytes(L, $input, "$symname: argument $argnum ($1_name)", &len_);
+    if ($1 == NULL) SWIG_fail;
+    $2 = (uint64_t)len_;
+%}
+%enddef
+ZR_SRC_BYTES(data, nbytes)
+ZR_SRC_BYTES(record, size)
+
+/* Optional bytes (nil: none): zstd dictionaries. */
+%typemap(in) (const void *dict, uint64_t dict_size) (size_t len_ = 0) %{
+    if (lua_isnoneornil(L, $input)) {
+        $1 = NULL;
+        $2 = 0;
+    } else {
+        $1 = (void *)zr_lua_src_bytes(L, $input, "$symname: argument $argnum ($1_name)", &len_);
+        if ($1 == NULL) SWIG_fail;
+        $2 = (uint64_t)len_;
+    }
+%}
+
+/* Writable destinations: a zrecord buffer only (Lua strings are immutable). */
+%typemap(in) (void *dst, uint64_t dst_capacity) %{
+    {
+        zr_lua_buffer *b_ = zr_lua_testbuffer(L, $input);
+        if (b_ == NULL) {
+            lua_pushfstring(L, "EINVAL: $symname: argument $argnum ($1_name) must be a zrecord buffer, got %s",
+                            luaL_typename(L, $input));
+            SWIG_fail;
+        }
+        $1 = b_->bytes;
+        $2 = (uint64_t)b_->size;
+    }
+%}
+
+/* Index lists: a table of integers. */
+%typemap(in) (const int64_t *index, uint64_t count) (int64_t *arr = NULL) %{
+    arr = zr_lua_index_array(L, $input, "$symname: $1_name", &$2);
+    if (arr == NULL) SWIG_fail;
+    $1 = arr;
+%}
+%typemap(freearg) (const int64_t *index, uint64_t count) %{ free(arr$argnum); %}
+
+/* The engine's absolute indices: a table of non-negative integers. */
+%typemap(in) (const uint64_t *index, uint64_t count) (int64_t *arr = NULL) %{
+    arr = zr_lua_index_array(L, $input, "$symname: $1_name", &$2);
+    if (arr == NULL) SWIG_fail;
+    for (uint64_t k_ = 0; k_ < $2; k_++)
+        if (arr[k_] < 0) {
+            lua_pushfstring(L, "EINVAL: $symname: $1_name[%I] must be >= 0, got %I",
+                            (lua_Integer)k_ + 1, (lua_Integer)arr[k_]);
+            SWIG_fail;
+        }
+    $1 = (uint64_t *)arr;
+%}
+%typemap(freearg) (const uint64_t *index, uint64_t count) %{ free(arr$argnum); %}
+
+/* Index list in, a table of `count` results out. */
+%define ZR_INDEX_TO_U64(OUTNAME)
+%typemap(in) (const int64_t *index, uint64_t count, uint64_t *OUTNAME)
+    (int64_t *arr = NULL, uint64_t *res = NULL) %{
+    arr = zr_lua_index_array(L, $input, "$symname: $1_name", &$2);
+    if (arr == NULL) SWIG_fail;
+    res = (uint64_t *)malloc((size_t)($2 > 0 ? $2 : 1) * sizeof *res);
+    if (res == NULL) { lua_pushstring(L, "ENOMEM: $symname"); SWIG_fail; }
+    $1 = arr;
+    $3 = res;
+%}
+%typemap(argout) (const int64_t *index, uint64_t count, uint64_t *OUTNAME) %{
+    zr_lua_push_u64_table(L, res$argnum, $2); SWIG_arg++;
+%}
+%typemap(freearg) (const int64_t *index, uint64_t count, uint64_t *OUTNAME) %{
+    free(arr$argnum);
+    free(res$argnum);
+%}
+%enddef
+ZR_INDEX_TO_U64(out)
+ZR_INDEX_TO_U64(sizes)
+
+/* Dense item shapes: a table of integers. */
+%typemap(in) (const uint64_t *item_shape, size_t ndim) (uint64_t shape[ZRS_MAX_NDIM]) %{
+    {
+        if (lua_type(L, $input) != LUA_TTABLE) {
+            lua_pushfstring(L, "EINVAL: $symname: item_shape must be a table of integers, got %s",
+                            luaL_typename(L, $input));
+            SWIG_fail;
+        }
+        lua_Integer n_ = luaL_len(L, $input);
+        if (n_ > ZRS_MAX_NDIM) {
+            lua_pushfstring(L, "EINVAL: $symname: item_shape has %I dims, at most %d allowed", n_, ZRS_MAX_NDIM);
+            SWIG_fail;
+        }
+        for (lua_Integer k = 1; k <= n_; k++) {
+            lua_geti(L, $input, k);
+            int bad_ = zr_lua_get_u64(L, -1, "item_shape entry", &shape[k - 1]);
+            if (bad_ < 0) { lua_remove(L, -2); SWIG_fail; }
+            lua_pop(L, 1);
+        }
+        $1 = shape;
+        $2 = (size_t)n_;
+    }
+%}
+
+/* Loader streams: a table of store handles. */
+%typemap(in) (zrs_store *const *streams, size_t nstreams) (zrs_store **arr = NULL) %{
+    {
+        if (lua_type(L, $input) != LUA_TTABLE) {
+            lua_pushfstring(L, "EINVAL: $symname: streams must be a table of store handles, got %s",
+                            luaL_typename(L, $input));
+            SWIG_fail;
+        }
+        lua_Integer n_ = luaL_len(L, $input);
+        arr = (zrs_store **)malloc((size_t)(n_ > 0 ? n_ : 1) * sizeof *arr);
+        if (arr == NULL) { lua_pushstring(L, "ENOMEM: $symname"); SWIG_fail; }
+        for (lua_Integer k = 1; k <= n_; k++) {
+            void *p_ = NULL;
+            lua_geti(L, $input, k);
+            int ok_ = SWIG_IsOK(SWIG_ConvertPtr(L, -1, &p_, $descriptor(zrs_store *), 0)) && p_ != NULL;
+            lua_pop(L, 1);
+            if (!ok_) {
+                lua_pushfstring(L, "EINVAL: $symname: streams[%I] is not an open store handle", k);
+                SWIG_fail;
+            }
+            arr[k - 1] = (zrs_store *)p_;
+        }
+        $1 = arr;
+        $2 = (size_t)n_;
+    }
+%}
+%typemap(freearg) (zrs_store *const *streams, size_t nstreams) %{ free(arr$argnum); %}
+
+/* Plain-data configurations come in as tables. */
+%typemap(in) const zsm_config *cfg (zsm_config tmp) %{
+    if (zr_lua_sampler_config(L, $input, &tmp) < 0) SWIG_fail;
+    $1 = &tmp;
+%}
+/* zld_get_state: the options as a table (mode as its name). */
+%typemap(in, numinputs=0) zld_options *out (zld_options tmp) %{ memset(&tmp, 0, sizeof tmp); $1 = &tmp; %}
+%typemap(argout) zld_options *out %{
+    lua_createtable(L, 0, 9);
+    lua_pushinteger(L, (lua_Integer)tmp$argnum.batch_size); lua_setfield(L, -2, "batch_size");
+    lua_pushstring(L, zsm_mode_name(tmp$argnum.mode)); lua_setfield(L, -2, "mode");
+    lua_pushinteger(L, (lua_Integer)tmp$argnum.seed); lua_setfield(L, -2, "seed");
+    lua_pushinteger(L, (lua_Integer)tmp$argnum.start_step); lua_setfield(L, -2, "start_step");
+    lua_pushinteger(L, (lua_Integer)tmp$argnum.rank); lua_setfield(L, -2, "rank");
+    lua_pushinteger(L, (lua_Integer)tmp$argnum.world_size); lua_setfield(L, -2, "world_size");
+    lua_pushinteger(L, (lua_Integer)tmp$argnum.num_workers); lua_setfield(L, -2, "num_workers");
+    lua_pushinteger(L, (lua_Integer)tmp$argnum.prefetch); lua_setfield(L, -2, "prefetch");
+    SWIG_arg++;
+%}
+%typemap(in) const zld_options *options (zld_options tmp) %{
+    if (zr_lua_loader_options(L, $input, &tmp) < 0) SWIG_fail;
+    $1 = &tmp;
+%}
+
+/* ====================================================== Lua-specific surface */
+
+/* Structs that Lua passes / receives as tables. */
+%ignore zsm_config;
+%ignore zld_options;
+%ignore zre_stats;
+
+/* Raw pointers without a length: reached through the %native functions
+ * below, or through the store layer. */
+%ignore zre_append;
+%ignore zre_gather;
+%ignore zre_record_sizes;
+%ignore zrs_item_shape;
+%ignore zrs_append_ragged;
+%ignore zrs_gather_ragged;
+%ignore zsm_indices;
+%ignore zld_batch_data;
+%ignore zld_batch_indices;
+%ignore zld_batch_bounds;
+%ignore zld_batch_detach;
+%ignore zld_free;
+%ignore zrs_train_dict;
+
+%include "zr_core.i"
+
+%native(buffer) int zr_lua_buffer_new(lua_State *L);
+%native(item_shape) int zr_lua_item_shape(lua_State *L);
+%native(gather_dense) int zr_lua_gather_dense(lua_State *L);
+%native(append_ragged) int zr_lua_append_ragged(lua_State *L);
+%native(gather_ragged) int zr_lua_gather_ragged(lua_State *L);
+%native(sampler_indices) int zr_lua_sampler_indices(lua_State *L);
+%native(loader_next) int zr_lua_loader_next(lua_State *L);
+%native(train_dict) int zr_lua_train_dict(lua_State *L);
+
+%wrapper %{
+static void *zr_lua_check_handle(lua_State *L, int idx, swig_type_info *ty, const char *what)
+{
+    void *p = NULL;
+    if (!SWIG_IsOK(SWIG_ConvertPtr(L, idx, &p, ty, 0)) || p == NULL) {
+        lua_pushfstring(L, "EINVAL: %s must be an open handle, got %s", what, luaL_typename(L, idx));
+        lua_error(L);
+    }
+    return p;
+}
+
+/* ---- buffer userdata methods */
+
+static zr_lua_buffer *zr_lua_checkbuffer(lua_State *L, int idx)
+{
+    zr_lua_buffer *b = zr_lua_testbuffer(L, idx);
+    if (b == NULL) {
+        lua_pushfstring(L, "EINVAL: expected a zrecord buffer, got %s", luaL_typename(L, idx));
+        lua_error(L);
+    }
+    return b;
+}
+
+static int zr_lua_buffer_len(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)zr_lua_checkbuffer(L, 1)->size);
+    return 1;
+}
+
+/* buf:tostring([i [, j]]): bytes i..j (1-based, inclusive, like string.sub). */
+static int zr_lua_buffer_tostring(lua_State *L)
+{
+    zr_lua_buffer *b = zr_lua_checkbuffer(L, 1);
+    lua_Integer n = (lua_Integer)b->size;
+    lua_Integer i = luaL_optinteger(L, 2, 1);
+    lua_Integer j = luaL_optinteger(L, 3, n);
+    if (i < 0) i = n + i + 1;
+    if (j < 0) j = n + j + 1;
+    if (i < 1) i = 1;
+    if (j > n) j = n;
+    if (i > j)
+        lua_pushliteral(L, "");
+    else
+        lua_pushlstring(L, (const char *)b->bytes + (i - 1), (size_t)(j - i + 1));
+    return 1;
+}
+
+/* buf:byte(i): the byte at 1-based position i. */
+static int zr_lua_buffer_byte(lua_State *L)
+{
+    zr_lua_buffer *b = zr_lua_checkbuffer(L, 1);
+    lua_Integer i = luaL_checkinteger(L, 2);
+    if (i < 1 || (lua_Integer)b->size < i)
+        return zr_lua_raise(L, "ERANGE: buffer index %I out of range 1..%I", i, (lua_Integer)b->size);
+    lua_pushinteger(L, b->bytes[i - 1]);
+    return 1;
+}
+
+/* buf:fill(s [, pos]): copy string s into the buffer at 1-based pos. */
+static int zr_lua_buffer_fill(lua_State *L)
+{
+    zr_lua_buffer *b = zr_lua_checkbuffer(L, 1);
+    size_t len = 0;
+    const char *s = luaL_checklstring(L, 2, &len);
+    lua_Integer pos = luaL_optinteger(L, 3, 1);
+    if (pos < 1 || (uint64_t)(pos - 1) + len > b->size)
+        return zr_lua_raise(L, "ERANGE: buffer:fill of %I bytes at %I overruns %I bytes",
+                          (lua_Integer)len, pos, (lua_Integer)b->size);
+    memcpy(b->bytes + (pos - 1), s, len);
+    return 0;
+}
+
+static int zr_lua_buffer_repr(lua_State *L)
+{
+    lua_pushfstring(L, "zrecord.buffer(%I bytes)", (lua_Integer)zr_lua_checkbuffer(L, 1)->size);
+    return 1;
+}
+
+/* zrecord.buffer(n): a zero-filled writable buffer of n bytes. */
+int zr_lua_buffer_new(lua_State *L)
+{
+    uint64_t n = 0;
+    if (zr_lua_get_u64(L, 1, "buffer: size", &n) < 0)
+        return lua_error(L);
+    if (n > (uint64_t)(SIZE_MAX / 2) - sizeof(zr_lua_buffer))
+        return zr_lua_raise(L, "EINVAL: buffer: size %I too large", (lua_Integer)n);
+    zr_lua_buffer *b = (zr_lua_buffer *)lua_newuserdatauv(L, sizeof(zr_lua_buffer) + (size_t)n, 0);
+    b->size = (size_t)n;
+    memset(b->bytes, 0, (size_t)n);
+    if (luaL_newmetatable(L, ZR_LUA_BUFFER)) {
+        static const luaL_Reg methods[] = {
+            { "tostring", zr_lua_buffer_tostring },
+            { "byte", zr_lua_buffer_byte },
+            { "fill", zr_lua_buffer_fill },
+            { "size", zr_lua_buffer_len },
+            { NULL, NULL },
+        };
+        luaL_newlib(L, methods);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, zr_lua_buffer_len);
+        lua_setfield(L, -2, "__len");
+        lua_pushcfunction(L, zr_lua_buffer_repr);
+        lua_setfield(L, -2, "__tostring");
+    }
+    lua_setmetatable(L, -2);
+    return 1;
+}
+
+/* item_shape(store): a dense store's item shape as a table ({} for a
+ * scalar store); nil for a ragged store. */
+int zr_lua_item_shape(lua_State *L)
+{
+    zrs_store *s = (zrs_store *)zr_lua_check_handle(L, 1, SWIGTYPE_p_zrs_store, "item_shape: store");
+    if (zrs_get_kind(s) != ZRS_DENSE) {
+        lua_pushnil(L);
+        return 1;
+    }
+    zr_lua_push_u64_table(L, zrs_item_shape(s), zrs_item_ndim(s));
+    return 1;
+}
+
+/* gather_dense(store, index_table): the records as one string of
+ * #index * record_size bytes (record i at byte i * record_size). */
+int zr_lua_gather_dense(lua_State *L)
+{
+    zrs_store *s = (zrs_store *)zr_lua_check_handle(L, 1, SWIGTYPE_p_zrs_store, "gather_dense: store");
+    uint64_t count = 0;
+    int64_t *idx = zr_lua_index_array(L, 2, "gather_dense: index", &count);
+    if (idx == NULL)
+        return lua_error(L);
+    uint64_t rs = zrs_record_size(s);
+    if (rs == 0) {
+        free(idx);
+        return zr_lua_raise(L, "EINVAL: gather_dense: %s is not a dense store", zrs_path(s));
+    }
+    if (count > 0 && rs > (uint64_t)(SIZE_MAX / 2) / count) {
+        free(idx);
+        return zr_lua_raise(L, "EINVAL: gather_dense: %I records of %I bytes overflow memory",
+                          (lua_Integer)count, (lua_Integer)rs);
+    }
+    size_t nbytes = (size_t)(count * rs);
+    luaL_Buffer lb;
+    /* luaL_Buffer may hold a userdata box on the stack: keep idx in C. */
+    char *dst = luaL_buffinitsize(L, &lb, nbytes > 0 ? nbytes : 1);
+    int rc = zrs_gather_dense(s, idx, count, dst, nbytes);
+    free(idx);
+    if (rc < 0)
+        return zr_lua_fail(L, rc);
+    luaL_pushresultsize(&lb, nbytes);
+    return 1;
+}
+
+/* Pack {shape=..., data=...} records of table `idx` into one malloc'd
+ * buffer with bounds, as zrs_append_ragged wants. Pushes a message and
+ * returns -1 on bad input. */
+static int zr_lua_pack_ragged(lua_State *L, int idx, size_t itemsize, unsigned char **out,
+                              uint64_t **bounds_out, uint64_t *count_out)
+{
+    lua_Integer n = luaL_len(L, idx);
+    uint64_t *bounds = (uint64_t *)malloc((size_t)(n + 1) * sizeof *bounds);
+    unsigned char *buf = NULL;
+    uint64_t total = 0;
+    if (bounds == NULL) {
+        lua_pushstring(L, "ENOMEM: append_ragged");
+        return -1;
+    }
+    /* First pass: sizes and validation of the Lua side. */
+    bounds[0] = 0;
+    for (lua_Integer k = 1; k <= n; k++) {
+        lua_geti(L, idx, k);
+        if (lua_type(L, -1) != LUA_TTABLE) {
+            lua_pushfstring(L, "EINVAL: append_ragged: record %I must be a table {shape=..., data=...}, got %s",
+                            k, luaL_typename(L, -1));
+            goto bad;
+        }
+        lua_getfield(L, -1, "shape");
+        lua_getfield(L, -2, "data");
+        size_t dlen = 0;
+        if (lua_type(L, -1) != LUA_TSTRING || lua_type(L, -2) != LUA_TTABLE) {
+            lua_pushfstring(L, "EINVAL: append_ragged: record %I needs shape (a table) and data (a string), got %s and %s",
+                            k, luaL_typename(L, -2), luaL_typename(L, -1));
+            goto bad;
+        }
+        lua_tolstring(L, -1, &dlen);
+        lua_Integer nd = luaL_len(L, -2);
+        if (nd > ZRS_MAX_NDIM) {
+            lua_pushfstring(L, "EINVAL: append_ragged: record %I has %I dims, at most %d allowed",
+                            k, nd, ZRS_MAX_NDIM);
+            goto bad;
+        }
+        uint64_t elems = 1;
+        for (lua_Integer d = 1; d <= nd; d++) {
+            uint64_t v = 0;
+            lua_geti(L, -2, d);
+            if (zr_lua_get_u64(L, -1, "append_ragged: shape entry", &v) < 0)
+                goto bad;
+            lua_pop(L, 1);
+            elems *= v;
+        }
+        if (elems * itemsize != dlen) {
+            lua_pushfstring(L, "EINVAL: append_ragged: record %I of shape with %I elements needs %I bytes of data, got %I",
+                            k, (lua_Integer)elems, (lua_Integer)(elems * itemsize), (lua_Integer)dlen);
+            goto bad;
+        }
+        lua_pop(L, 3);
+        total += ZRS_RAGGED_PREFIX_SIZE(nd) + dlen;
+        bounds[k] = total;
+    }
+    buf = (unsigned char *)malloc(total > 0 ? (size_t)total : 1);
+    if (buf == NULL) {
+        lua_pushstring(L, "ENOMEM: append_ragged");
+        free(bounds);
+        return -1;
+    }
+    /* Second pass: write [u64le ndim][u64le dims][payload]. */
+    for (lua_Integer k = 1; k <= n; k++) {
+        unsigned char *p = buf + bounds[k - 1];
+        lua_geti(L, idx, k);
+        lua_getfield(L, -1, "shape");
+        lua_getfield(L, -2, "data");
+        lua_Integer nd = luaL_len(L, -2);
+        uint64_t vals[1 + ZRS_MAX_NDIM];
+        vals[0] = (uint64_t)nd;
+        for (lua_Integer d = 1; d <= nd; d++) {
+            lua_geti(L, -2, d);
+            vals[d] = (uint64_t)lua_tointeger(L, -1);
+            lua_pop(L, 1);
+        }
+        for (lua_Integer d = 0; d <= nd; d++)
+            for (int byte = 0; byte < 8; byte++)
+                *p++ = (unsigned char)(vals[d] >> (8 * byte));
+        size_t dlen = 0;
+        const char *data = lua_tolstring(L, -1, &dlen);
+        memcpy(p, data, dlen);
+        lua_pop(L, 3);
+    }
+    *out = buf;
+    *bounds_out = bounds;
+    *count_out = (uint64_t)n;
+    return 0;
+bad:
+    /* the message is on top; drop what lies between it and the records */
+    free(bounds);
+    lua_replace(L, idx + 1);
+    lua_settop(L, idx + 1);
+    return -1;
+}
+
+/* append_ragged(store, records): records is a table of {shape=..., data=...}
+ * (data the raw little-endian payload). Returns the first new index. */
+int zr_lua_append_ragged(lua_State *L)
+{
+    zrs_store *s = (zrs_store *)zr_lua_check_handle(L, 1, SWIGTYPE_p_zrs_store, "append_ragged: store");
+    if (lua_type(L, 2) != LUA_TTABLE)
+        return zr_lua_raise(L, "EINVAL: append_ragged: records must be a table, got %s", luaL_typename(L, 2));
+    lua_settop(L, 2);
+    size_t itemsize = zrs_dtype_itemsize(zrs_get_dtype(s));
+    unsigned char *buf = NULL;
+    uint64_t *bounds = NULL, count = 0, first = 0;
+    if (zr_lua_pack_ragged(L, 2, itemsize, &buf, &bounds, &count) < 0)
+        return lua_error(L);
+    if (count == 0) {
+        free(buf);
+        free(bounds);
+        lua_pushinteger(L, (lua_Integer)zrs_length(s));
+        return 1;
+    }
+    int rc = zrs_append_ragged(s, buf, bounds, count, &first);
+    free(buf);
+    free(bounds);
+    if (rc < 0)
+        return zr_lua_fail(L, rc);
+    lua_pushinteger(L, (lua_Integer)first);
+    return 1;
+}
+
+/* gather_ragged(store, index_table): a table of {shape=..., data=...}. */
+int zr_lua_gather_ragged(lua_State *L)
+{
+    zrs_store *s = (zrs_store *)zr_lua_check_handle(L, 1, SWIGTYPE_p_zrs_store, "gather_ragged: store");
+    uint64_t count = 0;
+    int64_t *idx = zr_lua_index_array(L, 2, "gather_ragged: index", &count);
+    if (idx == NULL)
+        return lua_error(L);
+    uint64_t *bounds = (uint64_t *)malloc((size_t)(count + 1) * sizeof *bounds);
+    unsigned char *buf = NULL;
+    int rc = bounds ? zrs_ragged_sizes(s, idx, count, bounds + 1) : ZR_ENOMEM;
+    if (rc == 0) {
+        bounds[0] = 0;
+        for (uint64_t k = 1; k <= count; k++)
+            bounds[k] += bounds[k - 1];
+        buf = (unsigned char *)malloc(bounds[count] > 0 ? (size_t)bounds[count] : 1);
+        rc = buf ? zrs_gather_ragged(s, idx, count, buf, bounds[count], bounds)
+                 : zr_set_error(ZR_ENOMEM, "gather_ragged: cannot allocate %llu bytes",
+                                (unsigned long long)bounds[count]);
+    } else if (bounds == NULL) {
+        rc = zr_set_error(ZR_ENOMEM, "gather_ragged: cannot allocate bounds");
+    }
+    free(idx);
+    if (rc < 0) {
+        free(bounds);
+        free(buf);
+        return zr_lua_fail(L, rc);
+    }
+    zrs_dtype dt = zrs_get_dtype(s);
+    lua_createtable(L, count < INT32_MAX ? (int)count : 0, 0);
+    for (uint64_t k = 0; k < count; k++) {
+        rc = zr_lua_push_ragged_record(L, buf + bounds[k], bounds[k + 1] - bounds[k], dt);
+        if (rc < 0)
+            break;
+        lua_seti(L, -2, (lua_Integer)k + 1);
+    }
+    free(bounds);
+    free(buf);
+    if (rc < 0)
+        return zr_lua_fail(L, rc);
+    return 1;
+}
+
+/* sampler_indices(config_table, step): the batch's indices as a table. */
+int zr_lua_sampler_indices(lua_State *L)
+{
+    zsm_config cfg;
+    uint64_t step = 0;
+    if (zr_lua_sampler_config(L, 1, &cfg) < 0 || zr_lua_get_u64(L, 2, "sampler_indices: step", &step) < 0)
+        return lua_error(L);
+    if (zsm_validate(&cfg) < 0)
+        return zr_lua_raise(L, "EINVAL: sampler: invalid configuration: length %I, batch_size %I, mode %d, "
+                             "rank %d, world_size %d (need length >= 1, batch_size >= 1, rank < world_size, "
+                             "and for cyclic batch_size * world_size <= length)",
+                          (lua_Integer)cfg.length, (lua_Integer)cfg.batch_size, (int)cfg.mode,
+                          (int)cfg.rank, (int)cfg.world_size);
+    if (cfg.batch_size > (uint64_t)INT32_MAX)
+        return zr_lua_raise(L, "EINVAL: sampler: batch_size %I too large for a Lua table", (lua_Integer)cfg.batch_size);
+    uint64_t *out = (uint64_t *)malloc((size_t)cfg.batch_size * sizeof *out);
+    if (out == NULL)
+        return zr_lua_raise(L, "ENOMEM: sampler: cannot allocate %I indices", (lua_Integer)cfg.batch_size);
+    zsm_indices(&cfg, step, out);
+    zr_lua_push_u64_table(L, out, cfg.batch_size);
+    free(out);
+    return 1;
+}
+
+/* loader_next(loader, kinds): the next batch as
+ *   { step = k, indices = {...}, [s] = stream s }
+ * where stream s is one string (dense: batch_size * record_size bytes) or
+ * a table of {shape=..., data=...} records (ragged). `kinds` is a table
+ * of the streams' dtypes (zrs_dtype values), one per stream. */
+int zr_lua_loader_next(lua_State *L)
+{
+    zld_loader *l = (zld_loader *)zr_lua_check_handle(L, 1, SWIGTYPE_p_zld_loader, "loader_next: loader");
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_Integer nstreams = luaL_len(L, 2);
+    zld_batch *b = NULL;
+    int rc = zld_next(l, &b);
+    if (rc < 0)
+        return zr_lua_fail(L, rc);
+    uint64_t count = zld_batch_count(b);
+    lua_createtable(L, (int)nstreams, 2);
+    lua_pushinteger(L, (lua_Integer)zld_batch_step(b));
+    lua_setfield(L, -2, "step");
+    zr_lua_push_u64_table(L, zld_batch_indices(b), count);
+    lua_setfield(L, -2, "indices");
+    for (lua_Integer k = 1; k <= nstreams && rc == 0; k++) {
+        uint64_t nbytes = 0;
+        const unsigned char *data = (const unsigned char *)zld_batch_data(b, (size_t)(k - 1), &nbytes);
+        const uint64_t *bd = zld_batch_bounds(b, (size_t)(k - 1));
+        if (bd == NULL) {
+            lua_pushlstring(L, (const char *)data, (size_t)nbytes);
+        } else {
+            lua_geti(L, 2, k);
+            zrs_dtype dt = (zrs_dtype)lua_tointeger(L, -1);
+            lua_pop(L, 1);
+            lua_createtable(L, (int)count, 0);
+            for (uint64_t r = 0; r < count && rc == 0; r++) {
+                rc = zr_lua_push_ragged_record(L, data + bd[r], bd[r + 1] - bd[r], dt);
+                if (rc == 0)
+                    lua_seti(L, -2, (lua_Integer)r + 1);
+            }
+        }
+        lua_seti(L, -2, k);
+    }
+    zld_batch_free(b);
+    if (rc < 0)
+        return zr_lua_fail(L, rc);
+    return 1;
+}
+%}
+
+%wrapper %{
+/* train_dict(samples, dict_capacity): samples a table of strings (records
+ * as raw bytes); returns the dictionary as a string of at most
+ * dict_capacity bytes (see zrs_dict_tier_sizes for the tiers). */
+int zr_lua_train_dict(lua_State *L)
+{
+    uint64_t cap = 0;
+    if (lua_type(L, 1) != LUA_TTABLE)
+        return zr_lua_raise(L, "EINVAL: train_dict: samples must be a table of strings, got %s",
+                            luaL_typename(L, 1));
+    if (zr_lua_get_u64(L, 2, "train_dict: dict_capacity", &cap) < 0)
+        return lua_error(L);
+    lua_Integer n = luaL_len(L, 1);
+    uint64_t total = 0;
+    for (lua_Integer k = 1; k <= n; k++) {
+        if (lua_geti(L, 1, k) != LUA_TSTRING)
+            return zr_lua_raise(L, "EINVAL: train_dict: samples[%I] must be a string, got %s", k,
+                                luaL_typename(L, -1));
+        total += (uint64_t)lua_rawlen(L, -1);
+        lua_pop(L, 1);
+    }
+    uint64_t *sizes = (uint64_t *)malloc((size_t)(n > 0 ? n : 1) * sizeof *sizes);
+    unsigned char *buf = (unsigned char *)malloc(total > 0 ? (size_t)total : 1);
+    unsigned char *dict = (unsigned char *)malloc(cap > 0 ? (size_t)cap : 1);
+    if (sizes == NULL || buf == NULL || dict == NULL) {
+        free(sizes); free(buf); free(dict);
+        return zr_lua_raise(L, "ENOMEM: train_dict: cannot allocate %I sample bytes", (lua_Integer)total);
+    }
+    uint64_t off = 0;
+    for (lua_Integer k = 1; k <= n; k++) {
+        size_t len = 0;
+        lua_geti(L, 1, k);
+        const char *p = lua_tolstring(L, -1, &len);
+        memcpy(buf + off, p, len);
+        off += len;
+        sizes[k - 1] = len;
+        lua_pop(L, 1);
+    }
+    uint64_t dsize = 0;
+    int rc = zrs_train_dict(buf, sizes, (uint64_t)n, dict, cap, &dsize);
+    free(sizes);
+    free(buf);
+    if (rc < 0) {
+        free(dict);
+        return zr_lua_fail(L, rc);
+    }
+    lua_pushlstring(L, (const char *)dict, (size_t)dsize);
+    free(dict);
+    return 1;
+}
+%}
+
+%init %{
+    /* SWIG registers two helpers as globals; a Lua 5.4 module should not
+     * touch the global table. */
+    lua_pushnil(L);
+    lua_setglobal(L, "swig_type");
+    lua_pushnil(L);
+    lua_setglobal(L, "swig_equals");
+    /* Run the idiomatic layer over the raw table (on top of the stack) and
+     * make its result what `require` returns. */
+    if (luaL_loadbuffer(L, zr_lua_layer_source, sizeof zr_lua_layer_source - 1, "=zrecord.lua") != LUA_OK)
+        lua_error(L);
+    lua_pushvalue(L, -2);
+    lua_call(L, 1, 1);
+    lua_replace(L, -2);
+%}
+
+%header %{
+#include "zrecord_lua.h"
+%}

@@ -1,0 +1,371 @@
+-- zrecord.lua - the idiomatic Lua layer of the `zrecord` module.
+--
+-- Compiled into zrecord.so as a string and run once by luaopen_zrecord with
+-- the raw SWIG table as its argument; what it returns is what
+-- `require "zrecord"` gives. The raw table stays reachable as `.raw`.
+--
+-- Conventions:
+--   * record indices are 0-based, as in every loaderx-in-C language, and
+--     negative indices wrap (-1 is the last record);
+--   * records are Lua strings of raw little-endian bytes (dense: exactly
+--     record_size bytes; ragged: {shape = {...}, data = "..."});
+--   * errors are raised as strings "<CODE>: <detail>" (EINVAL, ERANGE,
+--     EBUSY, ECLOSED, ...), never a crash;
+--   * every handle closes on :close(), at the end of a `local x <close>`
+--     scope, and on garbage collection, whichever comes first; closing a
+--     store first closes any loader still reading it.
+
+local raw = ...
+local M = { raw = raw }
+
+local function fail(code, fmt, ...)
+  error(code .. ": " .. string.format(fmt, ...), 0)
+end
+
+M.version = raw.zloader_version_string()
+
+-- --------------------------------------------------------------- dtypes
+
+-- numpy's dtype strings, and the numpy names accepted as aliases.
+local DTYPE_ALIASES = {
+  bool = "|b1", int8 = "|i1", int16 = "<i2", int32 = "<i4", int64 = "<i8",
+  uint8 = "|u1", uint16 = "<u2", uint32 = "<u4", uint64 = "<u8",
+  float16 = "<f2", float32 = "<f4", float64 = "<f8",
+  complex64 = "<c8", complex128 = "<c16",
+}
+M.DTYPES = {}
+for i = 0, raw.ZRS_DTYPE_COUNT - 1 do M.DTYPES[#M.DTYPES + 1] = raw.zrs_dtype_str(i) end
+
+local function dtype_id(dtype)
+  if type(dtype) ~= "string" then
+    fail("EINVAL", "dtype must be a string such as '<f4' or 'float32', got %s", type(dtype))
+  end
+  return raw.zrs_dtype_parse(DTYPE_ALIASES[dtype] or dtype)
+end
+
+--- Bytes per element of a dtype ('<f4' or 'float32' -> 4).
+function M.itemsize(dtype) return raw.zrs_dtype_itemsize(dtype_id(dtype)) end
+
+-- codec: a name ("zstd" when nil), or {codec = name, dict = bytes} for
+-- "zstd_dict". Returns the codec id and the dictionary (or nil).
+local function codec_id(codec)
+  local dict
+  if type(codec) == "table" then codec, dict = codec.codec, codec.dict end
+  if codec == nil then codec = "zstd" end
+  if type(codec) ~= "string" then
+    fail("EINVAL", "codec must be 'raw', 'zstd' or 'zstd_dict', got %s", type(codec))
+  end
+  return raw.zre_codec_parse(codec), dict
+end
+
+local function check_path(path)
+  if type(path) ~= "string" then fail("EINVAL", "path must be a string, got %s", type(path)) end
+  return path
+end
+
+--- Train a zstd dictionary from sample records (a table of strings),
+--- for codec {codec = "zstd_dict", dict = ...}; present when the C
+--- library has zrs_train_dict.
+M.train_dict = raw.train_dict
+
+--- A zero-filled writable buffer of n bytes, reusable as a gather target.
+M.buffer = raw.buffer
+
+-- ---------------------------------------------------------------- stores
+
+local Store = {}
+Store.__index = Store
+Store.__name = "zrecord.store"
+
+local function handle(self)
+  local h = rawget(self, "_h")
+  if h == nil then fail("ECLOSED", "%s store %s is closed", self.kind, self.path) end
+  return h
+end
+
+local function wrap_store(h)
+  local kind = raw.zrs_get_kind(h) == raw.ZRS_DENSE and "dense" or "ragged"
+  local self = {
+    _h = h,
+    _loaders = setmetatable({}, { __mode = "k" }),
+    kind = kind,
+    path = raw.zrs_path(h),
+    dtype = raw.zrs_dtype_str(raw.zrs_get_dtype(h)),
+    codec = raw.zre_codec_name(raw.zrs_get_codec(h)),
+    itemsize = raw.zrs_dtype_itemsize(raw.zrs_get_dtype(h)),
+  }
+  if kind == "dense" then
+    self.item_shape = raw.item_shape(h)
+    self.record_size = raw.zrs_record_size(h)
+  end
+  return setmetatable(self, Store)
+end
+
+--- Create a dense store: records of `dtype` and shape `item_shape` (a
+--- table of integers; {} for scalars). codec: "zstd" (default) or "raw".
+function M.create_dense(path, dtype, item_shape, codec)
+  if type(item_shape) ~= "table" then
+    fail("EINVAL", "item_shape must be a table of integers, got %s", type(item_shape))
+  end
+  local c, dict = codec_id(codec)
+  if dict ~= nil or not raw.zrs_create_dense then
+    return wrap_store(raw.zrs_create_dense_dict(check_path(path), dtype_id(dtype), item_shape, c, dict))
+  end
+  return wrap_store(raw.zrs_create_dense(check_path(path), dtype_id(dtype), item_shape, c))
+end
+
+--- Create a ragged store of `dtype`: every record keeps its own shape.
+function M.create_ragged(path, dtype, codec)
+  local c, dict = codec_id(codec)
+  if dict ~= nil then
+    return wrap_store(raw.zrs_create_ragged_dict(check_path(path), dtype_id(dtype), c, dict))
+  end
+  return wrap_store(raw.zrs_create_ragged(check_path(path), dtype_id(dtype), c))
+end
+
+--- Open an existing store (dense or ragged, as the store says).
+--- opts.readonly = true takes the shared lock (many readers, no writer)
+--- where the C library supports it.
+function M.open(path, opts)
+  check_path(path)
+  if opts ~= nil and type(opts) ~= "table" then
+    fail("EINVAL", "open: options must be a table, got %s", type(opts))
+  end
+  if opts and opts.readonly then
+    if not raw.zrs_open_ex then fail("EUNSUPPORTED", "open: read-only opens are not in this build") end
+    return wrap_store(raw.zrs_open_ex(path, raw.ZRE_OPEN_READONLY))
+  end
+  return wrap_store(raw.zrs_open(path))
+end
+
+local function open_kind(kind)
+  return function(path)
+    local s = M.open(path)
+    if s.kind ~= kind then
+      s:close()
+      fail("EINVAL", "%s is a %s store, not a %s store", path, s.kind, kind)
+    end
+    return s
+  end
+end
+M.open_dense = open_kind("dense")
+M.open_ragged = open_kind("ragged")
+
+function Store:len() return raw.zrs_length(handle(self)) end
+Store.__len = Store.len
+
+function Store:closed() return rawget(self, "_h") == nil end
+
+--- Append records; returns the index of the first new one.
+--- dense:  one string (or buffer) of n * record_size bytes (n records).
+--- ragged: a table of records {shape = {...}, data = "..."}, or one record.
+function Store:append(records)
+  local h = handle(self)
+  if self.kind == "dense" then
+    local n
+    if type(records) == "string" then n = #records
+    elseif type(records) == "userdata" then n = #records
+    else fail("EINVAL", "append: dense records must be a string or buffer, got %s", type(records)) end
+    if n == 0 or n % self.record_size ~= 0 then
+      fail("EINVAL", "append: %d bytes is not a positive multiple of the record size %d",
+           n, self.record_size)
+    end
+    return raw.zrs_append_dense(h, records, n // self.record_size)
+  end
+  if type(records) ~= "table" then
+    fail("EINVAL", "append: ragged records must be a table, got %s", type(records))
+  end
+  if records.data ~= nil or records.shape ~= nil then records = { records } end
+  return raw.append_ragged(h, records)
+end
+
+--- Gather records by a table of 0-based indices (negatives wrap).
+--- dense: one string, record k at byte (k-1) * record_size.
+--- ragged: a table of {shape = {...}, data = "..."}.
+function Store:gather(indices)
+  local h = handle(self)
+  if self.kind == "dense" then return raw.gather_dense(h, indices) end
+  return raw.gather_ragged(h, indices)
+end
+
+--- Dense only: gather into a zrecord buffer (reused across calls, no
+--- allocation); #indices * record_size must fit. Returns the buffer.
+function Store:gather_into(buf, indices)
+  local h = handle(self)
+  if self.kind ~= "dense" then fail("EINVAL", "gather_into: %s is a ragged store", self.path) end
+  raw.zrs_gather_dense(h, indices, buf)
+  return buf
+end
+
+--- One record by 0-based index (negatives wrap): a string (dense) or a
+--- {shape = {...}, data = "..."} table (ragged).
+function Store:get(i)
+  local r = self:gather({ i })
+  if self.kind == "dense" then return r end
+  return r[1]
+end
+
+--- Make everything durable now.
+function Store:sync()
+  if raw.zrs_sync then raw.zrs_sync(handle(self)) else raw.zre_sync(raw.zrs_engine(handle(self))) end
+end
+
+--- True for a handle opened with {readonly = true}.
+function Store:readonly()
+  return raw.zrs_is_readonly ~= nil and raw.zrs_is_readonly(handle(self)) or false
+end
+
+--- Delete records by a table of 0-based indices (negatives wrap), by
+--- swap-last: the last records move into the holes.
+function Store:delete(indices)
+  if not raw.zrs_delete then fail("EUNSUPPORTED", "delete is not in this build") end
+  raw.zrs_delete(handle(self), indices)
+end
+
+--- Reclaim the bytes of deleted records in place.
+function Store:compact()
+  if not raw.zrs_compact then fail("EUNSUPPORTED", "compact is not in this build") end
+  raw.zrs_compact(handle(self))
+end
+
+--- Space accounting: {records, logical_bytes, live_bytes, chunk_bytes, reclaimable}.
+function Store:stats() return raw.zre_get_stats(raw.zrs_engine(handle(self))) end
+
+function Store:info()
+  return {
+    kind = self.kind, dtype = self.dtype, codec = self.codec, path = self.path,
+    records = self:len(), item_shape = self.item_shape,
+  }
+end
+
+--- Sync, release the lock and the handle. Idempotent. Loaders still
+--- reading this store are closed first.
+function Store:close()
+  local h = rawget(self, "_h")
+  if h == nil then return end
+  for l in pairs(self._loaders) do l:close() end
+  self._h = nil
+  raw.zrs_close(h)
+end
+
+Store.__close = function(self) self:close() end
+Store.__gc = function(self) pcall(Store.close, self) end
+Store.__tostring = function(self)
+  if rawget(self, "_h") == nil then return string.format("zrecord.%s_store(%s, closed)", self.kind, self.path) end
+  return string.format("zrecord.%s_store(%s, %s, %d records)", self.kind, self.path, self.dtype, self:len())
+end
+
+-- --------------------------------------------------------------- sampler
+
+local Sampler = {}
+Sampler.__index = Sampler
+Sampler.__name = "zrecord.sampler"
+
+--- A sampler: {length=, batch_size=, mode="cyclic"|"iid"|"sequential",
+--- seed=0, rank=0, world_size=1}. Pure function of (seed, step).
+function M.sampler(cfg)
+  if type(cfg) ~= "table" then fail("EINVAL", "sampler: config must be a table, got %s", type(cfg)) end
+  local c = {}
+  for k, v in pairs(cfg) do c[k] = v end
+  c.mode = c.mode or "cyclic"
+  raw.sampler_indices(c, 0) -- validates the configuration now
+  return setmetatable({ config = c, step = 0 }, Sampler)
+end
+
+--- This rank's 0-based indices for `step` (a table of batch_size integers).
+function Sampler:indices(step) return raw.sampler_indices(self.config, step) end
+
+--- The indices of the current step, then advance.
+function Sampler:next()
+  local idx = raw.sampler_indices(self.config, self.step)
+  self.step = self.step + 1
+  return idx
+end
+
+function Sampler:seek(step)
+  if math.type(step) ~= "integer" or step < 0 then
+    fail("EINVAL", "seek: step must be a non-negative integer, got %s", tostring(step))
+  end
+  self.step = step
+end
+
+-- ---------------------------------------------------------------- loader
+
+local Loader = {}
+Loader.__index = Loader
+Loader.__name = "zrecord.loader"
+
+--- An endless loader over index-aligned stores `streams` (a table of
+--- stores, or a table name -> store). options: batch_size (256), mode
+--- ("cyclic"), seed, start_step, rank, world_size, num_workers, prefetch.
+function M.loader(streams, options)
+  if type(streams) ~= "table" then fail("EINVAL", "loader: streams must be a table of stores, got %s", type(streams)) end
+  local list, names = {}, nil
+  if #streams > 0 then
+    for i, s in ipairs(streams) do list[i] = s end
+  else
+    names = {}
+    for name in pairs(streams) do names[#names + 1] = name end
+    table.sort(names, function(a, b) return tostring(a) < tostring(b) end)
+    for i, name in ipairs(names) do list[i] = streams[name] end
+  end
+  local handles, dtypes = {}, {}
+  for i, s in ipairs(list) do
+    if getmetatable(s) ~= Store then fail("EINVAL", "loader: stream %d is not a zrecord store", i) end
+    handles[i] = handle(s)
+    dtypes[i] = raw.zrs_get_dtype(handles[i])
+  end
+  local opts = {}
+  for k, v in pairs(options or {}) do opts[k] = v end
+  local h = raw.zld_create(handles, opts)
+  local self = setmetatable({ _h = h, _streams = list, _names = names, _dtypes = dtypes }, Loader)
+  for _, s in ipairs(list) do s._loaders[self] = true end
+  return self
+end
+
+--- The next batch: { step = k, indices = {...}, [i] or [name] = stream }
+--- where a dense stream is one string of batch_size * record_size bytes and
+--- a ragged stream a table of {shape = {...}, data = "..."} records.
+function Loader:next()
+  local h = rawget(self, "_h")
+  if h == nil then fail("ECLOSED", "loader is closed") end
+  local b = raw.loader_next(h, self._dtypes)
+  if self._names then
+    for i, name in ipairs(self._names) do b[name] = b[i]; b[i] = nil end
+  end
+  return b
+end
+
+--- The step the next call to next() returns.
+function Loader:step()
+  local h = rawget(self, "_h")
+  if h == nil then fail("ECLOSED", "loader is closed") end
+  return raw.zld_next_step(h)
+end
+
+--- The options that resume this loader exactly (start_step = the next
+--- step): pass them to zrecord.loader over the same streams.
+function Loader:state()
+  local h = rawget(self, "_h")
+  if h == nil then fail("ECLOSED", "loader is closed") end
+  if not raw.zld_get_state then fail("EUNSUPPORTED", "loader state is not in this build") end
+  return raw.zld_get_state(h)
+end
+
+--- Iterate endlessly: for batch in loader:batches() do ... end
+function Loader:batches() return function() return self:next() end end
+
+function Loader:close()
+  local h = rawget(self, "_h")
+  if h == nil then return end
+  self._h = nil
+  raw.zld_close(h)
+  for _, s in ipairs(self._streams) do
+    if rawget(s, "_loaders") then s._loaders[self] = nil end
+  end
+end
+
+Loader.__close = function(self) self:close() end
+Loader.__gc = function(self) pcall(Loader.close, self) end
+
+return M

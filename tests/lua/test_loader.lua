@@ -1,0 +1,77 @@
+-- The loader from Lua: aligned streams, named streams, close cascade.
+local T = require "testlib"
+local zr = require "zrecord"
+
+local function stores()
+  local d = zr.create_dense(T.path("d"), "uint8", { 3 }, "raw")
+  local r = zr.create_ragged(T.path("r"), "uint8", "zstd")
+  for i = 0, 7 do
+    d:append(string.rep(string.char(i), 3))
+    r:append({ shape = { i + 1 }, data = string.rep(string.char(i), i + 1) })
+  end
+  return d, r
+end
+
+T.test("batches are aligned and in step order", function()
+  local d, r = stores()
+  local _d <close> = d
+  local _r <close> = r
+  local l <close> = zr.loader({ d, r }, { batch_size = 4, seed = 3, num_workers = 2 })
+  for step = 0, 4 do
+    T.eq(l:step(), step, "next step")
+    local b = l:next()
+    T.eq(b.step, step); T.eq(#b.indices, 4); T.eq(#b[1], 12); T.eq(#b[2], 4)
+    for k, i in ipairs(b.indices) do
+      T.eq(b[1]:byte(3 * k - 2), i, "dense record of index " .. i)
+      T.eq(b[2][k].shape[1], i + 1, "ragged shape of index " .. i)
+      T.eq(b[2][k].data, string.rep(string.char(i), i + 1))
+    end
+  end
+end)
+
+T.test("same seed, same batches, any worker count", function()
+  local d, r = stores()
+  local _d <close> = d
+  local _r <close> = r
+  local a = zr.loader({ d }, { batch_size = 3, seed = 9, num_workers = 1, mode = "iid" })
+  local b = zr.loader({ d }, { batch_size = 3, seed = 9, num_workers = 2, mode = 1 })
+  for _ = 1, 4 do T.eq(a:next()[1], b:next()[1]) end
+  a:close(); b:close()
+  local c <close> = zr.loader({ d }, { batch_size = 3, seed = 9, mode = "iid", start_step = 3 })
+  T.eq(c:next().step, 3, "start_step")
+end)
+
+T.test("named streams", function()
+  local d, r = stores()
+  local _d <close> = d
+  local _r <close> = r
+  local l <close> = zr.loader({ image = d, label = r }, { batch_size = 2 })
+  local b = l:next()
+  T.eq(#b.image, 6); T.eq(#b.label, 2); T.eq(b[1], nil)
+  for b2 in l:batches() do T.eq(b2.step, 1); break end
+end)
+
+T.test("closing a store closes its loaders first", function()
+  local d, r = stores()
+  local l = zr.loader({ d, r }, { batch_size = 2 })
+  l:next()
+  d:close()
+  T.raises("^ECLOSED", l.next, l)
+  T.raises("^ECLOSED", zr.loader, { d }, { batch_size = 2 })
+  r:close()
+  l:close() -- idempotent
+end)
+
+T.test("loader errors", function()
+  local d, r = stores()
+  local _d <close> = d
+  local _r <close> = r
+  local e <close> = zr.create_dense(T.path("e"), "uint8", { 3 }, "raw")
+  e:append("abc")
+  T.raises("^EINVAL: .*index%-aligned", zr.loader, { d, e }, {})
+  T.raises("^EINVAL: field 'batch_size' must be an integer, got the float 2.5", zr.loader, { d }, { batch_size = 2.5 })
+  T.raises("^EINVAL", zr.loader, { d }, { batch_size = 100 }) -- cyclic needs batch <= length
+  T.raises("^EINVAL: loader: stream 1 is not a zrecord store", zr.loader, { "x" }, {})
+end)
+
+T.run()
