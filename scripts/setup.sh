@@ -16,8 +16,9 @@ SUDO=""
 
 # 1. Debian packages: toolchain, libraries, and the Fashion-MNIST data set.
 debs=(build-essential pkg-config meson ninja-build swig
-      libzstd-dev libmsgpack-dev libcmocka-dev liblua5.4-dev liblmdb-dev
-      hyperfine dataset-fashion-mnist)
+      libzstd-dev libmsgpack-dev libcmocka-dev liblua5.4-dev lua5.4 liblmdb-dev
+      hyperfine dataset-fashion-mnist
+      libjson-c-dev lammps-examples gromacs-data)
 missing=()
 for p in "${debs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -29,6 +30,14 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # 2. Python packages, from the one pinned list.
+# The python3 on PATH must be one pip may install into (pyenv, a venv, a
+# user-built CPython), not Debian's /usr/bin/python3, which PEP 668 marks as
+# externally managed.
+if python3 -c 'import sys, sysconfig, os; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))'; then
+    echo "setup: $(command -v python3) is an externally managed system Python; put a" >&2
+    echo "       pip-capable python3 first on PATH (e.g. python3 -m venv ~/.venvs/loaderx && . ~/.venvs/loaderx/bin/activate)" >&2
+    exit 1
+fi
 python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -r requirements.txt
 
 # 3. Configure, build, install. The Python package goes to the site-packages

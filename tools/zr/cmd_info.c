@@ -4,6 +4,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "zr_cli.h"
 
@@ -59,8 +60,9 @@ static int info_one(const char *path)
 
     printf("store:     %s\n", zrs_path(s));
     printf("kind:      %s\n", dense ? "dense" : "ragged");
-    printf("dtype:     %s (%zu bytes per element)\n", zrs_dtype_str(zrs_get_dtype(s)),
-           zrs_dtype_itemsize(zrs_get_dtype(s)));
+    const size_t itemsize = zrs_dtype_itemsize(zrs_get_dtype(s));
+    printf("dtype:     %s (%zu byte%s per element)\n", zrs_dtype_str(zrs_get_dtype(s)), itemsize,
+           itemsize == 1 ? "" : "s");
     printf("shape:     %s\n", shape);
     printf("codec:     %s\n", zre_codec_name(zrs_get_codec(s)));
     printf("records:   %" PRIu64 "\n", st.records);
@@ -84,8 +86,13 @@ static int info_one(const char *path)
 int zr_cmd_info(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "zr info: missing STORE argument\n");
+        fprintf(stderr, "zr info: missing STORE argument\nusage: zr info STORE...\n");
         return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        printf("usage: zr info STORE...\n"
+               "Describe each store: kind, dtype, shape, codec, records, logical and stored sizes.\n");
+        return 0;
     }
     int status = 0;
     for (int i = 1; i < argc; i++) {

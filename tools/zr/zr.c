@@ -2,6 +2,7 @@
  * zr - the loaderx-in-C command-line tool.
  *
  *   zr info STORE...     kind, dtype, shape, codec, records and sizes
+ *   zr verify STORE...   check every record; prints bad indices, exit 1 if any
  *   zr version           library versions
  *
  * Uses only the public headers of the libraries, like any other client.
@@ -18,6 +19,8 @@ static const struct command {
     const char *help;
 } commands[] = {
     {"info", zr_cmd_info, "info STORE...      describe stores (kind, dtype, shape, codec, records, sizes)"},
+    {"verify", zr_cmd_verify, "verify STORE...    check every record (table, chunk extents, checksums)"},
+    {"mrec", zr_cmd_mrec, "mrec validate|info|dump|import ...  mrec-lmdb collections (zr mrec for usage)"},
 };
 
 static void usage(FILE *out)

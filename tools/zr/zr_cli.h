@@ -9,5 +9,7 @@
 #include <zloader.h>
 
 int zr_cmd_info(int argc, char **argv);
+int zr_cmd_verify(int argc, char **argv);
+int zr_cmd_mrec(int argc, char **argv); /* cmd_mrec.c, libzmrec */
 
 #endif
