@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 from loaderx.dataloader import DataLoader
-from loaderx.zrecord import DenseStore
+from loaderx.zrecord import CorruptStoreError, DenseStore, NotAStoreError
 
 DATA_DIR = "/usr/share/datasets/fashion-mnist"
 FILES = {
@@ -92,6 +92,25 @@ def dir_bytes(path):
     return sum(e.stat().st_size for e in os.scandir(path) if e.is_file())
 
 
+def usable(path, count):
+    """True if `path` holds a complete store of `count` records. A store this
+    job wrote that no longer opens (say, one written by an older build with
+    another header format) or is short is removed, so it is ingested again:
+    the stores here are a cache of the IDX files."""
+    if not os.path.exists(path):
+        return False
+    try:
+        with DenseStore.open(path, readonly=True) as ds:
+            if len(ds) == count:
+                return True
+            reason = f"{len(ds)} records, expected {count}"
+    except (NotAStoreError, CorruptStoreError) as exc:
+        reason = str(exc)
+    print(f"  {path}: {reason}; ingesting it again")
+    shutil.rmtree(path)
+    return False
+
+
 def prepare_stores(data_dir, store_dir):
     """Open the four stores, ingesting them first if they are missing."""
     paths = {}
@@ -99,7 +118,8 @@ def prepare_stores(data_dir, store_dir):
         img_path = os.path.join(store_dir, split, "images")
         lbl_path = os.path.join(store_dir, split, "labels")
         paths[split] = (img_path, lbl_path)
-        if os.path.exists(img_path) and os.path.exists(lbl_path):
+        ready = [usable(p, count) for p in (img_path, lbl_path)]  # checks (and clears) both
+        if all(ready):
             print(f"  {split:<14} reusing the stores in {os.path.dirname(img_path)}")
             continue
         os.makedirs(os.path.join(store_dir, split), exist_ok=True)

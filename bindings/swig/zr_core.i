@@ -31,6 +31,7 @@
 /* A raw index pointer without a typemap in every language; the loader
  * calls it natively (readahead). */
 %ignore zre_advise;
+%ignore zrs_advise;
 
 /* Engine-level maintenance and option structs with raw pointers: every
  * binding reaches them through the store layer (zrs_delete, zrs_compact,

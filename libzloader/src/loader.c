@@ -342,7 +342,7 @@ static int store_sizes(void *user, const uint64_t *index, uint64_t count, uint64
 
 static int store_advise(void *user, const uint64_t *index, uint64_t count)
 {
-    return zre_advise(zrs_engine(user), index, count);
+    return zrs_advise(user, (const int64_t *)index, count);
 }
 
 int zld_stream_from_store(zld_stream *out, zrs_store *store)

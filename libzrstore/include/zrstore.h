@@ -185,6 +185,11 @@ ZRS_API int zrs_append_ragged(zrs_store *s, const void *packed,
                               const uint64_t *bounds, uint64_t count,
                               uint64_t *first_index);
 
+/* Readahead: hint the OS that the records at index[0..count) (negatives
+ * wrap) will be gathered soon; see zre_advise. Any kind of store. Purely
+ * advisory. Errors: ZR_EINVAL, ZR_ERANGE (naming the index), ZR_ENOMEM. */
+ZRS_API int zrs_advise(zrs_store *s, const int64_t *index, uint64_t count);
+
 /* Physical size in bytes (prefix + payload) of each record at index. */
 ZRS_API int zrs_ragged_sizes(zrs_store *s, const int64_t *index,
                              uint64_t count, uint64_t *sizes);

@@ -581,6 +581,23 @@ int zrs_ragged_sizes(zrs_store *s, const int64_t *index, uint64_t count,
     return rc;
 }
 
+int zrs_advise(zrs_store *s, const int64_t *index, uint64_t count)
+{
+    int rc = check_handle(s, "advise", -1);
+    if (rc != ZR_OK || count == 0)
+        return rc;
+    if (index == NULL)
+        return zr_set_error(ZR_EINVAL, "advise: NULL index with count %" PRIu64, count);
+    uint64_t small[SMALL_INDEX_COUNT];
+    uint64_t *idx = NULL, *heap = NULL;
+    rc = resolve_tmp(s, "advise", index, count, small, &idx, &heap);
+    if (rc != ZR_OK)
+        return rc;
+    rc = zre_advise(s->engine, idx, count);
+    free(heap);
+    return rc;
+}
+
 int zrs_gather_ragged(zrs_store *s, const int64_t *index, uint64_t count,
                       void *dst, uint64_t dst_capacity, const uint64_t *bounds)
 {

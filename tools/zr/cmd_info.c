@@ -38,7 +38,9 @@ static void format_shape(const uint64_t *shape, size_t ndim, char *buf, size_t c
 static int info_one(const char *path)
 {
     zrs_store *s = NULL;
-    int rc = zrs_open(&s, path);
+    /* Read-only: a shared lock, so info works beside a training job that
+     * reads the store (not beside a writer, which holds it exclusively). */
+    int rc = zrs_open_ex(&s, path, ZRE_OPEN_READONLY);
     if (rc < 0) {
         fprintf(stderr, "zr info: %s\n", zr_last_error());
         return 1;
