@@ -315,7 +315,14 @@ typedef struct zmr_reader zmr_reader;
 /* Open flags. */
 #define ZMR_OPEN_NOLOCK 1u  /* LMDB MDB_NOLOCK: read-only media; no writer may run */
 
-/* Open a collection read-only: checks meta (layout "mrec-lmdb",
+/* Open a collection read-only. First, with plain reads before LMDB maps
+ * the file: an empty or too short file, or no LMDB magic -> ZMR_ENOTCOLL
+ * ("not an mrec-lmdb collection: PATH is empty"); LMDB's two meta pages
+ * (magic, version, page size, last page, root pages) -> ZMR_ECORRUPT; a
+ * file shorter than the pages LMDB uses -> ZMR_ECORRUPT ("file truncated:
+ * N bytes, LMDB pages need M"); a missing path -> ZMR_EIO. LMDB keeps no
+ * page checksums: damage inside its B-tree pages can still crash liblmdb
+ * (see docs/MREC.md). Then checks meta (layout "mrec-lmdb",
  * layout_version exactly 1, molrec_version 1..2 when present, counts) and
  * the index (block records, dtypes, count == n_records, prefix sums, sum
  * == n_frames). ZMR_ENOTCOLL / ZMR_ECORRUPT / ZMR_EUNSUPPORTED naming the

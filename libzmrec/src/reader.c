@@ -3,12 +3,14 @@
  * read transaction and copies what it returns (LMDB's map is only stable
  * while the transaction is open, and values under ~2 KiB are unaligned).
  */
+#include <errno.h>
 #include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "zmr_internal.h"
+#include "zr_platform.h"
 
 #define BAD(...) zmr_err(ZMR_ECORRUPT, __VA_ARGS__)
 
@@ -183,15 +185,153 @@ static zmr_status check_index(zmr_reader *r, const MDB_val *v)
     return ZMR_OK;
 }
 
+/* ------------------------------------------------- LMDB file checks
+ *
+ * LMDB maps the file and trusts it: a page past the end of a truncated file
+ * is a SIGBUS, and LMDB keeps no checksums. Before LMDB sees the file, its
+ * two meta pages are read here with plain positional reads and checked
+ * (liblmdb 0.9 on-disk layout, 64-bit: a 16-byte page header, then
+ * MDB_meta), and the file must hold every page the newest meta uses.
+ * Damage inside the B-tree pages themselves cannot be detected this way
+ * (see docs/MREC.md). */
+
+#define LMDB_MAGIC 0xBEEFC0DEu
+#define LMDB_DATA_VERSION 1u
+#define LMDB_P_META 0x08u
+#define LMDB_P_INVALID UINT64_MAX
+#define LMDB_PAGEHDR 16u
+/* MDB_meta, after the page header: magic u32, version u32, address, mapsize,
+ * dbs[2] (48 bytes each: pad u32 (= page size in dbs[0]), flags u16,
+ * depth u16, branch, leaf, overflow, entries, root), last_pg, txnid. */
+#define LMDB_META_BYTES 136u
+#define LMDB_DB_BYTES 48u
+#define LMDB_DBS_AT 24u
+#define LMDB_LAST_PG_AT 120u
+#define LMDB_TXNID_AT 128u
+
+struct lmdb_meta {
+    uint32_t psize;
+    uint64_t root[2], last_pg, txnid;
+};
+
+static uint32_t le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint16_t le16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+/* Meta page `which` (0 or 1) at `off`; psize0 the page size meta 0 gave
+ * (0 while reading meta 0). */
+static zmr_status read_lmdb_meta(zrp_file fd, const char *path, uint64_t size, int which, uint64_t off,
+                                 uint32_t psize0, struct lmdb_meta *m)
+{
+    unsigned char b[LMDB_PAGEHDR + LMDB_META_BYTES];
+    if (off + sizeof b > size)
+        return which == 0 ? zmr_err(ZMR_ENOTCOLL, "not an mrec-lmdb collection: %s is %llu bytes, too short for "
+                                    "an LMDB file", path, (unsigned long long)size)
+                          : zmr_err(ZMR_ECORRUPT, "%s: file truncated: %llu bytes, LMDB meta page 1 needs %llu",
+                                    path, (unsigned long long)size, (unsigned long long)(off + sizeof b));
+    int rc = zrp_pread_all(fd, b, sizeof b, off);
+    if (rc < 0)
+        return zmr_err(ZMR_EIO, "%s: cannot read LMDB meta page %d (error %d)", path, which, rc);
+    const unsigned char *mm = b + LMDB_PAGEHDR;
+    uint32_t magic = le32(mm), version = le32(mm + 4);
+    if (magic != LMDB_MAGIC)
+        return which == 0 ? zmr_err(ZMR_ENOTCOLL, "not an mrec-lmdb collection: %s is not an LMDB file (magic "
+                                    "0x%08X, expected 0x%08X)", path, magic, LMDB_MAGIC)
+                          : zmr_err(ZMR_ECORRUPT, "%s: LMDB meta page 1 is damaged: magic 0x%08X, expected "
+                                    "0x%08X", path, magic, LMDB_MAGIC);
+    if (version != LMDB_DATA_VERSION)
+        return zmr_err(which == 0 ? ZMR_EUNSUPPORTED : ZMR_ECORRUPT,
+                       "%s: LMDB meta page %d: data version %u, this liblmdb reads %u", path, which, version,
+                       LMDB_DATA_VERSION);
+    uint64_t pgno = zmr_load_u64le(b);
+    uint16_t flags = le16(b + 10);
+    if (pgno != (uint64_t)which || !(flags & LMDB_P_META))
+        return zmr_err(ZMR_ECORRUPT, "%s: LMDB meta page %d is damaged: page number %llu, flags 0x%X", path,
+                       which, (unsigned long long)pgno, flags);
+    m->psize = le32(mm + LMDB_DBS_AT);
+    if (m->psize < 512 || m->psize > 65536 || (m->psize & (m->psize - 1)) || (psize0 && m->psize != psize0))
+        return zmr_err(ZMR_ECORRUPT, "%s: LMDB meta page %d is damaged: page size %u (expected a power of two "
+                       "in 512..65536%s)", path, which, m->psize, psize0 ? ", the same in both meta pages" : "");
+    for (int d = 0; d < 2; d++)
+        m->root[d] = zmr_load_u64le(mm + LMDB_DBS_AT + d * LMDB_DB_BYTES + 40);
+    m->last_pg = zmr_load_u64le(mm + LMDB_LAST_PG_AT);
+    m->txnid = zmr_load_u64le(mm + LMDB_TXNID_AT);
+    if (m->last_pg < 1 || m->last_pg > UINT64_MAX / m->psize - 1)
+        return zmr_err(ZMR_ECORRUPT, "%s: LMDB meta page %d is damaged: last page %llu", path, which,
+                       (unsigned long long)m->last_pg);
+    for (int d = 0; d < 2; d++)
+        if (m->root[d] != LMDB_P_INVALID && (m->root[d] < 2 || m->root[d] > m->last_pg))
+            return zmr_err(ZMR_ECORRUPT, "%s: LMDB meta page %d is damaged: %s root page %llu outside 2..%llu "
+                           "(the last page)", path, which, d ? "main" : "free-list",
+                           (unsigned long long)m->root[d], (unsigned long long)m->last_pg);
+    return ZMR_OK;
+}
+
+/* Everything that can be checked before LMDB maps the file. */
+static zmr_status check_lmdb_file(const char *path)
+{
+    zrp_file fd;
+    int rc = zrp_open(&fd, path, ZRP_READ);
+    if (rc < 0)
+        return zmr_err(ZMR_EIO, "open: %s: cannot open the file (%s)", path,
+                       rc == -ENOENT ? "no such file" : "permission denied or not a regular file");
+    uint64_t size = 0;
+    zmr_status st = ZMR_OK;
+    struct lmdb_meta m[2];
+    if ((rc = zrp_file_size(fd, &size)) < 0)
+        st = zmr_err(ZMR_EIO, "open: %s: cannot stat the file (error %d)", path, rc);
+    else if (size == 0)
+        st = zmr_err(ZMR_ENOTCOLL, "not an mrec-lmdb collection: %s is empty", path);
+    else if ((st = read_lmdb_meta(fd, path, size, 0, 0, 0, &m[0])) == ZMR_OK &&
+             (st = read_lmdb_meta(fd, path, size, 1, m[0].psize, m[0].psize, &m[1])) == ZMR_OK) {
+        const struct lmdb_meta *cur = &m[m[0].txnid < m[1].txnid]; /* the one LMDB picks */
+        uint64_t need = (cur->last_pg + 1) * cur->psize;
+        /* a writer grows the file before it publishes a meta page: the size
+         * taken after reading the metas covers them */
+        if (size < need && zrp_file_size(fd, &size) < 0)
+            size = 0;
+        if (size < need)
+            st = zmr_err(ZMR_ECORRUPT, "%s: file truncated: %llu bytes, LMDB pages need %llu", path,
+                         (unsigned long long)size, (unsigned long long)need);
+    }
+    zrp_close(&fd);
+    return st;
+}
+
+/* The same rule as LMDB itself sees it, once the environment is open. */
+static zmr_status check_lmdb_env(MDB_env *env, const char *path)
+{
+    MDB_envinfo info;
+    MDB_stat stat;
+    if (mdb_env_info(env, &info) || mdb_env_stat(env, &stat))
+        return zmr_err(ZMR_EIO, "open: %s: cannot read the LMDB environment's info", path);
+    zrp_file fd;
+    uint64_t size = 0;
+    int rc = zrp_open(&fd, path, ZRP_READ);
+    if (rc == 0) {
+        rc = zrp_file_size(fd, &size);
+        zrp_close(&fd);
+    }
+    if (rc < 0)
+        return zmr_err(ZMR_EIO, "open: %s: cannot stat the file (error %d)", path, rc);
+    uint64_t need = ((uint64_t)info.me_last_pgno + 1) * stat.ms_psize;
+    if (size < need)
+        return zmr_err(ZMR_ECORRUPT, "%s: file truncated: %llu bytes, LMDB pages need %llu", path,
+                       (unsigned long long)size, (unsigned long long)need);
+    return ZMR_OK;
+}
+
 zmr_status zmr_open(zmr_reader **out, const char *path, unsigned flags)
 {
     if (out == NULL || path == NULL)
         return zmr_err(ZMR_EINVAL, "open: NULL argument");
     *out = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (fp == NULL)
-        return zmr_err(ZMR_EIO, "open: %s: cannot open the file", path);
-    fclose(fp);
+    zmr_status cst = check_lmdb_file(path);
+    if (cst < 0)
+        return cst;
     zmr_reader *r = calloc(1, sizeof *r);
     if (r == NULL)
         return zmr_err(ZMR_ENOMEM, "open: no memory");
@@ -206,6 +346,10 @@ zmr_status zmr_open(zmr_reader **out, const char *path, unsigned flags)
         zmr_close(r);
         return zmr_err(rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH ? ZMR_ENOTCOLL : ZMR_EIO,
                        "open: %s: %s", path, mdb_strerror(rc));
+    }
+    if ((cst = check_lmdb_env(r->env, path)) < 0) {
+        zmr_close(r);
+        return cst;
     }
     MDB_txn *txn;
     zmr_status st = begin(r, &txn);
@@ -391,14 +535,16 @@ static zmr_status read_update_txn(zmr_reader *r, MDB_txn *txn, uint64_t rec, uin
         zmr_tag tag;
         json_object *fill;
         if (r->schema_meta == NULL || !json_object_object_get_ex(r->schema_meta, key, &decl)) {
+            /* key belongs to f->meta: format the message before freeing f */
+            st = BAD("%s: meta key '%s' is not declared in sequence_schema.meta", name, key);
             zmr_frame_free(f);
-            return BAD("%s: meta key '%s' is not declared in sequence_schema.meta", name, key);
+            return st;
         }
         zmr_schema_meta_decl(decl, key, &tag, &fill);
         if (zmr_typed_check(tag, val, ZMR_ECORRUPT) < 0) {
-            zmr_frame_free(f);
             char pre[160];
             snprintf(pre, sizeof pre, "%s: meta.%.100s", name, key);
+            zmr_frame_free(f);
             return zmr_err_prefix(ZMR_ECORRUPT, pre);
         }
     }

@@ -253,6 +253,10 @@ json_object *zmr_json_double(double d)
 
 /* ------------------------------------------------------------ typed JSON */
 
+/* A decimal string in JSON's own integer grammar: optional '-', then "0" or
+ * digits without a leading zero; no '+', spaces, fraction or exponent
+ * ("0005" is refused). Writers emit exactly this form, so one integer has
+ * one string spelling (see docs/MREC.md, "Typed meta"). */
 static int parse_decimal(const char *s, int *neg, int64_t *i, uint64_t *u)
 {
     *neg = 0;
@@ -392,7 +396,8 @@ static zmr_status elem(zmr_tag tag, json_object *o, zmr_status bad, zmr_value *v
             return zmr_err(bad, "a real (%.40s) where %s is declared is refused, not rounded",
                            zmr_json_text(o), tn);
         if (zmr_json_int(o, &neg, &i, &u) < 0)
-            return zmr_err(bad, "%s value must be an integer number or decimal string, got %.60s",
+            return zmr_err(bad, "%s value must be an integer number or a canonical decimal string (optional "
+                           "'-', digits without leading zeros, within 64 bits), got %.60s",
                            tn, zmr_json_text(o));
         if (kind == 'u' && neg)
             return zmr_err(bad, "%s value %lld is negative", tn, (long long)i);

@@ -75,7 +75,8 @@ static void model_copy(model *dst, const model *src)
         dst->id = realloc(dst->id, dst->cap * sizeof *dst->id);
         assert_non_null(dst->id);
     }
-    memcpy(dst->id, src->id, src->len * sizeof *src->id);
+    if (src->len) /* an empty model may have no buffer: memcpy(x, NULL, 0) is undefined */
+        memcpy(dst->id, src->id, src->len * sizeof *src->id);
     dst->len = src->len;
 }
 

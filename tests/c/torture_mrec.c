@@ -230,6 +230,17 @@ static void test_typed_json(void **state)
     assert_int_equal(zmr_typed_json_check(ZMR_TAG_F64X6, "[1,2,3,4,5,null]"), ZMR_EINVAL);
     assert_int_equal(zmr_typed_json_check(ZMR_TAG_STRING, "1"), ZMR_EINVAL);
     OK(zmr_typed_json_check(ZMR_TAG_JSON, "{\"a\":[1,null]}"));
+    /* decimal strings: JSON's integer grammar only (docs/MREC.md) */
+    OK(zmr_typed_json_check(ZMR_TAG_U64, "\"5\""));
+    OK(zmr_typed_json_check(ZMR_TAG_U64, "\"0\""));
+    OK(zmr_typed_json_check(ZMR_TAG_U64, "\"18446744073709551615\""));
+    OK(zmr_typed_json_check(ZMR_TAG_I64X3, "[\"-9223372036854775808\",\"0\",\"-5\"]"));
+    static const char *const noncanon[] = {"\"0005\"", "\"00\"", "\"-007\"", "\"+5\"", "\" 5\"", "\"5 \"",
+                                           "\"\"", "\"-\"", "\"5.0\"", "\"5e3\"", "\"0x10\""};
+    for (size_t k = 0; k < sizeof noncanon / sizeof *noncanon; k++) {
+        assert_int_equal(zmr_typed_json_check(ZMR_TAG_I64, noncanon[k]), ZMR_EINVAL);
+        HAS("canonical decimal string");
+    }
 
     /* C values round trip through a frame, every tag */
     zmr_frame *f;
@@ -611,6 +622,7 @@ static void meta_case(const char *path, const char *text, int st, const char *ms
     assert_int_equal(zmr_open(&r, path, 0), st);
     if (strstr(zmr_last_error(), msg) == NULL)
         fail_msg("expected '%s' in '%s'", msg, zmr_last_error());
+    zmr_close(r);
 }
 
 static void test_file_refusals(void **state)
@@ -762,6 +774,183 @@ static void test_fuzz(void **state)
     OK(zmr_validate(fx->path, 0));
 }
 
+
+/* ------------------------------------------------ LMDB file-level checks */
+
+/* Copy the first n bytes of src to dst (a fresh file). */
+static void copy_prefix(const char *src, const char *dst, long n)
+{
+    FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+    assert_non_null(in);
+    assert_non_null(out);
+    char buf[4096];
+    long left = n;
+    while (left > 0) {
+        size_t want = left < (long)sizeof buf ? (size_t)left : sizeof buf;
+        size_t got = fread(buf, 1, want, in);
+        assert_int_equal(got, want);
+        assert_int_equal(fwrite(buf, 1, got, out), got);
+        left -= (long)got;
+    }
+    fclose(in);
+    assert_int_equal(fclose(out), 0);
+}
+
+static long file_size(const char *path)
+{
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    return (long)sb.st_size;
+}
+
+static void patch_bytes(const char *path, long off, const void *bytes, size_t n)
+{
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, off, SEEK_SET), 0);
+    assert_int_equal(fwrite(bytes, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* A truncated file is refused before LMDB maps it (a read of a page past
+ * the end would be SIGBUS), at every size. */
+static void test_truncated(void **state)
+{
+    fixture *fx = *state;
+    /* several records of 4000 atoms: overflow pages well past page 2 */
+    zmr_writer *w;
+    OK(zmr_writer_create(&w, fx->path, NULL, NULL));
+    for (int k = 0; k < 4; k++) {
+        zmr_frame *sys = atoms_frame(ZMR_FRAME_SYSTEM, 4000, k);
+        uint64_t idx;
+        OK(zmr_writer_begin_record(w, NULL, sys, &idx));
+        zmr_frame_free(sys);
+    }
+    OK(zmr_writer_commit(w));
+    long full = file_size(fx->path);
+    assert_true(full >= 16 * 4096);
+    char cut[700];
+    snprintf(cut, sizeof cut, "%s/cut.mrec.lmdb", fx->dir);
+    long sizes[] = {0, 1, 100, 4095, 4096, 4096 + 100, 8192, 8192 + 1, full / 2, full - 4096, full - 1};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        remove(cut);
+        copy_prefix(fx->path, cut, sizes[k]);
+        zmr_reader *r = (zmr_reader *)1;
+        int st = zmr_open(&r, cut, 0);
+        assert_null(r);
+        if (sizes[k] == 0) {
+            assert_int_equal(st, ZMR_ENOTCOLL);
+            HAS("is empty");
+        } else if (sizes[k] < 152) { /* not even LMDB's first meta page */
+            assert_int_equal(st, ZMR_ENOTCOLL);
+            HAS("too short for an LMDB file");
+        } else {
+            assert_int_equal(st, ZMR_ECORRUPT);
+            HAS("file truncated");
+            if (sizes[k] >= 8192) {
+                char want[128];
+                snprintf(want, sizeof want, "file truncated: %ld bytes, LMDB pages need %ld", sizes[k], full);
+                if (strstr(zmr_last_error(), want) == NULL)
+                    fail_msg("expected '%s' in '%s'", want, zmr_last_error());
+            }
+        }
+        assert_int_equal(zmr_validate(cut, 0), st);
+        assert_int_equal(zmr_validate(cut, ZMR_OPEN_NOLOCK), st);
+    }
+    remove(cut);
+    copy_prefix(fx->path, cut, full); /* the whole file is fine */
+    OK(zmr_validate(cut, 0));
+    /* not a regular collection at all */
+    assert_int_equal(zmr_validate("/dev/null", ZMR_OPEN_NOLOCK), ZMR_ENOTCOLL);
+    HAS("/dev/null is empty");
+    char missing[700];
+    snprintf(missing, sizeof missing, "%s/none.mrec.lmdb", fx->dir);
+    assert_int_equal(zmr_validate(missing, 0), ZMR_EIO);
+    HAS("no such file");
+}
+
+/* LMDB's two meta pages are checked with plain reads before LMDB trusts
+ * them (64-bit layout: page header 16 bytes, then MDB_meta). */
+static void test_lmdb_meta_pages(void **state)
+{
+    fixture *fx = *state;
+    write_collection(fx->path);
+    long full = file_size(fx->path);
+    char bad[700];
+    snprintf(bad, sizeof bad, "%s/bad.mrec.lmdb", fx->dir);
+    const long ps = 4096; /* the page size LMDB chose on this host */
+    struct {
+        long off[2];     /* patched in meta 0 and (when >= 0) meta 1 */
+        unsigned char bytes[8];
+        size_t n;
+        int st;
+        const char *msg;
+    } cases[] = {
+        {{16, -1}, {0xDE, 0xC0, 0xEF, 0xBF}, 4, ZMR_ENOTCOLL, "not an LMDB file"},
+        {{ps + 16, -1}, {0, 0, 0, 0}, 4, ZMR_ECORRUPT, "meta page 1 is damaged: magic"},
+        {{20, -1}, {2, 0, 0, 0}, 4, ZMR_EUNSUPPORTED, "data version 2"},
+        {{ps + 20, -1}, {7, 0, 0, 0}, 4, ZMR_ECORRUPT, "meta page 1: data version 7"},
+        {{40, ps + 40}, {0x00, 0x30, 0, 0}, 4, ZMR_ECORRUPT, "page size 12288"},
+        {{40, ps + 40}, {0, 0, 0, 0}, 4, ZMR_ECORRUPT, "page size 0"},
+        {{136, ps + 136}, {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0, 0}, 8, ZMR_ECORRUPT, "file truncated"},
+        {{136, ps + 136}, {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}, 8, ZMR_ECORRUPT, "last page"},
+        {{128, ps + 128}, {0x00, 0x00, 0x10, 0, 0, 0, 0, 0}, 8, ZMR_ECORRUPT, "main root page 1048576"},
+        {{80, ps + 80}, {1, 0, 0, 0, 0, 0, 0, 0}, 8, ZMR_ECORRUPT, "free-list root page 1"},
+        {{0, -1}, {5, 0, 0, 0, 0, 0, 0, 0}, 8, ZMR_ECORRUPT, "page number 5"},
+        {{ps + 10, -1}, {0, 0}, 2, ZMR_ECORRUPT, "meta page 1 is damaged: page number 1, flags 0x0"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        remove(bad);
+        copy_prefix(fx->path, bad, full);
+        for (int m = 0; m < 2; m++)
+            if (cases[k].off[m] >= 0)
+                patch_bytes(bad, cases[k].off[m], cases[k].bytes, cases[k].n);
+        zmr_reader *r = NULL;
+        assert_int_equal(zmr_open(&r, bad, ZMR_OPEN_NOLOCK), cases[k].st);
+        assert_null(r);
+        if (strstr(zmr_last_error(), cases[k].msg) == NULL)
+            fail_msg("case %zu: expected '%s' in '%s'", k, cases[k].msg, zmr_last_error());
+    }
+    remove(bad);
+    copy_prefix(fx->path, bad, full);
+    OK(zmr_validate(bad, ZMR_OPEN_NOLOCK));
+}
+
+/* An undeclared meta key in an update: the message names the key (it is
+ * formatted before the decoded frame that owns the key is freed). */
+static void test_undeclared_update_meta(void **state)
+{
+    fixture *fx = *state;
+    write_collection(fx->path);
+    static const char key[] = "undeclared_key_with_a_long_name_to_outlive_small_allocations_0123456789";
+    zmr_frame *u = atoms_frame(ZMR_FRAME_UPDATE, 2, 0.25);
+    OK(zmr_frame_set_meta(u, "n", ZMR_TAG_U64, "1"));
+    OK(zmr_frame_set_meta(u, key, ZMR_TAG_STRING, "\"value\""));
+    OK(zmr_frame_set_step(u, 100));
+    void *bytes;
+    size_t n;
+    OK(zmr_frame_encode(u, &bytes, &n));
+    zmr_frame_free(u);
+    unsigned char k[9];
+    fkey(k, 'f', 3); /* record 2, frame 0 */
+    raw_put(fx->path, k, 9, bytes, n);
+    zmr_free(bytes);
+    zmr_reader *r;
+    OK(zmr_open(&r, fx->path, 0));
+    zmr_frame *f = NULL;
+    char want[200];
+    snprintf(want, sizeof want, "f/3: meta key '%s' is not declared in sequence_schema.meta", key);
+    assert_int_equal(zmr_read_update(r, 2, 0, &f), ZMR_ECORRUPT);
+    assert_null(f);
+    if (strstr(zmr_last_error(), want) == NULL)
+        fail_msg("expected '%s' in '%s'", want, zmr_last_error());
+    assert_int_equal(zmr_read_frame(r, 2, 1, &f), ZMR_ECORRUPT);
+    HAS(key);
+    zmr_close(r);
+    assert_int_equal(zmr_validate(fx->path, 0), ZMR_ECORRUPT);
+    HAS(want);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -775,6 +964,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_map_growth, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fuzz, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_truncated, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lmdb_meta_pages, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_undeclared_update_meta, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,26 +3,38 @@
  *   zr mrec validate FILE          check every rule of the layout
  *   zr mrec info FILE              records, frames, atoms, blocks, units
  *   zr mrec dump FILE RECORD [FRAME]  a record's meta and system, or a resolved frame
- *   zr mrec import FILE... [--format NAME] -o OUT.mrec.lmdb
- *                                  ASE-based importers: runs python3 -m loaderx.mrec import
+ *   zr mrec import FILE... [--format NAME] [--units STYLE] -o OUT.mrec.lmdb
+ *                                  ASE-based importers: runs loaderx.mrec's main
+ *
+ * validate runs the walk in a child process: LMDB keeps no page checksums,
+ * so damage inside its B-tree pages can crash liblmdb itself (SIGSEGV, or
+ * an assertion that aborts). The parent then reports the damage instead
+ * of dying with the child. The CLI is not a library, so the POSIX process
+ * calls are used here directly.
  */
+#include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include <zmrec.h>
 
 #include "zr_cli.h"
 
-int execvp(const char *file, char *const argv[]); /* POSIX; the CLI is not a library */
+/* POSIX (unistd.h stays inside platform/; these are the CLI's own). */
+int execvp(const char *file, char *const argv[]);
+pid_t fork(void);
+void _exit(int status);
 
 static int usage(void)
 {
     fprintf(stderr, "usage: zr mrec validate FILE\n"
                     "       zr mrec info FILE\n"
                     "       zr mrec dump FILE RECORD [FRAME]\n"
-                    "       zr mrec import FILE... [--format NAME] -o OUT.mrec.lmdb\n");
+                    "       zr mrec import FILE... [--format NAME] [--units STYLE] -o OUT.mrec.lmdb\n");
     return 2;
 }
 
@@ -32,14 +44,23 @@ static int fail(const char *what)
     return 1;
 }
 
-static int parse_u64(const char *s, uint64_t *out)
+/* A decimal number in 0..2^64-1: digits only (no sign, no spaces), and
+ * refused rather than saturated when it does not fit. */
+static int parse_u64(const char *what, const char *s, uint64_t *out)
 {
     char *end;
-    if (s == NULL || *s == '\0' || *s == '-')
+    int ok = s != NULL && *s >= '0' && *s <= '9';
+    unsigned long long v = 0;
+    if (ok) {
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        ok = *end == '\0' && errno == 0;
+    }
+    if (!ok) {
+        fprintf(stderr, "zr mrec dump: %s '%s' is not a number in 0..18446744073709551615\n", what,
+                s ? s : "");
         return -1;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end)
-        return -1;
+    }
     *out = v;
     return 0;
 }
@@ -95,9 +116,99 @@ static int cmd_info(const char *path)
     return 0;
 }
 
+/* ----------------------------------------------- compact header printing
+ *
+ * A frame header lists a string column's values and may hold long arrays
+ * (1000 element names): print it with every array longer than
+ * SUMMARY_KEEP elements cut to its first SUMMARY_KEEP and a count of the
+ * rest. The header is the library's own compact JSON, so a small scanner
+ * suffices. */
+#define SUMMARY_KEEP 6
+
+static const char *json_skip(const char *p);
+
+static const char *json_skip_string(const char *p)
+{
+    for (p++; *p && *p != '"'; p++)
+        if (*p == '\\' && p[1])
+            p++;
+    return *p ? p + 1 : p;
+}
+
+/* Past one JSON value starting at p. */
+static const char *json_skip(const char *p)
+{
+    if (*p == '"')
+        return json_skip_string(p);
+    if (*p == '[' || *p == '{') {
+        char close = *p == '[' ? ']' : '}';
+        p++;
+        while (*p && *p != close) {
+            p = json_skip(p);
+            if (*p == ':' || *p == ',')
+                p++;
+        }
+        return *p ? p + 1 : p;
+    }
+    while (*p && *p != ',' && *p != ']' && *p != '}' && *p != ':')
+        p++;
+    return p;
+}
+
+static const char *json_print_summary(const char *p)
+{
+    if (*p == '"') {
+        const char *e = json_skip_string(p);
+        fwrite(p, 1, (size_t)(e - p), stdout);
+        return e;
+    }
+    if (*p == '{') {
+        putchar(*p++);
+        while (*p && *p != '}') {
+            p = json_print_summary(p); /* key */
+            if (*p == ':')
+                putchar(*p++);
+            p = json_print_summary(p);
+            if (*p == ',')
+                putchar(*p++);
+        }
+        if (*p)
+            putchar(*p++);
+        return p;
+    }
+    if (*p == '[') {
+        putchar(*p++);
+        uint64_t n = 0;
+        while (*p && *p != ']') {
+            if (n < SUMMARY_KEEP) {
+                if (n)
+                    putchar(',');
+                p = json_print_summary(p);
+            } else {
+                p = json_skip(p);
+            }
+            n++;
+            if (*p == ',')
+                p++;
+        }
+        if (n > SUMMARY_KEEP)
+            printf(",...(%" PRIu64 " more)", n - SUMMARY_KEEP);
+        if (*p)
+            putchar(*p++);
+        return p;
+    }
+    const char *e = json_skip(p);
+    fwrite(p, 1, (size_t)(e - p), stdout);
+    return e;
+}
+
 static void print_frame(zmr_frame *f)
 {
-    printf("header: %s\n", zmr_frame_header_json(f));
+    const char *h = zmr_frame_header_json(f);
+    printf("header: ");
+    if (h)
+        json_print_summary(h);
+    printf("\n");
     for (size_t b = 0; b < zmr_frame_nblocks(f); b++)
         for (size_t c = 0; c < zmr_frame_ncolumns(f, b); c++) {
             zmr_column col;
@@ -123,8 +234,10 @@ static void print_frame(zmr_frame *f)
 static int cmd_dump(int argc, char **argv)
 {
     uint64_t rec, k = 0;
-    if (argc < 4 || argc > 5 || parse_u64(argv[3], &rec) < 0 || (argc == 5 && parse_u64(argv[4], &k) < 0))
+    if (argc < 4 || argc > 5)
         return usage();
+    if (parse_u64("RECORD", argv[3], &rec) < 0 || (argc == 5 && parse_u64("FRAME", argv[4], &k) < 0))
+        return 2;
     zmr_reader *r;
     if (zmr_open(&r, argv[2], 0) < 0)
         return fail("dump");
@@ -158,39 +271,80 @@ static int cmd_dump(int argc, char **argv)
     return rc;
 }
 
+static int validate_here(const char *path)
+{
+    if (zmr_validate(path, 0) < 0)
+        return fail("validate");
+    zmr_reader *r;
+    if (zmr_open(&r, path, 0) < 0)
+        return fail("validate");
+    printf("%s: ok (%" PRIu64 " records, %" PRIu64 " frames, molrec_version %d)\n", path, zmr_n_records(r),
+           zmr_n_frames(r), zmr_molrec_version(r));
+    zmr_close(r);
+    return 0;
+}
+
+/* The walk runs in a child (opening the environment there, after the
+ * fork); a child killed by a signal means liblmdb crashed on the file. */
+static int cmd_validate(const char *path)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "zr mrec validate: cannot fork (%s); validating in this process\n", strerror(errno));
+        return validate_here(path);
+    }
+    if (pid == 0) {
+        int rc = validate_here(path);
+        fflush(stdout);
+        fflush(stderr);
+        _exit(rc);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            fprintf(stderr, "zr mrec validate: waitpid: %s\n", strerror(errno));
+            return 1;
+        }
+    }
+    if (WIFSIGNALED(status)) {
+        fprintf(stderr, "zr mrec validate: %s: the LMDB structure is damaged (reader crashed with signal %d)\n",
+                path, WTERMSIG(status));
+        return 1;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
 int zr_cmd_mrec(int argc, char **argv)
 {
     if (argc < 2)
         return usage();
     const char *sub = argv[1];
-    if (!strcmp(sub, "validate") && argc == 3) {
-        if (zmr_validate(argv[2], 0) < 0)
-            return fail("validate");
-        zmr_reader *r;
-        if (zmr_open(&r, argv[2], 0) < 0)
-            return fail("validate");
-        printf("%s: ok (%" PRIu64 " records, %" PRIu64 " frames, molrec_version %d)\n", argv[2], zmr_n_records(r),
-               zmr_n_frames(r), zmr_molrec_version(r));
-        zmr_close(r);
-        return 0;
-    }
+    if (!strcmp(sub, "validate") && argc == 3)
+        return cmd_validate(argv[2]);
     if (!strcmp(sub, "info") && argc == 3)
         return cmd_info(argv[2]);
     if (!strcmp(sub, "dump"))
         return cmd_dump(argc, argv);
     if (!strcmp(sub, "import")) {
-        /* python3 -m loaderx.mrec import ARGS... */
+        /* python3 -c <run loaderx.mrec.main as "zr mrec"> import ARGS... */
         char **av = calloc((size_t)argc + 4, sizeof *av);
         if (av == NULL)
             return 1;
         const char *py = getenv("ZR_PYTHON");
         av[0] = (char *)(py && *py ? py : "python3");
-        av[1] = "-m";
-        av[2] = "loaderx.mrec";
+        av[1] = "-c";
+        av[2] = "import sys\n"
+                "try:\n"
+                "    from loaderx.mrec import main\n"
+                "except ImportError as e:\n"
+                "    sys.exit('zr mrec import: needs the loaderx Python package (%s)' % e)\n"
+                "sys.exit(main(sys.argv[1:], prog='zr mrec'))\n";
         for (int k = 1; k < argc; k++)
             av[2 + k] = argv[k];
         execvp(av[0], av);
-        fprintf(stderr, "zr mrec import: cannot run %s -m loaderx.mrec (needs the loaderx package and ase)\n",
+        fprintf(stderr, "zr mrec import: cannot run %s (needs python3 with the loaderx package and ase)\n",
                 av[0]);
         free(av);
         return 1;

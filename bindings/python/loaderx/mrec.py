@@ -27,11 +27,16 @@ Errors: ValueError for refused input, :class:`loaderx.errors.CorruptStoreError`
 the rule), :class:`loaderx.errors.NotAStoreError` for a file that is not a
 collection, NotImplementedError for versions this library does not read.
 
-Command line: ``python3 -m loaderx.mrec import FILE... [--format NAME] -o
-OUT.mrec.lmdb`` (ASE format names; guessed when left out), also reached as
+Command line: ``python3 -m loaderx.mrec import FILE... [--format NAME]
+[--units STYLE] -o OUT.mrec.lmdb`` (ASE format names, guessed when left
+out; LAMMPS unit style names, ``ase`` or ``unknown``), also reached as
 ``zr mrec import``.
+
+Loader streams: :func:`to_zrecord` converts a collection into zrecord
+stores; :func:`lmdb_streams` reads the same items straight from LMDB.
 """
 
+import errno
 import json
 import math
 import os
@@ -43,7 +48,8 @@ import numpy as np
 from . import _zr
 
 __all__ = ["Block", "Writer", "Reader", "validate", "round_precision",
-           "import_files", "to_zrecord", "DTYPES", "TAGS"]
+           "import_files", "to_zrecord", "lmdb_streams", "LmdbStream", "units_for",
+           "DTYPES", "TAGS"]
 
 SYSTEM, UPDATE, INDEX, FF = 0, 1, 2, 3
 
@@ -414,12 +420,33 @@ class Writer:
 
 # ----------------------------------------------------------- reader
 
+def _check_exists(path):
+    if not os.path.exists(path):
+        raise FileNotFoundError(errno.ENOENT, "no such mrec-lmdb collection", path)
+
+
+def _u64_index(what, v):
+    """A record / frame number as the native side takes it: IndexError
+    (not SWIG's OverflowError) for a negative or too large one."""
+    if isinstance(v, (float, np.floating)) or isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"{what} index must be an integer, got {v!r}")
+    v = int(v)
+    if v < 0:
+        raise IndexError(f"{what} index {v} is negative (indices count from 0; negative indices are not "
+                         "supported)")
+    if v >= 2 ** 64:
+        raise IndexError(f"{what} index {v} is out of range")
+    return v
+
+
 class Reader:
     """Open a collection read-only (``nolock=True`` for read-only media:
     LMDB's MDB_NOLOCK, no writer may run meanwhile)."""
 
     def __init__(self, path, nolock=False):
+        self._h = None
         self.path = os.fspath(path)
+        _check_exists(self.path)
         self._h = _zr.zmr_py_open(self.path, 1 if nolock else 0)
         self.meta = json.loads(_zr.zmr_meta_json(self._h))
         self.schema = self.meta.get("sequence_schema") or {}
@@ -469,23 +496,25 @@ class Reader:
 
     def record_info(self, r):
         """{'first_frame', 'n_frames', 'n_atoms', 'has_trajectory'}"""
-        a, b, c, d = _zr.zmr_py_record_info(self._r(), int(r))
+        a, b, c, d = _zr.zmr_py_record_info(self._r(), _u64_index("record", r))
         return {"first_frame": a, "n_frames": b, "n_atoms": c, "has_trajectory": d}
 
     def record_meta(self, r, raw=False):
-        text = _zr.zmr_py_read_record_meta(self._r(), int(r))
+        text = _zr.zmr_py_read_record_meta(self._r(), _u64_index("record", r))
         return text if raw else json.loads(text)
 
     def system(self, r):
-        return _read_frame(_zr.zmr_py_read(self._r(), 0, int(r), 0))
+        return _read_frame(_zr.zmr_py_read(self._r(), 0, _u64_index("record", r), 0))
 
     def update(self, r, k):
         """Frame k of record r as stored (only the blocks that changed)."""
-        return _read_frame(_zr.zmr_py_read(self._r(), 1, int(r), int(k)), self._schema_meta)
+        return _read_frame(_zr.zmr_py_read(self._r(), 1, _u64_index("record", r),
+                                           _u64_index(f"record {r}: frame", k)), self._schema_meta)
 
     def frame(self, r, k):
         """Frame k of record r resolved (carry-forward within the record)."""
-        return _read_frame(_zr.zmr_py_read(self._r(), 2, int(r), int(k)), self._schema_meta)
+        return _read_frame(_zr.zmr_py_read(self._r(), 2, _u64_index("record", r),
+                                           _u64_index(f"record {r}: frame", k)), self._schema_meta)
 
     def frames(self, r):
         """Every resolved frame of record r, in order (one pass)."""
@@ -505,22 +534,83 @@ class Reader:
 
 
 def validate(path, nolock=False):
-    """Check every rule of the layout; raises naming the key and the rule."""
-    _zr.zmr_validate(os.fspath(path), 1 if nolock else 0)
+    """Check every rule of the layout; raises naming the key and the rule
+    (FileNotFoundError for a missing path)."""
+    path = os.fspath(path)
+    _check_exists(path)
+    _zr.zmr_validate(path, 1 if nolock else 0)
 
 
 # ----------------------------------------------------------- ASE importers
 
 _TRAJ_BLOCK = "atoms"
-_UNITS = {"length": "angstrom", "energy": "eV", "time": "ps"}
 
 
-def _static_columns(atoms):
+class UsageError(ValueError):
+    """A bad importer argument (``zr mrec import`` exits 2 with one line)."""
+
+
+class FormatError(UsageError):
+    """An input format that is unknown, unreadable by ASE, or cannot be
+    guessed."""
+
+
+#: LAMMPS unit styles (https://docs.lammps.org/units.html), as stored in
+#: ``collection.units`` with their name under ``"style"``.
+LAMMPS_UNITS = {
+    "lj": {"style": "lj", "length": "sigma", "energy": "epsilon", "time": "tau", "mass": "mass",
+           "force": "epsilon/sigma", "charge": "reduced", "velocity": "sigma/tau"},
+    "real": {"style": "real", "length": "angstrom", "energy": "kcal/mol", "time": "fs", "mass": "g/mol",
+             "force": "kcal/mol/angstrom", "charge": "e", "velocity": "angstrom/fs"},
+    "metal": {"style": "metal", "length": "angstrom", "energy": "eV", "time": "ps", "mass": "g/mol",
+              "force": "eV/angstrom", "charge": "e", "velocity": "angstrom/ps"},
+    "si": {"style": "si", "length": "m", "energy": "J", "time": "s", "mass": "kg", "force": "N",
+           "charge": "C", "velocity": "m/s"},
+    "cgs": {"style": "cgs", "length": "cm", "energy": "erg", "time": "s", "mass": "g", "force": "dyne",
+            "charge": "statcoulomb", "velocity": "cm/s"},
+    "electron": {"style": "electron", "length": "bohr", "energy": "hartree", "time": "fs", "mass": "amu",
+                 "force": "hartree/bohr", "charge": "e", "velocity": "bohr/atu"},
+    "micro": {"style": "micro", "length": "um", "energy": "pg*um^2/us^2", "time": "us", "mass": "pg",
+              "force": "pg*um/us^2", "charge": "pC", "velocity": "um/us"},
+    "nano": {"style": "nano", "length": "nm", "energy": "ag*nm^2/ns^2", "time": "ns", "mass": "ag",
+             "force": "ag*nm/ns^2", "charge": "e", "velocity": "nm/ns"},
+}
+#: ASE's own units: what its readers of extxyz / xyz / json / db / gromacs
+#: hand out (gromacs nm are converted to angstrom by ASE).
+ASE_UNITS = {"style": "ase", "length": "angstrom", "energy": "eV", "mass": "amu",
+             "force": "eV/angstrom", "charge": "e"}
+UNKNOWN_UNITS = {"style": "unknown"}
+
+#: ASE formats that hand out the file's numbers as they are (ASE's LAMMPS
+#: readers assume 'metal', whose length and force factors are 1), so the
+#: units are whatever the LAMMPS run used: unknown unless the user says.
+_LAMMPS_FORMATS = ("lammps-dump-text", "lammps-dump-binary", "lammps-data")
+#: Formats whose readers attach a placeholder SinglePointCalculator with
+#: energy=0.0: their energy is never data.
+_NO_ENERGY_FORMATS = ("lammps-dump-text", "lammps-dump-binary", "lammps-data")
+
+
+def units_for(name):
+    """The ``collection.units`` document for a ``--units`` name: a LAMMPS
+    unit style (lj real metal si cgs electron micro nano), ``ase`` or
+    ``unknown``. ValueError otherwise."""
+    if name in LAMMPS_UNITS:
+        return dict(LAMMPS_UNITS[name])
+    if name == "ase":
+        return dict(ASE_UNITS)
+    if name == "unknown":
+        return dict(UNKNOWN_UNITS)
+    raise UsageError(f"unknown units {name!r}: expected one of {', '.join(LAMMPS_UNITS)}, ase, unknown")
+
+
+def _static_columns(atoms, fmt):
     cols = {"element": atoms.get_chemical_symbols(),
             "atomic_number": np.asarray(atoms.numbers, dtype=np.uint8)}
     for name, arr in atoms.arrays.items():
         if name in ("numbers", "positions"):
             continue
+        if name == "momenta" and fmt in _LAMMPS_FORMATS:
+            continue  # ASE converted the dump's velocities; stored raw below
         a = np.asarray(arr)
         if a.dtype.kind in "US" or a.dtype == object:
             cols[name] = [str(x) for x in a.tolist()]
@@ -530,6 +620,11 @@ def _static_columns(atoms):
             cols[name] = a.astype(np.int64)
         elif a.dtype.kind == "b":
             cols[name] = a
+    if fmt in _LAMMPS_FORMATS and "momenta" in atoms.arrays:
+        from ase.calculators.lammps import convert
+        # back to the file's numbers (ASE read them as 'metal')
+        cols["velocity"] = np.asarray(convert(atoms.get_velocities(), "velocity", "ASE", "metal"),
+                                      dtype=np.float64)
     return cols
 
 
@@ -537,22 +632,27 @@ def _box(atoms):
     cell = np.asarray(atoms.cell[:], dtype=float)
     if not atoms.pbc.any() and not cell.any():
         return None
-    return {"vectors": cell, "origin": [0.0, 0.0, 0.0], "boundary": [bool(x) for x in atoms.pbc],
+    # ASE keeps a LAMMPS box's lower corner (xlo, ylo, zlo) as the cell
+    # displacement and leaves positions as in the file: it is the origin.
+    origin = np.asarray(atoms.get_celldisp(), dtype=float).ravel()
+    return {"vectors": cell, "origin": [float(x) for x in origin], "boundary": [bool(x) for x in atoms.pbc],
             "cell_defined": bool(atoms.cell.rank == 3)}
 
 
-def _calc_results(atoms):
+def _calc_results(atoms, fmt):
+    """(energy, forces) really present in the file, else None."""
     calc = atoms.calc
     res = getattr(calc, "results", {}) if calc is not None else {}
-    return res.get("energy"), res.get("forces")
+    energy = None if fmt in _NO_ENERGY_FORMATS else res.get("energy")
+    return energy, res.get("forces")
 
 
-def _system_from_atoms(atoms, with_positions=True):
-    cols = _static_columns(atoms)
+def _system_from_atoms(atoms, fmt, with_positions=True):
+    cols = _static_columns(atoms, fmt)
     if with_positions:
         cols["position"] = np.asarray(atoms.positions, dtype=np.float64)
     meta, types = {}, {}
-    energy, _ = _calc_results(atoms)
+    energy, _ = _calc_results(atoms, fmt)
     if energy is not None:
         meta["energy"], types["energy"] = float(energy), "f64"
     for k, v in atoms.info.items():
@@ -565,13 +665,13 @@ def _system_from_atoms(atoms, with_positions=True):
     return d
 
 
-def _update_from_atoms(atoms, k):
+def _update_from_atoms(atoms, k, fmt, with_energy):
     cols = {"position": np.asarray(atoms.positions, dtype=np.float64)}
-    energy, forces = _calc_results(atoms)
+    energy, forces = _calc_results(atoms, fmt)
     if forces is not None:
         cols["force"] = np.asarray(forces, dtype=np.float64)
     d = {"blocks": {_TRAJ_BLOCK: cols}, "meta": {}}
-    if energy is not None:
+    if with_energy and energy is not None:
         d["meta"]["energy"] = float(energy)
     d["step"] = int(atoms.info.get("timestep", k))
     box = _box(atoms)
@@ -583,9 +683,31 @@ def _update_from_atoms(atoms, k):
 _COLLECTION_FORMATS = ("json", "db")
 
 
+def check_format(name):
+    """``name`` if ASE can read that format, else FormatError."""
+    from ase.io.formats import ioformats
+    fmt = ioformats.get(name)
+    if fmt is None or not fmt.can_read:
+        near = sorted(k for k, f in ioformats.items() if f.can_read and (name or "")[:3] in k)
+        hint = f" (similar: {', '.join(near[:6])})" if near else ""
+        raise FormatError(f"unknown or unreadable format {name!r}: not an ASE format name ASE can read{hint}")
+    return name
+
+
 def guess_format(path):
-    from ase.io.formats import filetype
-    return filetype(path, guess=True)
+    """ASE's guess of ``path``'s format; FormatError when it cannot tell."""
+    from ase.io.formats import UnknownFileTypeError, filetype
+    try:
+        name = filetype(path, guess=True)
+    except UnknownFileTypeError:
+        name = None
+    except OSError:
+        raise
+    try:
+        return check_format(name)
+    except FormatError:
+        raise FormatError(f"cannot guess the format of {path}; give --format NAME "
+                          "(ASE format names: lammps-dump-text, extxyz, xyz, json, db, gromacs, ...)") from None
 
 
 class _Progress:
@@ -607,6 +729,14 @@ class _Progress:
         sys.stderr.flush()
 
 
+def _remove_quietly(*paths):
+    for p in paths:
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
+
+
 def import_files(paths, out, format=None, progress=None, units=None):
     """Import files with ASE into a new collection ``out``.
 
@@ -614,52 +744,93 @@ def import_files(paths, out, format=None, progress=None, units=None):
     collections) become one record per row (system only, energy as meta
     when the row has one). Any other format becomes one record per file:
     the system holds the first image (element, atomic_number, per-atom
-    arrays, positions, box) and, when the file holds more than one image,
-    the trajectory holds every image's positions (+ forces), energy and
-    step (LAMMPS timestep). Returns {'records', 'frames'}."""
+    arrays, positions, box with its origin) and, when the file holds more
+    than one image, the trajectory holds every image's positions (+ forces
+    when the file has them), energy (when the file has one: never for
+    LAMMPS dumps, whose ASE reader invents 0.0) and step (LAMMPS timestep).
+
+    ``units``: a name for :func:`units_for` or a units dict; default
+    ``"unknown"`` when any input is a LAMMPS file (ASE hands out its
+    numbers as they are) else ``"ase"`` (angstrom, eV). Formats are checked
+    (or guessed) for every file before anything is written
+    (:class:`FormatError`). The collection is written to
+    ``out.partial-<pid>`` and renamed to ``out`` only when complete: a
+    failed import leaves nothing behind. Returns {'records', 'frames'}."""
     import ase.db
     import ase.io
 
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     paths = [os.fspath(p) for p in paths]
+    out = os.fspath(out)
+    if not paths:
+        raise ValueError("import: no input files")
+    for p in paths:
+        if not os.path.exists(p):
+            raise FileNotFoundError(errno.ENOENT, "input file not found", p)
+    fmts = [check_format(format) if format else guess_format(p) for p in paths]
+    if isinstance(units, dict):
+        units_doc = dict(units)
+    else:
+        units_doc = units_for(units or ("unknown" if any(f in _LAMMPS_FORMATS for f in fmts) else "ase"))
+    for p in (out, out + "-lock"):
+        if os.path.lexists(p):
+            raise FileExistsError(errno.EEXIST, "output exists", p)
     if progress is None:
         progress = sys.stderr.isatty()
     bar = _Progress(progress)
+    with_energy = any(f not in _NO_ENERGY_FORMATS for f in fmts)
     schema = {"blocks": {_TRAJ_BLOCK: {"columns": {"position": {"dtype": "f64"},
                                                   "force": {"dtype": "f64"}}}},
-              "meta": {"energy": {"type": "f64", "fill": "NaN"}}}
+              "meta": {"energy": {"type": "f64", "fill": "NaN"}} if with_energy else {}}
+    partial = f"{out}.partial-{os.getpid()}"
+    _remove_quietly(partial, partial + "-lock")
     nrec = nfr = 0
-    with Writer(out, units=units or _UNITS, schema=schema,
-                collection={"source": {"importer": "loaderx.mrec (ASE)"}}) as w:
-        for i, p in enumerate(paths):
-            fmt = format or guess_format(p)
-            if fmt in _COLLECTION_FORMATS:
-                with ase.db.connect(p, type=fmt) as db:
-                    for row in db.select():
-                        atoms = row.toatoms()
-                        meta = {"source": os.path.basename(p), "id": row.id}
-                        if row.get("name") is not None:
-                            meta["name"] = row.get("name")
-                        sysd = _system_from_atoms(atoms)
-                        w.add_record(meta=meta, system=sysd)
-                        nrec += 1
-                        bar(i, len(paths), nrec, nfr)
-            else:
-                images = ase.io.read(p, index=":", format=fmt)
-                if not isinstance(images, list):
-                    images = [images]
-                meta = {"source": os.path.basename(p), "format": fmt}
-                if len(images) > 1:
-                    w.add_record(meta=meta, system=_system_from_atoms(images[0], with_positions=False))
-                    for k, a in enumerate(images):
-                        w.add_frame(_update_from_atoms(a, k))
-                        nfr += 1
-                        bar(i, len(paths), nrec, nfr)
+    try:
+        with Writer(partial, units=units_doc, schema=schema,
+                    collection={"source": {"importer": "loaderx.mrec (ASE)"}}) as w:
+            for i, (p, fmt) in enumerate(zip(paths, fmts)):
+                if fmt in _COLLECTION_FORMATS:
+                    with ase.db.connect(p, type=fmt) as db:
+                        for row in db.select():
+                            atoms = row.toatoms()
+                            meta = {"source": os.path.basename(p), "id": row.id}
+                            if row.get("name") is not None:
+                                meta["name"] = row.get("name")
+                            w.add_record(meta=meta, system=_system_from_atoms(atoms, fmt))
+                            nrec += 1
+                            bar(i, len(paths), nrec, nfr)
                 else:
-                    w.add_record(meta=meta, system=_system_from_atoms(images[0]))
-                nrec += 1
-            bar(i + 1, len(paths), nrec, nfr)
+                    try:
+                        images = ase.io.read(p, index=":", format=fmt)
+                    except Exception as e:
+                        raise ValueError(f"{p}: ASE's {fmt} reader failed: {type(e).__name__}: {e}") from e
+                    if not isinstance(images, list):
+                        images = [images]
+                    if not images:
+                        raise ValueError(f"{p}: ASE read no image ({fmt})")
+                    meta = {"source": os.path.basename(p), "format": fmt}
+                    if len(images) > 1:
+                        w.add_record(meta=meta, system=_system_from_atoms(images[0], fmt, with_positions=False))
+                        for k, a in enumerate(images):
+                            w.add_frame(_update_from_atoms(a, k, fmt, with_energy))
+                            nfr += 1
+                            bar(i, len(paths), nrec, nfr)
+                    else:
+                        w.add_record(meta=meta, system=_system_from_atoms(images[0], fmt))
+                    nrec += 1
+                bar(i + 1, len(paths), nrec, nfr)
+        # complete: publish under the final name (link refuses an existing one)
+        try:
+            os.link(partial, out)
+        except FileExistsError:
+            raise FileExistsError(errno.EEXIST, "output appeared during the import", out) from None
+        except OSError:
+            os.replace(partial, out)
+    except BaseException:
+        _remove_quietly(partial, partial + "-lock")
+        raise
+    _remove_quietly(partial, partial + "-lock")
     bar(len(paths), len(paths), nrec, nfr, final=True)
     return {"records": nrec, "frames": nfr}
 
@@ -691,6 +862,132 @@ def frame_items(reader, block="atoms", column="position", scalars=("step", "ener
                 continue
             vals = {s: sysd["meta"].get(s) for s in scalars}
             yield r, -1, np.asarray(cols[column], dtype=np.float64), vals
+
+
+class _LmdbSource:
+    """One native source (loaderx._zr): the collection opened for the
+    loader's worker threads plus its item list; shared by the streams of
+    one :func:`lmdb_streams` call. Reopened in a forked child."""
+
+    def __init__(self, path, nolock, block, column, scalars, include_systems):
+        self.path = os.fspath(path)
+        _check_exists(self.path)
+        self._args = (self.path, 1 if nolock else 0, block, column, list(scalars), 1 if include_systems else 0)
+        self._cap = _zr.zmr_py_source_open(*self._args)
+        self._pid = os.getpid()
+        self.length = _zr.zmr_py_source_length(self._cap)
+        self.streams = []
+
+    def capsule(self):
+        from .errors import closed
+        if self._cap is None:
+            raise closed("mrec stream")
+        if os.getpid() != self._pid:
+            # a forked child: LMDB environments must be opened after fork();
+            # the parent's handle is left alone (never freed here)
+            self._cap = _zr.zmr_py_source_open(*self._args)
+            self._pid = os.getpid()
+        return self._cap
+
+    @property
+    def closed(self):
+        return self._cap is None
+
+    def close(self):
+        if self._cap is None:
+            return
+        for st in self.streams:
+            for native in list(st._loaders):
+                native.close()
+        cap, self._cap = self._cap, None
+        if os.getpid() == self._pid:
+            _zr.zmr_py_source_free(cap)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class LmdbStream:
+    """A loader stream read straight from an mrec-lmdb collection (see
+    :func:`lmdb_streams`): ``len()``, ``dtype``, ``ragged``, ``item_shape``
+    (dense streams: ``()``), ``closed``, ``close()`` (closes every stream
+    of its :func:`lmdb_streams` call and the loaders reading them)."""
+
+    _zld_stream = True  # the DataLoader's generic-stream protocol
+
+    def __init__(self, source, which, name, dtype, ragged):
+        self._source = source
+        self._which = which
+        self.name = name
+        self.dtype = np.dtype(dtype)
+        self.ragged = ragged
+        self._loaders = set()  # dataloader._Native handles reading this stream
+        if not ragged:
+            self.item_shape = ()  # scalar records; a ragged stream has none (like RaggedStore)
+        source.streams.append(self)
+
+    def __len__(self):
+        return self._source.length
+
+    @property
+    def closed(self):
+        return self._source.closed
+
+    def close(self):
+        self._source.close()
+
+    def _handle(self):
+        return (self._source.capsule(), self._which)
+
+    def __reduce__(self):
+        # by path (e.g. for spawned DDP workers): the stream reopens its
+        # own source there
+        if self.closed:
+            raise TypeError(f"cannot pickle a closed {self!r}")
+        return (_reopen_lmdb_stream, (self._source._args, self._which, self.name, self.dtype.str, self.ragged))
+
+    def __repr__(self):
+        state = "closed" if self.closed else f"{len(self)} records"
+        return f"LmdbStream({self._source.path!r}, {self.name!r}, {'ragged' if self.ragged else 'dense'}, {state})"
+
+
+def _reopen_lmdb_stream(args, which, name, dtype, ragged):
+    path, flags, block, column, scalars, include_systems = args
+    src = _LmdbSource(path, bool(flags), block, column, scalars, bool(include_systems))
+    return LmdbStream(src, which, name, dtype, ragged)
+
+
+def lmdb_streams(source, block="atoms", column="position", scalars=("step", "energy"),
+                 include_systems=True, nolock=False):
+    """A collection as DataLoader streams read directly from LMDB, no
+    conversion: ``{"positions": ragged f64 (one (n_atoms, 3) array per
+    frame), "record": dense u64, "step": dense i64 (-1 for none), <other
+    scalar>: dense f64 (NaN for none)}``, item for item the stores
+    :func:`to_zrecord` writes (same items, same order, same values), so a
+    DataLoader with the same seed yields the same batches over either.
+
+    ``source``: a path or a :class:`Reader` (its path is reopened: the
+    loader's worker threads use their own handle). Frames are resolved on
+    the worker threads (carry-forward: the last update holding ``block``).
+    Close with ``close()`` on any of the streams (or let them be
+    collected); closing closes the loaders reading them first."""
+    path = source.path if isinstance(source, Reader) else os.fspath(source)
+    scalars = tuple(scalars)
+    for name in ("positions", "record"):
+        if name in scalars:
+            raise ValueError(f"scalar name {name!r} collides with a stream name")
+    src = _LmdbSource(path, nolock, block, column, scalars, include_systems)
+    if src.length == 0:
+        src.close()
+        raise ValueError(f"{path}: no frames (and no system holding {block}/{column}) to stream")
+    out = {"positions": LmdbStream(src, 0, "positions", np.float64, True),
+           "record": LmdbStream(src, 1, "record", np.uint64, False)}
+    for k, name in enumerate(scalars):
+        out[name] = LmdbStream(src, 2 + k, name, np.int64 if name == "step" else np.float64, False)
+    return out
 
 
 def to_zrecord(reader, out_dir, block="atoms", column="position", scalars=("step", "energy"),
@@ -725,11 +1022,13 @@ def to_zrecord(reader, out_dir, block="atoms", column="position", scalars=("step
 
 # ----------------------------------------------------------- command line
 
-def main(argv=None):
+def main(argv=None, prog="python3 -m loaderx.mrec"):
+    """Command line (``zr mrec import`` runs this with prog="zr mrec").
+    Exit status 0 ok, 1 failure, 2 usage (bad arguments, unknown or
+    unguessable format, unknown units); errors are one line on stderr."""
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python3 -m loaderx.mrec",
-                                 description="mrec-lmdb collections")
+    ap = argparse.ArgumentParser(prog=prog, description="mrec-lmdb collections")
     sub = ap.add_subparsers(dest="cmd", required=True)
     imp = sub.add_parser("import", help="import files with ASE into a new collection")
     imp.add_argument("files", nargs="+")
@@ -737,20 +1036,37 @@ def main(argv=None):
                      help="ASE format name (lammps-dump-text, extxyz, xyz, json, db, gromacs, ...); "
                           "guessed per file when left out")
     imp.add_argument("-o", "--output", required=True, help="OUT.mrec.lmdb (must not exist)")
+    imp.add_argument("--units", default=None,
+                     help="units of the input numbers, stored in the collection: a LAMMPS unit style "
+                          f"({' '.join(LAMMPS_UNITS)}), ase (angstrom, eV) or unknown; default unknown for "
+                          "LAMMPS files (their numbers are taken as written), ase otherwise")
     imp.add_argument("--no-progress", action="store_true")
     val = sub.add_parser("validate", help="check every rule of the layout")
     val.add_argument("file")
     args = ap.parse_args(argv)
+    where = f"{prog} {args.cmd}"
     try:
         if args.cmd == "import":
-            res = import_files(args.files, args.output, format=args.format,
+            res = import_files(args.files, args.output, format=args.format, units=args.units,
                                progress=False if args.no_progress else None)
             print(f"{args.output}: {res['records']} records, {res['frames']} frames")
         else:
             validate(args.file)
             print(f"{args.file}: ok")
-    except (OSError, ValueError, ImportError, NotImplementedError) as e:
-        print(f"loaderx.mrec {args.cmd}: {e}", file=sys.stderr)
+    except UsageError as e:
+        print(f"{where}: {e}", file=sys.stderr)
+        return 2
+    except ValueError as e:
+        print(f"{where}: {e}", file=sys.stderr)
+        return 1
+    except ImportError as e:
+        print(f"{where}: needs ASE for importing ({e}); pip install ase", file=sys.stderr)
+        return 1
+    except (OSError, NotImplementedError) as e:
+        print(f"{where}: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:  # an ASE reader failing on a malformed input file
+        print(f"{where}: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     return 0
 
