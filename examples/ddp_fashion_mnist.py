@@ -11,9 +11,10 @@ Fashion-MNIST, two CPU processes (gloo), one rank-sharded loader per rank.
    disjoint slices of one global cyclic batch, so together they see every
    record once per cycle.
 3. Train a small MLP for ``--steps`` steps with DDP (gradients averaged
-   over the ranks). ``--state-out`` saves, per rank, the loader state and
-   the model; ``--state-in`` resumes from them, so the run continues with
-   exactly the batches it would have had. ``--log`` writes each rank's
+   over the ranks). ``--state-out`` saves, per rank, the loader state, the
+   model and the optimizer (SGD momentum buffers); ``--state-in`` resumes
+   from them, so the run continues with exactly the batches and the
+   updates it would have had. ``--log`` writes each rank's
    indices per step (``rank<r>.npy``, shape (steps, batch_size)).
 
     python3 examples/ddp_fashion_mnist.py --stores /tmp/fmnist_stores --steps 50
@@ -97,7 +98,11 @@ def worker(rank, args, port):
     if args.state_in:
         with open(f"{args.state_in}.rank{rank}.json") as f:
             saved = json.load(f)
-        ddp.module.load_state_dict(torch.load(f"{args.state_in}.rank{rank}.pt"))
+        ckpt = torch.load(f"{args.state_in}.rank{rank}.pt")
+        # The momentum buffers are state too: without them the resumed
+        # updates differ from an uninterrupted run's.
+        ddp.module.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["optimizer"])
         loader = DataLoader.from_state(streams, saved["loader"], transform=to_tensors,
                                        num_workers=1, prefetch=2)
     else:
@@ -117,7 +122,8 @@ def worker(rank, args, port):
     if args.state_out:
         with open(f"{args.state_out}.rank{rank}.json", "w") as f:
             json.dump({"loader": loader.state()}, f)
-        torch.save(ddp.module.state_dict(), f"{args.state_out}.rank{rank}.pt")
+        torch.save({"model": ddp.module.state_dict(), "optimizer": opt.state_dict()},
+                   f"{args.state_out}.rank{rank}.pt")
     if args.log:
         os.makedirs(args.log, exist_ok=True)
         np.save(os.path.join(args.log, f"rank{rank}.npy"), np.stack(seen))
@@ -134,7 +140,9 @@ def free_port():
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # The docstring's first paragraph (its first line alone stops mid-sentence).
+    intro = " ".join(__doc__.split("\n\n")[0].split())
+    ap = argparse.ArgumentParser(description=intro)
     ap.add_argument("--stores", required=True, help="directory for the two stores")
     ap.add_argument("--data", default=DATA_DIR)
     ap.add_argument("--limit", type=int, default=60000, help="records to ingest")
@@ -142,7 +150,8 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--batch-size", type=int, default=64, help="per rank")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--state-in", help="resume from this prefix (.rank<r>.json/.pt)")
+    ap.add_argument("--state-in", help="resume from this prefix (.rank<r>.json/.pt: "
+                    "loader state, model and optimizer)")
     ap.add_argument("--state-out", help="save the state under this prefix")
     ap.add_argument("--log", help="directory for per-rank index logs")
     args = ap.parse_args(argv)

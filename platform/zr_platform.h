@@ -98,6 +98,10 @@ void zrp_cond_broadcast(zrp_cond *c);
 /* Number of CPUs this process may run on (affinity-aware), at least 1. */
 unsigned zrp_cpu_count(void);
 
+/* Physical memory of the machine in bytes (pages x page size), or 0 when
+ * the OS cannot tell. */
+uint64_t zrp_physical_memory(void);
+
 /* Monotonic clock in nanoseconds. */
 uint64_t zrp_now_ns(void);
 

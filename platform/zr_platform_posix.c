@@ -387,6 +387,17 @@ unsigned zrp_cpu_count(void)
     return n > 0 ? (unsigned)n : 1u;
 }
 
+uint64_t zrp_physical_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES);
+    long page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0)
+        return 0;
+    if ((uint64_t)pages > UINT64_MAX / (uint64_t)page)
+        return UINT64_MAX;
+    return (uint64_t)pages * (uint64_t)page;
+}
+
 uint64_t zrp_now_ns(void)
 {
     struct timespec ts;

@@ -1,6 +1,7 @@
 package zrecord
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 
@@ -35,19 +36,55 @@ type Batch struct {
 
 // Loader is an endless prefetching loader over index-aligned stores.
 // Next may be called from one goroutine at a time; Close from any.
+//
+// A Loader keeps its Stores reachable (a dropped Loader is finalized
+// before its stores); the C handle lives in the inner loaderHandle, which
+// the stores' inner handles know about so that closing a store closes
+// the loaders reading it first (see Store for why the split).
 type Loader struct {
+	in     *loaderHandle
+	stores []*Store // keeps the user-facing stores reachable while the Loader is
+	kinds  []Kind
+}
+
+// loaderHandle owns the C loader handle. It references the stores' inner
+// handles (never a Store or a Loader) and carries no finalizer.
+type loaderHandle struct {
 	mu      sync.Mutex
 	h       zrcore.Struct_SS_zld_loader
-	streams []*Store
-	kinds   []Kind
+	streams []*storeHandle
+}
+
+// close stops the workers, frees the C loader and unregisters it from
+// its stores. Idempotent.
+func (lh *loaderHandle) close() {
+	lh.mu.Lock()
+	h := lh.h
+	lh.h = nil
+	lh.mu.Unlock()
+	if h == nil {
+		return
+	}
+	zrcore.Zld_close(h)
+	for _, sh := range lh.streams {
+		sh.lmu.Lock()
+		delete(sh.loaders, lh)
+		sh.lmu.Unlock()
+	}
 }
 
 // NewLoader starts a loader over streams (open stores of equal length).
 // The stores must stay open while it runs; closing a store closes the
-// loaders reading it first.
+// loaders reading it first. A nil or closed stream is an error naming
+// its position.
 func NewLoader(streams []*Store, opts LoaderOptions) (*Loader, error) {
 	if len(streams) == 0 {
 		return nil, errorf(StatusInvalid, "loader: no streams")
+	}
+	for i, s := range streams {
+		if s == nil {
+			return nil, errorf(StatusInvalid, "loader: stream %d of %d is nil (expected an open *Store)", i, len(streams))
+		}
 	}
 	o := zrcore.NewZld_options()
 	defer zrcore.DeleteZld_options(o)
@@ -74,7 +111,7 @@ func NewLoader(streams []*Store, opts LoaderOptions) (*Loader, error) {
 	ptrs := make([]uintptr, len(streams))
 	kinds := make([]Kind, len(streams))
 	for i, s := range streams {
-		h, err := s.acquire("loader")
+		h, err := s.acquire(fmt.Sprintf("loader: stream %d", i))
 		if err != nil {
 			for _, p := range streams[:i] {
 				p.release()
@@ -92,13 +129,15 @@ func NewLoader(streams []*Store, opts LoaderOptions) (*Loader, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Loader{h: zrcore.SwigcptrStruct_SS_zld_loader(out[0]), streams: append([]*Store(nil), streams...), kinds: kinds}
-	for _, s := range streams {
-		s.lmu.Lock()
-		s.loaders[l] = struct{}{}
-		s.lmu.Unlock()
+	lh := &loaderHandle{h: zrcore.SwigcptrStruct_SS_zld_loader(out[0]), streams: make([]*storeHandle, len(streams))}
+	for i, s := range streams {
+		lh.streams[i] = s.in
+		s.in.lmu.Lock()
+		s.in.loaders[lh] = struct{}{}
+		s.in.lmu.Unlock()
 	}
-	runtime.SetFinalizer(l, (*Loader).finalize)
+	l := &Loader{in: lh, stores: append([]*Store(nil), streams...), kinds: kinds}
+	runtime.SetFinalizer(l, func(l *Loader) { l.in.close() })
 	return l, nil
 }
 
@@ -106,13 +145,14 @@ func NewLoader(streams []*Store, opts LoaderOptions) (*Loader, error) {
 // fresh copy owned by the caller). ErrState if a worker failed (the
 // message names the step), ErrClosed after Close.
 func (l *Loader) Next() (*Batch, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.h == nil {
+	lh := l.in
+	lh.mu.Lock()
+	defer lh.mu.Unlock()
+	if lh.h == nil {
 		return nil, errorf(StatusClosed, "loader is closed")
 	}
 	out := []uintptr{0}
-	if err := call(func() int { return zrcore.Zld_next(l.h, out) }); err != nil {
+	if err := call(func() int { return zrcore.Zld_next(lh.h, out) }); err != nil {
 		return nil, err
 	}
 	b := zrcore.SwigcptrStruct_SS_zld_batch(out[0])
@@ -146,31 +186,18 @@ func (l *Loader) Next() (*Batch, error) {
 
 // Step is the step the next call to Next returns.
 func (l *Loader) Step() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.h == nil {
+	lh := l.in
+	lh.mu.Lock()
+	defer lh.mu.Unlock()
+	if lh.h == nil {
 		return 0
 	}
-	return zrcore.Zld_next_step(l.h)
+	return zrcore.Zld_next_step(lh.h)
 }
 
 // Close stops the workers and frees the loader. Idempotent.
 func (l *Loader) Close() error {
-	l.mu.Lock()
-	h := l.h
-	l.h = nil
-	l.mu.Unlock()
-	if h == nil {
-		return nil
-	}
 	runtime.SetFinalizer(l, nil)
-	zrcore.Zld_close(h)
-	for _, s := range l.streams {
-		s.lmu.Lock()
-		delete(s.loaders, l)
-		s.lmu.Unlock()
-	}
+	l.in.close()
 	return nil
 }
-
-func (l *Loader) finalize() { l.Close() }

@@ -103,5 +103,5 @@ func (s *Sampler) Next() ([]uint64, error) {
 }
 
 // Step is the step Next returns next; Seek sets it.
-func (s *Sampler) Step() uint64      { return s.step }
+func (s *Sampler) Step() uint64     { return s.step }
 func (s *Sampler) Seek(step uint64) { s.step = step }

@@ -13,8 +13,9 @@
 // Errors are returned in-band as *Error values carrying the library's
 // message; compare with errors.Is(err, zrecord.ErrRange) and friends.
 // Every handle must be closed with Close(); a finalizer closes a
-// forgotten one as a safety net, but do not rely on it (it runs late, if
-// at all, and holds the store's lock until then).
+// forgotten one as a safety net, but do not rely on it (it runs only after
+// a garbage collection finds the handle unreachable, and the store's lock
+// is held until then).
 package zrecord
 
 import (
@@ -48,9 +49,16 @@ type Record struct {
 
 // Store is an open dense or ragged store. Append and Gather may be called
 // concurrently from many goroutines; Close waits for them.
+//
+// Ownership (why there are two structs): the finalizer sits on this
+// user-facing struct only. The C handle and the set of loaders reading
+// the store live in the inner storeHandle, which never points back at a
+// Store or a Loader. Inner handles may reference each other in a cycle
+// (store -> its loaders -> their stores), which the garbage collector
+// frees like any cycle because none of them has a finalizer; a cycle
+// between two finalizer-carrying structs would never be finalized.
 type Store struct {
-	mu       sync.RWMutex // read: any call; write: Close
-	h        zrcore.Struct_SS_zrs_store
+	in       *storeHandle
 	kind     Kind
 	path     string
 	dtype    string
@@ -58,8 +66,50 @@ type Store struct {
 	itemsize uint64
 	recsize  uint64
 	shape    []uint64
-	loaders  map[*Loader]struct{} // loaders reading this store; guarded by lmu
-	lmu      sync.Mutex
+}
+
+// storeHandle owns the C store handle. It references only other inner
+// handles (never a Store or a Loader) and carries no finalizer.
+type storeHandle struct {
+	mu      sync.RWMutex // read: any call; write: close
+	h       zrcore.Struct_SS_zrs_store
+	path    string
+	lmu     sync.Mutex
+	loaders map[*loaderHandle]struct{} // loaders reading this store; guarded by lmu
+}
+
+// acquire takes the read lock and returns the handle, or ErrClosed.
+func (sh *storeHandle) acquire(op string) (zrcore.Struct_SS_zrs_store, error) {
+	sh.mu.RLock()
+	if sh.h == nil {
+		sh.mu.RUnlock()
+		return nil, errorf(StatusClosed, "%s: store %s is closed", op, sh.path)
+	}
+	return sh.h, nil
+}
+
+func (sh *storeHandle) release() { sh.mu.RUnlock() }
+
+// close closes the loaders reading the store (they hold pointers into
+// it), then syncs and closes the C handle. Idempotent.
+func (sh *storeHandle) close() error {
+	sh.lmu.Lock()
+	ls := make([]*loaderHandle, 0, len(sh.loaders))
+	for l := range sh.loaders {
+		ls = append(ls, l)
+	}
+	sh.lmu.Unlock()
+	for _, l := range ls {
+		l.close()
+	}
+	sh.mu.Lock()
+	h := sh.h
+	sh.h = nil
+	sh.mu.Unlock()
+	if h == nil {
+		return nil
+	}
+	return call(func() int { return zrcore.Zrs_close(h) })
 }
 
 func dtypeID(dtype string) (zrcore.Enum_SS_zrs_dtype, error) {
@@ -98,9 +148,10 @@ func Itemsize(dtype string) (int, error) {
 
 func wrapStore(ptr uintptr) *Store {
 	h := zrcore.SwigcptrStruct_SS_zrs_store(ptr)
-	s := &Store{h: h, loaders: map[*Loader]struct{}{}}
+	s := &Store{in: &storeHandle{h: h, loaders: map[*loaderHandle]struct{}{}}}
 	s.kind = Kind(zrcore.Zrs_get_kind(h))
 	s.path = zrcore.Zrs_path(h)
+	s.in.path = s.path
 	dt := zrcore.Zrs_get_dtype(h)
 	s.dtype = zrcore.Zrs_dtype_str(dt)
 	s.itemsize = uint64(zrcore.Zrs_dtype_itemsize(dt))
@@ -111,7 +162,8 @@ func wrapStore(ptr uintptr) *Store {
 		s.shape = buf[:nd:nd]
 		s.recsize = zrcore.Zrs_record_size(h)
 	}
-	runtime.SetFinalizer(s, (*Store).finalize)
+	// The finalizer captures only the inner handle, never s itself.
+	runtime.SetFinalizer(s, func(s *Store) { s.in.close() })
 	return s
 }
 
@@ -182,15 +234,10 @@ func OpenRagged(path string) (*Store, error) { return openKind(path, Ragged) }
 
 // acquire takes the read lock and returns the handle, or ErrClosed.
 func (s *Store) acquire(op string) (zrcore.Struct_SS_zrs_store, error) {
-	s.mu.RLock()
-	if s.h == nil {
-		s.mu.RUnlock()
-		return nil, errorf(StatusClosed, "%s: store %s is closed", op, s.path)
-	}
-	return s.h, nil
+	return s.in.acquire(op)
 }
 
-func (s *Store) release() { s.mu.RUnlock() }
+func (s *Store) release() { s.in.release() }
 
 func (s *Store) Kind() Kind          { return s.kind }
 func (s *Store) Path() string        { return s.path }
@@ -215,15 +262,28 @@ func (s *Store) Len() int {
 // Append appends records and returns the index of the first new one.
 // Dense: every argument holds a whole number of records (usually one;
 // a single argument is passed to C without a copy). Ragged: every
-// argument is one 1-D record (shape = len/itemsize); use AppendRecords
-// for other shapes. Nothing is committed on error.
+// argument is one 1-D record (shape = len/itemsize, so len must be a
+// multiple of Itemsize()); use AppendRecords for other shapes. No
+// arguments: nothing is appended and Len() is returned. Nothing is
+// committed on error.
 func (s *Store) Append(records ...[]byte) (int64, error) {
 	if s.kind == Ragged {
 		recs := make([]Record, len(records))
 		for i, r := range records {
+			// Checked here: a truncated shape would otherwise surface as a
+			// misleading shape/size mismatch from the library.
+			if uint64(len(r))%s.itemsize != 0 {
+				return 0, errorf(StatusInvalid, "append: argument %d: %d bytes is not a multiple of the itemsize %d (dtype %s)",
+					i, len(r), s.itemsize, s.dtype)
+			}
 			recs[i] = Record{Shape: []uint64{uint64(len(r)) / s.itemsize}, Data: r}
 		}
 		return s.AppendRecords(recs...)
+	}
+	if len(records) == 0 {
+		// Zero records: nothing to commit, like AppendRecords() and the
+		// Python and Lua bindings; the index the next record would get.
+		return int64(s.Len()), nil
 	}
 	var data []byte
 	if len(records) == 1 {
@@ -406,24 +466,6 @@ func (s *Store) Sync() error {
 // closing any Loader still reading the store. Calls in flight on other
 // goroutines finish first. Closing twice is a no-op.
 func (s *Store) Close() error {
-	s.lmu.Lock()
-	ls := make([]*Loader, 0, len(s.loaders))
-	for l := range s.loaders {
-		ls = append(ls, l)
-	}
-	s.lmu.Unlock()
-	for _, l := range ls {
-		l.Close()
-	}
-	s.mu.Lock()
-	h := s.h
-	s.h = nil
-	s.mu.Unlock()
-	if h == nil {
-		return nil
-	}
 	runtime.SetFinalizer(s, nil)
-	return call(func() int { return zrcore.Zrs_close(h) })
+	return s.in.close()
 }
-
-func (s *Store) finalize() { s.Close() }

@@ -163,7 +163,7 @@ static int64_t *zr_lua_index_array(lua_State *L, int idx, const char *what, uint
             const char *tn = lua_type(L, -1) == LUA_TNUMBER ? "a float" : luaL_typename(L, -1);
             lua_pop(L, 1);
             free(arr);
-            lua_pushfstring(L, "EINVAL: %s[%I] must be an integer, got %s", what, k, tn);
+            lua_pushfstring(L, "EINVAL: %s entry %I must be an integer, got %s", what, k - 1, tn);
             return NULL;
         }
         arr[k - 1] = (int64_t)lua_tointeger(L, -1);
@@ -242,6 +242,75 @@ static int zr_lua_mode_field(lua_State *L, int idx, zsm_mode dflt, zsm_mode *out
     return 0;
 }
 
+static int zr_lua_cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Refuse a configuration table (at idx) with keys outside `valid`
+ * (NULL-terminated): a misspelt option must not be silently ignored.
+ * Pushes "EINVAL: <what>: unknown option(s) 'a', 'b' (valid options: ...)"
+ * naming every unknown key, sorted, and returns -1. */
+static int zr_lua_check_fields(lua_State *L, int idx, const char *what, const char *const *valid)
+{
+    enum { MAX_UNKNOWN = 16 };
+    const char *unknown[MAX_UNKNOWN];
+    int nunknown = 0, more = 0;
+    idx = lua_absindex(L, idx);
+    lua_pushnil(L);
+    while (lua_next(L, idx) != 0) {
+        lua_pop(L, 1); /* the value */
+        if (lua_type(L, -1) != LUA_TSTRING) {
+            lua_pushfstring(L, "EINVAL: %s: option names must be strings, got a %s key",
+                            what, luaL_typename(L, -1));
+            lua_remove(L, -2);
+            return -1;
+        }
+        const char *key = lua_tostring(L, -1); /* stays valid: the table holds it */
+        int known = 0;
+        for (const char *const *v = valid; *v != NULL && !known; v++)
+            known = strcmp(key, *v) == 0;
+        if (!known) {
+            if (nunknown < MAX_UNKNOWN)
+                unknown[nunknown++] = key;
+            else
+                more = 1;
+        }
+    }
+    if (nunknown == 0)
+        return 0;
+    qsort(unknown, (size_t)nunknown, sizeof unknown[0], zr_lua_cmp_str);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    lua_pushfstring(L, "EINVAL: %s: unknown option%s ", what, nunknown > 1 ? "s" : "");
+    luaL_addvalue(&b);
+    for (int k = 0; k < nunknown; k++) {
+        lua_pushfstring(L, "%s'%s'", k > 0 ? ", " : "", unknown[k]);
+        luaL_addvalue(&b);
+    }
+    if (more)
+        luaL_addstring(&b, ", ...");
+    luaL_addstring(&b, " (valid options:");
+    for (const char *const *v = valid; *v != NULL; v++) {
+        luaL_addstring(&b, v == valid ? " " : ", ");
+        luaL_addstring(&b, *v);
+    }
+    luaL_addstring(&b, ")");
+    luaL_pushresult(&b);
+    return -1;
+}
+
+static const char *const zr_lua_sampler_fields[] = {
+    "length", "batch_size", "mode", "seed", "rank", "world_size", NULL,
+};
+static const char *const zr_lua_loader_fields[] = {
+    "batch_size", "mode", "seed", "start_step", "rank", "world_size", "num_workers", "prefetch",
+#if ZLD_OPTIONS_VERSION >= 2
+    "readahead",
+#endif
+    NULL,
+};
+
 static int zr_lua_u32(lua_State *L, uint64_t v, const char *key, uint32_t *out)
 {
     if (v > UINT32_MAX) {
@@ -261,7 +330,8 @@ static int zr_lua_sampler_config(lua_State *L, int idx, zsm_config *cfg)
         return -1;
     }
     memset(cfg, 0, sizeof *cfg);
-    if (zr_lua_u64_field(L, idx, "length", 0, 1, &cfg->length) < 0 ||
+    if (zr_lua_check_fields(L, idx, "sampler", zr_lua_sampler_fields) < 0 ||
+        zr_lua_u64_field(L, idx, "length", 0, 1, &cfg->length) < 0 ||
         zr_lua_u64_field(L, idx, "batch_size", 0, 1, &cfg->batch_size) < 0 ||
         zr_lua_u64_field(L, idx, "seed", 0, 0, &cfg->seed) < 0 ||
         zr_lua_mode_field(L, idx, ZSM_CYCLIC, &cfg->mode) < 0 ||
@@ -285,7 +355,8 @@ static int zr_lua_loader_options(lua_State *L, int idx, zld_options *o)
         lua_pushfstring(L, "EINVAL: loader options must be a table, got %s", luaL_typename(L, idx));
         return -1;
     }
-    if (zr_lua_u64_field(L, idx, "batch_size", init.batch_size, 0, &o->batch_size) < 0 ||
+    if (zr_lua_check_fields(L, idx, "loader", zr_lua_loader_fields) < 0 ||
+        zr_lua_u64_field(L, idx, "batch_size", init.batch_size, 0, &o->batch_size) < 0 ||
         zr_lua_mode_field(L, idx, init.mode, &o->mode) < 0 ||
         zr_lua_u64_field(L, idx, "seed", init.seed, 0, &o->seed) < 0 ||
         zr_lua_u64_field(L, idx, "start_step", init.start_step, 0, &o->start_step) < 0 ||
@@ -506,8 +577,8 @@ ZR_SRC_BYTES(record, size)
     if (arr == NULL) SWIG_fail;
     for (uint64_t k_ = 0; k_ < $2; k_++)
         if (arr[k_] < 0) {
-            lua_pushfstring(L, "EINVAL: $symname: $1_name[%I] must be >= 0, got %I",
-                            (lua_Integer)k_ + 1, (lua_Integer)arr[k_]);
+            lua_pushfstring(L, "EINVAL: $symname: $1_name entry %I must be >= 0, got %I",
+                            (lua_Integer)k_, (lua_Integer)arr[k_]);
             SWIG_fail;
         }
     $1 = (uint64_t *)arr;
@@ -577,7 +648,7 @@ ZR_INDEX_TO_U64(sizes)
             int ok_ = SWIG_IsOK(SWIG_ConvertPtr(L, -1, &p_, $descriptor(zrs_store *), 0)) && p_ != NULL;
             lua_pop(L, 1);
             if (!ok_) {
-                lua_pushfstring(L, "EINVAL: $symname: streams[%I] is not an open store handle", k);
+                lua_pushfstring(L, "EINVAL: $symname: stream %I is not an open store handle", k - 1);
                 SWIG_fail;
             }
             arr[k - 1] = (zrs_store *)p_;
@@ -818,7 +889,7 @@ static int zr_lua_pack_ragged(lua_State *L, int idx, size_t itemsize, unsigned c
         lua_geti(L, idx, k);
         if (lua_type(L, -1) != LUA_TTABLE) {
             lua_pushfstring(L, "EINVAL: append_ragged: record %I must be a table {shape=..., data=...}, got %s",
-                            k, luaL_typename(L, -1));
+                            k - 1, luaL_typename(L, -1));
             goto bad;
         }
         lua_getfield(L, -1, "shape");
@@ -826,28 +897,32 @@ static int zr_lua_pack_ragged(lua_State *L, int idx, size_t itemsize, unsigned c
         size_t dlen = 0;
         if (lua_type(L, -1) != LUA_TSTRING || lua_type(L, -2) != LUA_TTABLE) {
             lua_pushfstring(L, "EINVAL: append_ragged: record %I needs shape (a table) and data (a string), got %s and %s",
-                            k, luaL_typename(L, -2), luaL_typename(L, -1));
+                            k - 1, luaL_typename(L, -2), luaL_typename(L, -1));
             goto bad;
         }
         lua_tolstring(L, -1, &dlen);
         lua_Integer nd = luaL_len(L, -2);
         if (nd > ZRS_MAX_NDIM) {
             lua_pushfstring(L, "EINVAL: append_ragged: record %I has %I dims, at most %d allowed",
-                            k, nd, ZRS_MAX_NDIM);
+                            k - 1, nd, ZRS_MAX_NDIM);
             goto bad;
         }
         uint64_t elems = 1;
         for (lua_Integer d = 1; d <= nd; d++) {
             uint64_t v = 0;
             lua_geti(L, -2, d);
-            if (zr_lua_get_u64(L, -1, "append_ragged: shape entry", &v) < 0)
+            if (zr_lua_get_u64(L, -1, "append_ragged: shape entry", &v) < 0) {
+                /* say which record (0-based) the bad shape entry is in */
+                lua_pushfstring(L, "%s (record %I)", lua_tostring(L, -1), k - 1);
+                lua_remove(L, -2);
                 goto bad;
+            }
             lua_pop(L, 1);
             elems *= v;
         }
         if (elems * itemsize != dlen) {
             lua_pushfstring(L, "EINVAL: append_ragged: record %I of shape with %I elements needs %I bytes of data, got %I",
-                            k, (lua_Integer)elems, (lua_Integer)(elems * itemsize), (lua_Integer)dlen);
+                            k - 1, (lua_Integer)elems, (lua_Integer)(elems * itemsize), (lua_Integer)dlen);
             goto bad;
         }
         lua_pop(L, 3);
@@ -973,10 +1048,10 @@ int zr_lua_sampler_indices(lua_State *L)
     if (zr_lua_sampler_config(L, 1, &cfg) < 0 || zr_lua_get_u64(L, 2, "sampler_indices: step", &step) < 0)
         return lua_error(L);
     if (zsm_validate(&cfg) < 0)
-        return zr_lua_raise(L, "EINVAL: sampler: invalid configuration: length %I, batch_size %I, mode %d, "
-                             "rank %d, world_size %d (need length >= 1, batch_size >= 1, rank < world_size, "
+        return zr_lua_raise(L, "EINVAL: sampler: invalid configuration: length %I, batch_size %I, mode '%s', "
+                             "rank %d, world_size %d (need length >= 1, batch_size >= 1, world_size >= 1, rank < world_size, "
                              "and for cyclic batch_size * world_size <= length)",
-                          (lua_Integer)cfg.length, (lua_Integer)cfg.batch_size, (int)cfg.mode,
+                          (lua_Integer)cfg.length, (lua_Integer)cfg.batch_size, zsm_mode_name(cfg.mode),
                           (int)cfg.rank, (int)cfg.world_size);
     if (cfg.batch_size > (uint64_t)INT32_MAX)
         return zr_lua_raise(L, "EINVAL: sampler: batch_size %I too large for a Lua table", (lua_Integer)cfg.batch_size);
@@ -1051,7 +1126,7 @@ int zr_lua_train_dict(lua_State *L)
     uint64_t total = 0;
     for (lua_Integer k = 1; k <= n; k++) {
         if (lua_geti(L, 1, k) != LUA_TSTRING)
-            return zr_lua_raise(L, "EINVAL: train_dict: samples[%I] must be a string, got %s", k,
+            return zr_lua_raise(L, "EINVAL: train_dict: sample %I must be a string, got %s", k - 1,
                                 luaL_typename(L, -1));
         total += (uint64_t)lua_rawlen(L, -1);
         lua_pop(L, 1);

@@ -6,7 +6,10 @@
 --
 -- Conventions:
 --   * record indices are 0-based, as in every loaderx-in-C language, and
---     negative indices wrap (-1 is the last record);
+--     negative indices wrap (-1 is the last record); every number in an
+--     error message is 0-based too: a record index, or the position of an
+--     entry in a table argument ("record 0" of an append is records[1],
+--     "stream 1" of a loader is streams[2]);
 --   * records are Lua strings of raw little-endian bytes (dense: exactly
 --     record_size bytes; ragged: {shape = {...}, data = "..."});
 --   * errors are raised as strings "<CODE>: <detail>" (EINVAL, ERANGE,
@@ -159,6 +162,8 @@ function Store:closed() return rawget(self, "_h") == nil end
 --- Append records; returns the index of the first new one.
 --- dense:  one string (or buffer) of n * record_size bytes (n records).
 --- ragged: a table of records {shape = {...}, data = "..."}, or one record.
+--- Zero records ("" or {}) append nothing and return #store, for both
+--- kinds (as in Python).
 function Store:append(records)
   local h = handle(self)
   if self.kind == "dense" then
@@ -166,8 +171,9 @@ function Store:append(records)
     if type(records) == "string" then n = #records
     elseif type(records) == "userdata" then n = #records
     else fail("EINVAL", "append: dense records must be a string or buffer, got %s", type(records)) end
-    if n == 0 or n % self.record_size ~= 0 then
-      fail("EINVAL", "append: %d bytes is not a positive multiple of the record size %d",
+    if n == 0 then return raw.zrs_length(h) end
+    if n % self.record_size ~= 0 then
+      fail("EINVAL", "append: %d bytes is not a multiple of the record size %d",
            n, self.record_size)
     end
     return raw.zrs_append_dense(h, records, n // self.record_size)
@@ -295,9 +301,27 @@ local Loader = {}
 Loader.__index = Loader
 Loader.__name = "zrecord.loader"
 
+-- How an error names stream i (1-based position in the stream list): by
+-- its key when the streams were given by name, else by its 0-based
+-- position.
+local function stream_label(names, i)
+  if names then return string.format("stream '%s'", tostring(names[i])) end
+  return string.format("stream %d", i - 1)
+end
+
+-- Rewrite the C library's "stream N" (0-based) into "stream 'name'".
+local function rename_streams(names, err)
+  if names == nil or type(err) ~= "string" then return err end
+  return (err:gsub("stream (%d+)", function(n)
+    local name = names[tonumber(n) + 1]
+    if name ~= nil then return string.format("stream '%s'", tostring(name)) end
+  end))
+end
+
 --- An endless loader over index-aligned stores `streams` (a table of
 --- stores, or a table name -> store). options: batch_size (256), mode
---- ("cyclic"), seed, start_step, rank, world_size, num_workers, prefetch.
+--- ("cyclic"), seed, start_step, rank, world_size, num_workers, prefetch,
+--- readahead; any other key is an EINVAL error naming it.
 function M.loader(streams, options)
   if type(streams) ~= "table" then fail("EINVAL", "loader: streams must be a table of stores, got %s", type(streams)) end
   local list, names = {}, nil
@@ -311,13 +335,22 @@ function M.loader(streams, options)
   end
   local handles, dtypes = {}, {}
   for i, s in ipairs(list) do
-    if getmetatable(s) ~= Store then fail("EINVAL", "loader: stream %d is not a zrecord store", i) end
+    if getmetatable(s) ~= Store then
+      fail("EINVAL", "loader: %s is not a zrecord store, got %s", stream_label(names, i), type(s))
+    end
+    if rawget(s, "_h") == nil then
+      fail("ECLOSED", "loader: %s: %s store %s is closed", stream_label(names, i), s.kind, s.path)
+    end
     handles[i] = handle(s)
     dtypes[i] = raw.zrs_get_dtype(handles[i])
   end
+  if options ~= nil and type(options) ~= "table" then
+    fail("EINVAL", "loader: options must be a table, got %s", type(options))
+  end
   local opts = {}
   for k, v in pairs(options or {}) do opts[k] = v end
-  local h = raw.zld_create(handles, opts)
+  local ok, h = pcall(raw.zld_create, handles, opts)
+  if not ok then error(rename_streams(names, h), 0) end
   local self = setmetatable({ _h = h, _streams = list, _names = names, _dtypes = dtypes }, Loader)
   for _, s in ipairs(list) do s._loaders[self] = true end
   return self
@@ -329,10 +362,11 @@ end
 function Loader:next()
   local h = rawget(self, "_h")
   if h == nil then fail("ECLOSED", "loader is closed") end
-  local b = raw.loader_next(h, self._dtypes)
-  if self._names then
-    for i, name in ipairs(self._names) do b[name] = b[i]; b[i] = nil end
-  end
+  local names = self._names
+  if names == nil then return raw.loader_next(h, self._dtypes) end
+  local ok, b = pcall(raw.loader_next, h, self._dtypes)
+  if not ok then error(rename_streams(names, b), 0) end
+  for i, name in ipairs(names) do b[name] = b[i]; b[i] = nil end
   return b
 end
 

@@ -74,7 +74,12 @@ typedef struct zld_options {
     /* (version 2) Readahead distance in steps: when a worker claims step
      * s it hints the OS about the records of step s + readahead (streams
      * with an `advise` callback only), so they are in the page cache when
-     * their step is gathered. 0 = no hints; ZLD_READAHEAD_AUTO = prefetch.
+     * their step is gathered. 0 = no hints; N = always hint N steps ahead.
+     * ZLD_READAHEAD_AUTO (the default) is adaptive: `prefetch` steps when
+     * the hinted store streams hold more stored bytes than half of the
+     * machine's physical memory (or a stream has its own advise callback,
+     * which cannot be sized), else 0, since hints on page-cached data only
+     * cost time. zld_get_state reports the resolved value.
      * Hints never change what a batch holds. */
     unsigned readahead;
 } zld_options;
@@ -146,7 +151,8 @@ ZLD_API uint64_t zld_next_step(const zld_loader *l);
 /* The options that resume this loader exactly: a loader created from
  * *out over the same streams hands out, as its first batch, the batch this
  * loader's next zld_next would return (start_step = zld_next_step; the
- * other fields as resolved at create). ZR_EINVAL for NULL arguments. */
+ * other fields as resolved at create, readahead included: ZLD_READAHEAD_AUTO
+ * comes back as the distance it chose). ZR_EINVAL for NULL arguments. */
 ZLD_API int zld_get_state(zld_loader *l, zld_options *out);
 
 /* 1 if a worker failed (a gather, sizes or transform error), with the

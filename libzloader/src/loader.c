@@ -345,6 +345,29 @@ static int store_advise(void *user, const uint64_t *index, uint64_t count)
     return zrs_advise(user, (const int64_t *)index, count);
 }
 
+/* The adaptive default (ZLD_READAHEAD_AUTO). A hint costs a record-table
+ * read and a system call per batch, which only pays off when the data does
+ * not stay in the page cache: so hint only when the hinted streams' stored
+ * bytes exceed half of physical memory. Store streams are sized from their
+ * write frontier in O(1); a stream with its own advise callback cannot be
+ * sized and keeps its hints (its author asked for them). */
+static int auto_wants_hints(const zld_stream *streams, size_t nstreams)
+{
+    uint64_t total = 0;
+    for (size_t s = 0; s < nstreams; s++) {
+        if (streams[s].advise == NULL)
+            continue;
+        if (streams[s].advise != store_advise)
+            return 1;
+        uint64_t b = zrs_data_bytes(streams[s].user);
+        total = total > UINT64_MAX - b ? UINT64_MAX : total + b;
+    }
+    uint64_t ram = zrp_physical_memory();
+    if (ram == 0) /* unknown: hints are harmless, stalls are not */
+        return total > 0;
+    return total > ram / 2;
+}
+
 int zld_stream_from_store(zld_stream *out, zrs_store *store)
 {
     if (out == NULL || store == NULL)
@@ -486,7 +509,8 @@ int zld_create_streams(zld_loader **out, const zld_stream *streams, size_t nstre
     if (opt.prefetch == 0)
         opt.prefetch = opt.num_workers > UINT32_MAX / 2 ? UINT32_MAX : 2 * opt.num_workers;
     if (opt.prefetch == 0) opt.prefetch = 1;
-    if (opt.readahead == ZLD_READAHEAD_AUTO) opt.readahead = opt.prefetch;
+    if (opt.readahead == ZLD_READAHEAD_AUTO)
+        opt.readahead = auto_wants_hints(streams, nstreams) ? opt.prefetch : 0;
 
     zld_loader *l = calloc(1, sizeof *l);
     if (l == NULL) return zr_set_error(ZR_ENOMEM, "zld_create: out of memory");

@@ -149,6 +149,18 @@ ZRE_API int zre_open(zre_engine **out, const char *path);
  * way. NULL is a no-op. */
 ZRE_API int zre_close(zre_engine *e);
 
+/* For the child of fork() only: abandon a handle inherited from the
+ * parent. Closes the handle's file descriptors (meta.zr with its lock, the
+ * chunk and record-table files) so the child no longer pins the parent's
+ * store lock, and does nothing else: no sync, no thread, mutex or memory
+ * is touched (the parent's threads may have held them at the fork). The
+ * handle is unusable afterwards: only accessors that read its fields
+ * (zre_path, zre_get_codec, zre_is_readonly, zre_length) still answer, and
+ * its memory is leaked in the child by design; never zre_close it there.
+ * It only closes descriptors, so it is safe right after fork() of a
+ * multi-threaded parent. NULL is a no-op. */
+ZRE_API void zre_forget_after_fork(zre_engine *e);
+
 /* fsync chunk files, then record-table segments, then meta.zr. A failed
  * fsync is returned as ZR_EIO, never ignored. */
 ZRE_API int zre_sync(zre_engine *e);
@@ -248,6 +260,12 @@ typedef struct zre_stats {
 
 /* Fill *out by scanning the record table (O(length)). */
 ZRE_API int zre_get_stats(zre_engine *e, zre_stats *out);
+
+/* Bytes the chunk files hold up to the write frontier, in O(1) from the
+ * frontier (tail_chunk full chunks + tail_offset): exact for one chunk,
+ * an upper bound (by what chunk rollover left unused) beyond. For sizing
+ * decisions such as the loader's adaptive readahead. 0 for NULL. */
+ZRE_API uint64_t zre_chunk_bytes(zre_engine *e);
 
 /* ============================================================ maintenance */
 

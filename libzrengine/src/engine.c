@@ -838,6 +838,43 @@ ZRE_API int zre_close(zre_engine *e)
     return rc;
 }
 
+/* The child of a fork() shares the parent's open file descriptions, so its
+ * inherited descriptors keep the parent's flock lock alive after the
+ * parent closes. Only the descriptors are closed here: the pool threads do
+ * not exist in the child, the mutexes may have been held by parent threads
+ * at the fork, and freeing would run allocator code on state the parent's
+ * threads were using, so all of that is left alone (leaked by design). */
+static void fdtab_forget(zre_fdtab *t)
+{
+    for (size_t b = 0; b < ZRE_FDTAB_TOP; b++) {
+        zrp_file *blk = atomic_load_explicit(&t->top[b], memory_order_relaxed);
+        if (!blk)
+            continue;
+        for (unsigned i = 0; i < ZRE_FDTAB_BLOCK; i++)
+            zrp_close(&blk[i]);
+    }
+}
+
+ZRE_API void zre_forget_after_fork(zre_engine *e)
+{
+    if (!e)
+        return;
+    fdtab_forget(&e->chunks);
+    fdtab_forget(&e->locs);
+    zrp_close(&e->meta);
+}
+
+ZRE_API uint64_t zre_chunk_bytes(zre_engine *e)
+{
+    if (!e)
+        return 0;
+    /* The frontier is the writer's; a read-only handle never moves it. */
+    zrp_mutex_lock(&e->writer);
+    uint64_t n = (uint64_t)e->tail_chunk * ZRE_CHUNK_USABLE + e->tail_offset;
+    zrp_mutex_unlock(&e->writer);
+    return n;
+}
+
 ZRE_API uint64_t zre_length(const zre_engine *e)
 {
     return e ? atomic_load_explicit(&((zre_engine *)e)->length, memory_order_acquire) : 0;

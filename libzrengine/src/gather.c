@@ -43,28 +43,40 @@ typedef struct gshard {
 
 int zre_read_one(zre_engine *e, uint64_t idx, const zre_loc *l, unsigned char *out);
 
+/* Messages about a record name its table entry, "<dir>/<seg>.loc entry
+ * <n>": a damaged entry is the usual cause of a bad size or location.
+ * These expand only inside error returns, so the per-record path is
+ * unchanged. */
+#define LOC_FMT "%s/%" PRIu64 ".loc entry %" PRIu64
+#define LOC_ARGS(e, idx) (e)->path, (idx) / ZRE_INT_SEG_ENTRIES, (idx) % ZRE_INT_SEG_ENTRIES
+
 static int read_record(zre_engine *e, gshard *sh, uint64_t idx, const zre_loc *l, unsigned char *out,
                        uint64_t slot)
 {
     if (l->logic_length != slot)
-        return zr_set_error(ZR_ECORRUPT, "gather: record %" PRIu64 " is %u bytes but its destination "
-                            "slot is %" PRIu64 " bytes", idx, l->logic_length, slot);
+        return zr_set_error(ZR_ECORRUPT, "gather: record %" PRIu64 " is %u bytes (" LOC_FMT ") but "
+                            "its destination slot is %" PRIu64 " bytes", idx, l->logic_length,
+                            LOC_ARGS(e, idx), slot);
     zrp_file f = zre_fdtab_get(&e->chunks, l->chunk_id);
     if (f.fd < 0)
-        return zr_set_error(ZR_ECORRUPT, "gather: record %" PRIu64 " points at chunk %u, which %s/ "
-                            "does not hold", idx, l->chunk_id, e->path);
+        return zr_set_error(ZR_ECORRUPT, "gather: record %" PRIu64 " (" LOC_FMT ") points at chunk "
+                            "%u, which %s/ does not hold", idx, LOC_ARGS(e, idx), l->chunk_id,
+                            e->path);
     if ((uint64_t)l->offset + l->phys_length > ZRE_CHUNK_USABLE || l->phys_length == 0)
-        return zr_set_error(ZR_ECORRUPT, "gather: record %" PRIu64 " has a bad location (offset %u, "
-                            "%u bytes) in chunk %u", idx, l->offset, l->phys_length, l->chunk_id);
+        return zr_set_error(ZR_ECORRUPT, "gather: record %" PRIu64 " (" LOC_FMT ") has a bad "
+                            "location (offset %u, %u bytes) in %s/%u.chunk", idx, LOC_ARGS(e, idx),
+                            l->offset, l->phys_length, e->path, l->chunk_id);
     if (e->codec == ZRE_CODEC_RAW) {
         if (l->phys_length != l->logic_length)
-            return zr_set_error(ZR_ECORRUPT, "gather: raw record %" PRIu64 " has stored size %u != "
-                                "logical size %u", idx, l->phys_length, l->logic_length);
+            return zr_set_error(ZR_ECORRUPT, "gather: raw record %" PRIu64 " (" LOC_FMT ") has "
+                                "stored size %u != logical size %u", idx, LOC_ARGS(e, idx),
+                                l->phys_length, l->logic_length);
         int rc = zrp_pread_all(f, out, l->phys_length, l->offset);
         if (rc < 0)
             return zr_set_error(zre_io_status(rc, ZR_ECORRUPT), "gather: reading record %" PRIu64
-                                " (%u bytes at %s/%u.chunk offset %u) failed: %s", idx, l->phys_length,
-                                e->path, l->chunk_id, l->offset,
+                                " (%u bytes at %s/%u.chunk offset %u, per " LOC_FMT ") failed: %s",
+                                idx, l->phys_length, e->path, l->chunk_id, l->offset,
+                                LOC_ARGS(e, idx),
                                 rc == ZRP_ESHORT ? "chunk file too short" : strerror(-rc));
         return ZR_OK;
     }
@@ -85,20 +97,22 @@ static int read_record(zre_engine *e, gshard *sh, uint64_t idx, const zre_loc *l
     int rc = zrp_pread_all(f, sh->stage, l->phys_length, l->offset);
     if (rc < 0)
         return zr_set_error(zre_io_status(rc, ZR_ECORRUPT), "gather: reading record %" PRIu64
-                            " (%u bytes at %s/%u.chunk offset %u) failed: %s", idx, l->phys_length,
-                            e->path, l->chunk_id, l->offset,
+                            " (%u bytes at %s/%u.chunk offset %u, per " LOC_FMT ") failed: %s", idx,
+                            l->phys_length, e->path, l->chunk_id, l->offset, LOC_ARGS(e, idx),
                             rc == ZRP_ESHORT ? "chunk file too short" : strerror(-rc));
     /* The DDict is immutable: every shard shares it without a lock. */
     size_t got = e->ddict ? ZSTD_decompress_usingDDict(sh->dctx, out, (size_t)slot, sh->stage,
                                                        l->phys_length, (const ZSTD_DDict *)e->ddict)
                           : ZSTD_decompressDCtx(sh->dctx, out, (size_t)slot, sh->stage, l->phys_length);
     if (ZSTD_isError(got))
-        return zr_set_error(ZR_ECORRUPT, "gather: record %" PRIu64 " does not decode (%s/%u.chunk "
-                            "offset %u): %s", idx, e->path, l->chunk_id, l->offset,
+        return zr_set_error(ZR_ECORRUPT, "gather: record %" PRIu64 " does not decode (%u bytes at "
+                            "%s/%u.chunk offset %u, per " LOC_FMT "): %s", idx, l->phys_length,
+                            e->path, l->chunk_id, l->offset, LOC_ARGS(e, idx),
                             ZSTD_getErrorName(got));
     if (got != l->logic_length)
-        return zr_set_error(ZR_ECORRUPT, "gather: record %" PRIu64 " decoded to %zu bytes, expected %u",
-                            idx, got, l->logic_length);
+        return zr_set_error(ZR_ECORRUPT, "gather: record %" PRIu64 " decoded to %zu bytes, expected "
+                            "%u (%s/%u.chunk offset %u, per " LOC_FMT ")", idx, got, l->logic_length,
+                            e->path, l->chunk_id, l->offset, LOC_ARGS(e, idx));
     return ZR_OK;
 }
 

@@ -605,9 +605,11 @@ static int check_locked(zre_engine *e, uint64_t index)
     if (!why && zrp_file_size(f, &size) == 0 && end > size)
         why = "extends past the end of its chunk file";
     if (why)
-        return zr_set_error(ZR_ECORRUPT, "check: record %" PRIu64 " has a bad table entry (%s/%u.chunk"
-                            ", offset %u, %u stored bytes, %u logical): %s", index, e->path,
-                            l.chunk_id, l.offset, l.phys_length, l.logic_length, why);
+        return zr_set_error(ZR_ECORRUPT, "check: record %" PRIu64 " has a bad table entry, %s/%"
+                            PRIu64 ".loc entry %" PRIu64 " (%s/%u.chunk, offset %u, %u stored "
+                            "bytes, %u logical): %s", index, e->path, index / ZRE_INT_SEG_ENTRIES,
+                            index % ZRE_INT_SEG_ENTRIES, e->path, l.chunk_id, l.offset,
+                            l.phys_length, l.logic_length, why);
     unsigned char *out = malloc(l.logic_length);
     if (!out)
         return zr_set_error(ZR_ENOMEM, "check: out of memory for record %" PRIu64 " (%u bytes)",

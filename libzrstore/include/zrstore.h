@@ -143,6 +143,20 @@ ZRS_API zre_engine *zrs_engine(zrs_store *s);
 /* 1 for a handle opened with ZRE_OPEN_READONLY. */
 ZRS_API int zrs_is_readonly(const zrs_store *s);
 
+/* Bytes of stored (encoded) record data, from the engine's write frontier
+ * in O(1); see zre_chunk_bytes. 0 for NULL. */
+ZRS_API uint64_t zrs_data_bytes(zrs_store *s);
+
+/* For the child of fork() only: abandon a store handle inherited from the
+ * parent, closing its file descriptors so the child no longer holds the
+ * parent's store lock (see zre_forget_after_fork). Touches no thread,
+ * mutex or allocator state. The handle is unusable afterwards except for
+ * the accessors that read its fields (zrs_path, zrs_get_kind,
+ * zrs_get_dtype, zrs_get_codec, zrs_is_readonly, zrs_length); its memory
+ * is leaked in the child by design: never zrs_close it there. NULL is a
+ * no-op. */
+ZRS_API void zrs_forget_after_fork(zrs_store *s);
+
 /* Make every committed record durable (zre_sync). */
 ZRS_API int zrs_sync(zrs_store *s);
 

@@ -120,6 +120,41 @@ static const char *type_name(msgpack_object_type t)
     return "unknown";
 }
 
+/* Bytes read from a (possibly damaged) store.zr, quoted for a message:
+ * printable ASCII as is, a backslash doubled, anything else as \xNN, so a
+ * message never carries raw control or non-UTF-8 bytes (a terminal or a
+ * UTF-8 decoder would mangle them). At most `max_in` input bytes; "..."
+ * marks a cut. `out` needs 4 * max_in + 4 bytes. */
+static const char *escape_bytes(const char *p, size_t n, size_t max_in, char *out)
+{
+    static const char hex[] = "0123456789abcdef";
+    char *o = out;
+    size_t take = n > max_in ? max_in : n;
+    for (size_t i = 0; i < take; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c == '\\') {
+            *o++ = '\\';
+            *o++ = '\\';
+        } else if (c >= 0x20 && c < 0x7f) {
+            *o++ = (char)c;
+        } else {
+            *o++ = '\\';
+            *o++ = 'x';
+            *o++ = hex[c >> 4];
+            *o++ = hex[c & 15];
+        }
+    }
+    if (take < n) {
+        memcpy(o, "...", 3);
+        o += 3;
+    }
+    *o = '\0';
+    return out;
+}
+
+/* Input bytes of a file-supplied string quoted in a reason. */
+#define QUOTE_MAX 20
+
 /* Fill id from the map; -1 with a reason on anything unexpected. */
 static int read_map(const msgpack_object *root, zrs_identity *id, char *why)
 {
@@ -157,9 +192,9 @@ static int read_map(const msgpack_object *root, zrs_identity *id, char *why)
                 }
             }
             if (!found) {
-                int n = v->via.str.size > 40 ? 40 : (int)v->via.str.size;
-                snprintf(why, ZRS_WHY_MAX, "unsupported dtype '%.*s'", n,
-                         v->via.str.ptr);
+                char q[4 * QUOTE_MAX + 4];
+                snprintf(why, ZRS_WHY_MAX, "unsupported dtype '%s'",
+                         escape_bytes(v->via.str.ptr, v->via.str.size, QUOTE_MAX, q));
                 return -1;
             }
         } else if (str_is(k, KEY_SHAPE)) {
@@ -191,10 +226,10 @@ static int read_map(const msgpack_object *root, zrs_identity *id, char *why)
                 id->shape[j] = d->via.u64;
             }
         } else {
-            int n = k->via.str.size > 40 ? 40 : (int)k->via.str.size;
+            char q[4 * QUOTE_MAX + 4];
             snprintf(why, ZRS_WHY_MAX,
-                     "unexpected key '%.*s' (only 'dtype' and 'item_shape' "
-                     "are allowed)", n, k->via.str.ptr);
+                     "unexpected key '%s' (only 'dtype' and 'item_shape' "
+                     "are allowed)", escape_bytes(k->via.str.ptr, k->via.str.size, QUOTE_MAX, q));
             return -1;
         }
     }

@@ -624,9 +624,9 @@ int zrs_gather_ragged(zrs_store *s, const int64_t *index, uint64_t count,
             if (zrs__ragged_check(base + bounds[i], bounds[i + 1] - bounds[i],
                                   s->id.dtype, NULL, NULL, NULL, why) != 0) {
                 rc = zr_set_error(ZR_ECORRUPT,
-                                  "gather_ragged: record at index %" PRId64
+                                  "gather_ragged: store %s: record at index %" PRId64
                                   " (store index %" PRIu64 ") %s",
-                                  index[i], idx[i], why);
+                                  zre_path(s->engine), index[i], idx[i], why);
                 break;
             }
         }
@@ -638,6 +638,14 @@ int zrs_gather_ragged(zrs_store *s, const int64_t *index, uint64_t count,
 /* ------------------------------------------------------- maintenance */
 
 int zrs_is_readonly(const zrs_store *s) { return s ? zre_is_readonly(s->engine) : 0; }
+
+uint64_t zrs_data_bytes(zrs_store *s) { return s ? zre_chunk_bytes(s->engine) : 0; }
+
+void zrs_forget_after_fork(zrs_store *s)
+{
+    if (s != NULL)
+        zre_forget_after_fork(s->engine);
+}
 
 int zrs_sync(zrs_store *s)
 {

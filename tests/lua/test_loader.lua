@@ -71,7 +71,37 @@ T.test("loader errors", function()
   T.raises("^EINVAL: .*index%-aligned", zr.loader, { d, e }, {})
   T.raises("^EINVAL: field 'batch_size' must be an integer, got the float 2.5", zr.loader, { d }, { batch_size = 2.5 })
   T.raises("^EINVAL", zr.loader, { d }, { batch_size = 100 }) -- cyclic needs batch <= length
-  T.raises("^EINVAL: loader: stream 1 is not a zrecord store", zr.loader, { "x" }, {})
+  T.raises("^EINVAL: loader: stream 0 is not a zrecord store", zr.loader, { "x" }, {})
+  T.raises("^EINVAL: loader: stream 1 is not a zrecord store", zr.loader, { d, 42 }, {})
+end)
+
+T.test("unknown loader options are refused", function()
+  local d, r = stores()
+  local _d <close> = d
+  local _r <close> = r
+  local valid = "%(valid options: batch_size, mode, seed, start_step, rank, world_size, num_workers, prefetch"
+  T.raises("^EINVAL: loader: unknown option 'num_threads' " .. valid, zr.loader, { d }, { num_threads = 4 })
+  T.raises("^EINVAL: loader: unknown options 'bogus', 'num_threads' " .. valid,
+           zr.loader, { d }, { batch_size = 2, num_threads = 4, bogus = 1 })
+  T.raises("^EINVAL: loader: option names must be strings", zr.loader, { d }, { 2 })
+  T.raises("^EINVAL: loader: unknown option 'bogus'", zr.raw.zld_create, { d._h }, { bogus = 1 })
+  -- every option of state() is accepted back
+  local l <close> = zr.loader({ d, r }, { batch_size = 2, readahead = 1 })
+  l:next()
+  local l2 <close> = zr.loader({ d, r }, l:state())
+  T.eq(l2:step(), 1)
+end)
+
+T.test("errors name a stream by its key", function()
+  local d, r = stores()
+  local _d <close> = d
+  local e <close> = zr.create_dense(T.path("e"), "uint8", { 3 }, "raw")
+  e:append("abc")
+  T.raises("^EINVAL: loader: stream 'label' is not a zrecord store", zr.loader, { image = d, label = "x" }, {})
+  T.raises("^EINVAL: .*index%-aligned.*stream 'image'.*stream 'mask'", zr.loader, { image = d, mask = e }, {})
+  r:close()
+  T.raises("^ECLOSED: loader: stream 'label': ragged store .* is closed", zr.loader, { image = d, label = r }, {})
+  T.raises("^ECLOSED: loader: stream 1: ragged store", zr.loader, { d, r }, {})
 end)
 
 T.run()

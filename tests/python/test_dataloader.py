@@ -155,3 +155,29 @@ def test_closing_a_store_closes_its_loaders(streams):
         next(loader)
     with pytest.raises(ValueError, match="closed"):
         DataLoader(streams, batch_size=4)
+
+
+def test_closed_store_is_a_closed_error_naming_the_stream(streams):
+    from loaderx.errors import ClosedError
+    streams["tok"].close()
+    with pytest.raises(ClosedError, match=r"stream 'tok': store '.*' is closed"):
+        DataLoader({"label": streams["label"], "tok": streams["tok"]}, batch_size=4)
+    # still a ValueError for callers that caught that
+    with pytest.raises(ValueError, match="'tok'"):
+        DataLoader({"tok": streams["tok"]}, batch_size=4)
+
+
+def test_pickling_a_loader_is_a_clear_type_error(streams):
+    import copy
+    import pickle
+    with DataLoader(streams, batch_size=4) as loader:
+        next(loader)
+        for proto in range(pickle.HIGHEST_PROTOCOL + 1):
+            with pytest.raises(TypeError, match=r"a DataLoader cannot be pickled; pickle its "
+                                                r"read-only stores and its state\(\) and rebuild it"):
+                pickle.dumps(loader, protocol=proto)
+        with pytest.raises(TypeError, match="cannot be pickled"):
+            copy.deepcopy(loader)
+        # the recipe the message gives works: state() pickles
+        state = pickle.loads(pickle.dumps(loader.state()))
+        assert state["step"] == 1

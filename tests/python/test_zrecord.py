@@ -213,8 +213,8 @@ def test_dense_append_wrong_dtype_or_shape(dense8):
         ds.append(data.astype(np.int64))
     with pytest.raises(ValueError, match=r"expected dtype <i4 .*got <f4"):
         ds.append(data.astype(np.float32))
-    with pytest.raises(ValueError, match=r"expected dtype <i4 .*got >i4"):
-        ds.append(data.astype(">i4"))
+    with pytest.raises(ValueError, match=r"expected dtype <i4 .*got >i8"):
+        ds.append(data.astype(">i8"))  # the other byte order of another type
     with pytest.raises(ValueError, match=r"expected shape \(B, 2, 3\).*got \(8, 3, 2\)"):
         ds.append(data.reshape(8, 3, 2))
     with pytest.raises(ValueError, match=r"expected shape \(B, 2, 3\).*got \(2, 3\)"):
@@ -255,6 +255,61 @@ def test_ragged_append_ndarray_rows(store_dir):
     with RaggedStore.create(store_dir / "rows", np.uint8) as rs:
         rs.append(rows)
         assert [r.shape for r in rs[:]] == [(3,)] * 4
+
+
+def test_ragged_append_bare_1d_ndarray_is_ambiguous(store_dir):
+    with RaggedStore.create(store_dir / "r", np.int32) as rs:
+        with pytest.raises(TypeError, match=r"append\(\[arr\]\).*append\(list\(arr\)\)"):
+            rs.append(np.arange(4, dtype=np.int32))
+        with pytest.raises(TypeError, match="0-D"):
+            rs.append(np.array(7, dtype=np.int32))
+        assert len(rs) == 0
+        # the two unambiguous spellings
+        assert rs.append([np.arange(4, dtype=np.int32)]) == 0
+        assert rs.append(list(np.arange(4, dtype=np.int32))) == 1
+        assert [r.shape for r in rs[:]] == [(4,), (), (), (), ()]
+        np.testing.assert_array_equal(rs[0], np.arange(4))
+        assert int(rs[4]) == 3
+        # >= 2-D still means one record per row
+        assert rs.append(np.arange(6, dtype=np.int32).reshape(2, 3)) == 5
+        assert [r.shape for r in rs[5:]] == [(3,), (3,)]
+
+
+@pytest.mark.parametrize("kind", ["dense", "ragged"])
+def test_big_endian_data_appends(store_dir, kind):
+    # The spec's create(p, data.dtype, data.shape[1:]); append(data) pattern
+    # on big-endian data (e.g. a parsed IDX file): stores are little-endian,
+    # the data is converted on append.
+    data = np.arange(24, dtype=">i4").reshape(4, 2, 3)
+    if kind == "dense":
+        st = DenseStore.create(store_dir / "d", data.dtype, data.shape[1:])
+        assert st.dtype == np.dtype("<i4")
+        assert st.append(data) == 0
+        assert st.append(data[:, :, ::-1]) == 4  # non-contiguous, other order
+        np.testing.assert_array_equal(st[:4], data)
+        np.testing.assert_array_equal(st[4:], data[:, :, ::-1])
+    else:
+        st = RaggedStore.create(store_dir / "r", data.dtype)
+        assert st.dtype == np.dtype("<i4")
+        assert st.append(data) == 0
+        assert st.append([data[0], data[1].astype("<i4")]) == 4
+        for g, w in zip(st[:], list(data) + [data[0], data[1]]):
+            assert g.dtype == np.dtype("<i4")
+            np.testing.assert_array_equal(g, w)
+    with st:
+        # a genuinely different type stays refused, in either byte order
+        bad = data.astype(">f4") if kind == "dense" else [data[0].astype(">f4")]
+        with pytest.raises(ValueError, match=r"expected dtype <i4 .*got >f4"):
+            st.append(bad)
+        assert len(st) == (8 if kind == "dense" else 6)
+
+
+def test_create_dtype_none_is_refused(store_dir):
+    with pytest.raises(TypeError, match="dtype is required, got None"):
+        DenseStore.create(store_dir / "d", None, ())
+    with pytest.raises(TypeError, match="dtype is required, got None"):
+        RaggedStore.create(store_dir / "r", None)
+    assert not (store_dir / "d").exists() and not (store_dir / "r").exists()
 
 
 # ---------------------------------------------------------------- lifecycle

@@ -1,12 +1,32 @@
 /*
  * zr info STORE... - describe stores: kind, dtype, shape, codec, records,
  * sizes. Opens each store through libzrstore like any client.
+ *
+ * Exit status (the highest that applies over all stores):
+ *   0  every store described
+ *   1  a damaged record table (the size scan failed) or another read failure
+ *   2  usage error
+ *   3  a store could not be opened (busy, or not a store / malformed)
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "zr_cli.h"
+
+#define EXIT_DAMAGED 1
+#define EXIT_USAGE 2
+#define EXIT_NOT_OPENED 3
+
+static void info_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: zr info [--] STORE...\n"
+            "Describe each store: kind, dtype, shape, codec, records, logical and stored sizes.\n"
+            "Exit status: 0 ok, 1 damaged record table (or a read failure), 2 usage error,\n"
+            "3 a store could not be opened (busy, or not a store); the highest that applies\n"
+            "over all stores.\n");
+}
 
 /* Human-readable byte count: "47.0 MiB". */
 static const char *human_bytes(uint64_t n, char *buf, size_t cap)
@@ -42,15 +62,15 @@ static int info_one(const char *path)
      * reads the store (not beside a writer, which holds it exclusively). */
     int rc = zrs_open_ex(&s, path, ZRE_OPEN_READONLY);
     if (rc < 0) {
-        fprintf(stderr, "zr info: %s\n", zr_last_error());
-        return 1;
+        fprintf(stderr, "zr info: %s: cannot open: %s\n", path, zr_last_error());
+        return EXIT_NOT_OPENED;
     }
     zre_stats st;
     rc = zre_get_stats(zrs_engine(s), &st);
     if (rc < 0) {
-        fprintf(stderr, "zr info: %s\n", zr_last_error());
+        fprintf(stderr, "zr info: %s: %s\n", path, zr_last_error());
         zrs_close(s);
-        return 1;
+        return EXIT_DAMAGED;
     }
 
     char shape[512], a[32], b[32], c[32];
@@ -87,21 +107,40 @@ static int info_one(const char *path)
 
 int zr_cmd_info(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "zr info: missing STORE argument\nusage: zr info STORE...\n");
-        return 2;
-    }
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        printf("usage: zr info STORE...\n"
-               "Describe each store: kind, dtype, shape, codec, records, logical and stored sizes.\n");
-        return 0;
-    }
-    int status = 0;
+    /* Options first (anywhere before "--"); see cmd_verify.c. */
+    int npaths = 0, opts_done = 0;
     for (int i = 1; i < argc; i++) {
-        if (i > 1)
+        const char *a = argv[i];
+        if (!opts_done && !strcmp(a, "--")) {
+            opts_done = 1;
+        } else if (!opts_done && (!strcmp(a, "--help") || !strcmp(a, "-h"))) {
+            info_usage(stdout);
+            return 0;
+        } else if (!opts_done && a[0] == '-' && a[1] != '\0') {
+            fprintf(stderr, "zr info: unknown option '%s'\n", a);
+            info_usage(stderr);
+            return EXIT_USAGE;
+        } else {
+            npaths++;
+        }
+    }
+    if (npaths == 0) {
+        fprintf(stderr, "zr info: missing STORE argument\n");
+        info_usage(stderr);
+        return EXIT_USAGE;
+    }
+    int status = 0, shown = 0;
+    opts_done = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!opts_done && !strcmp(argv[i], "--")) {
+            opts_done = 1;
+            continue;
+        }
+        if (shown++)
             printf("\n");
-        if (info_one(argv[i]) != 0)
-            status = 1;
+        int r = info_one(argv[i]);
+        if (r > status)
+            status = r;
     }
     return status;
 }

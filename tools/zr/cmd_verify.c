@@ -2,10 +2,17 @@
  * zr verify STORE... - read and check every record of each store: the
  * record table against the chunk files and the write frontier (bounds,
  * extents), every zstd frame (content checksum, sizes) and, for ragged
- * stores, every record's shape prefix. Prints one line per bad record and
- * a summary per store; exits 1 if any store failed to open or holds a bad
- * record. Opens read-only (shared lock), so it runs beside other readers
- * but not beside a writer.
+ * stores, every record's shape prefix. A raw store's payloads carry no
+ * checksum, so there only the table and extents (and ragged prefixes) are
+ * checked, and the summary says so. Prints one line per bad record and a
+ * summary per store. Opens read-only (shared lock), so it runs beside
+ * other readers but not beside a writer.
+ *
+ * Exit status (the highest that applies over all stores):
+ *   0  every store opened and every record checked out
+ *   1  damaged records found
+ *   2  usage error
+ *   3  a store could not be opened (busy, or not a store / malformed)
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,12 +24,28 @@
 /* Stop listing after this many bad records per store (still counted). */
 #define MAX_LISTED 100
 
+#define EXIT_DAMAGED 1
+#define EXIT_USAGE 2
+#define EXIT_NOT_OPENED 3
+
+static void verify_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: zr verify [--] STORE...\n"
+            "Check every record of each store: the record table against the chunk files,\n"
+            "every zstd frame's checksum and sizes, and ragged shape prefixes (raw-codec\n"
+            "payloads carry no checksum: there only the table and extents are checked).\n"
+            "Exit status: 0 all records ok, 1 damaged records found, 2 usage error,\n"
+            "3 a store could not be opened (busy, or not a store); the highest that\n"
+            "applies over all stores.\n");
+}
+
 static int verify_one(const char *path)
 {
     zrs_store *s = NULL;
     if (zrs_open_ex(&s, path, ZRE_OPEN_READONLY) != ZR_OK) {
         fprintf(stderr, "zr verify: %s: cannot open: %s\n", path, zr_last_error());
-        return 1;
+        return EXIT_NOT_OPENED;
     }
     zre_engine *e = zrs_engine(s);
     uint64_t n = zrs_length(s), bad = 0;
@@ -42,7 +65,7 @@ static int verify_one(const char *path)
                     fprintf(stderr, "zr verify: %s: out of memory for record %" PRIu64 "\n", path, i);
                     free(buf);
                     zrs_close(s);
-                    return 1;
+                    return EXIT_DAMAGED;
                 }
                 buf = nb;
                 cap = (size_t)size;
@@ -60,21 +83,51 @@ static int verify_one(const char *path)
         }
     }
     free(buf);
+    const int raw = zrs_get_codec(s) == ZRE_CODEC_RAW;
     zrs_close(s);
     printf("%s: %" PRIu64 " records checked, %" PRIu64 " bad%s\n", path, n, bad,
            bad ? "" : " (ok)");
-    return bad ? 1 : 0;
+    if (raw)
+        printf("%s: note: raw codec: payloads carry no checksum; only table and extents were "
+               "checked\n", path);
+    return bad ? EXIT_DAMAGED : 0;
 }
 
 int zr_cmd_verify(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: zr verify STORE...\n");
-        return 2;
+    /* Options first (anywhere before "--"), so that `zr verify --help`
+     * never reaches the store code as a path. */
+    int npaths = 0, opts_done = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!opts_done && !strcmp(a, "--")) {
+            opts_done = 1;
+        } else if (!opts_done && (!strcmp(a, "--help") || !strcmp(a, "-h"))) {
+            verify_usage(stdout);
+            return 0;
+        } else if (!opts_done && a[0] == '-' && a[1] != '\0') {
+            fprintf(stderr, "zr verify: unknown option '%s'\n", a);
+            verify_usage(stderr);
+            return EXIT_USAGE;
+        } else {
+            npaths++;
+        }
+    }
+    if (npaths == 0) {
+        fprintf(stderr, "zr verify: missing STORE argument\n");
+        verify_usage(stderr);
+        return EXIT_USAGE;
     }
     int rc = 0;
-    for (int i = 1; i < argc; i++)
-        if (verify_one(argv[i]) != 0)
-            rc = 1;
+    opts_done = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!opts_done && !strcmp(argv[i], "--")) {
+            opts_done = 1;
+            continue;
+        }
+        int r = verify_one(argv[i]);
+        if (r > rc)
+            rc = r;
+    }
     return rc;
 }

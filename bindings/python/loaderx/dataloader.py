@@ -3,7 +3,9 @@
 ``DataLoader(streams, batch_size=256, mode='cyclic', seed=0,
 num_workers=0, prefetch=0, transform=None, rank=0, world_size=1,
 start_step=0, readahead=None)`` reads a dict of index-aligned streams
-(open DenseStore / RaggedStore objects of equal length). Step ``k`` draws
+(open DenseStore / RaggedStore objects of equal length, or other stream
+objects speaking the same protocol, such as :func:`loaderx.mrec.lmdb_streams`
+reading an LMDB collection directly). Step ``k`` draws
 the sampler's indices for ``k`` (see :mod:`loaderx.zsampler`; ``mode`` is a
 name or a ``Sampler.Mode``), gathers every stream at those same indices on
 native worker threads without the GIL (``num_workers``, 0 = CPU count; up
@@ -35,8 +37,11 @@ would have come next.
 
 Readahead: the loader knows its future indices, so for the step
 ``readahead`` steps beyond each one it starts building it asks the OS to
-read those records' bytes ahead (posix_fadvise WILLNEED); ``None`` = as far
-as ``prefetch``, 0 = off. Pure hint: it never changes a batch.
+read those records' bytes ahead (posix_fadvise WILLNEED). ``None`` (the
+default) is adaptive: as far as ``prefetch`` when the stores hold more
+bytes than half of physical memory, else off (on page-cached data the
+hints only cost time); ``N`` always hints, 0 = off. Pure hint: it never
+changes a batch.
 
 Memory: undelivered batches are bounded by ``prefetch`` (with a transform:
 ``max(prefetch, transform_threads + 1)``), whatever the store size.
@@ -66,7 +71,7 @@ import weakref
 import numpy as np
 
 from . import _zr
-from .errors import closed
+from .errors import ClosedError, closed
 from .zrecord import DenseStore, RaggedStore, _unpack_ragged
 from .zsampler import _config, _u64
 
@@ -217,9 +222,10 @@ class _Transformer:
                 self.held += 1
             try:
                 h = native.enter()
-            except Exception:
+            except Exception:  # closed under us (e.g. by one of its stores)
                 with self.cv:
                     self.held -= 1
+                    self._closed()
                 return
             try:
                 step, indices, parts = _zr.zld_next_arrays(h, self.nstreams)
@@ -227,7 +233,9 @@ class _Transformer:
                 step = native.failed_step()
                 with self.cv:
                     self.held -= 1
-                    if not self.stopping:
+                    if native.closing:  # woken by a close, not a failed gather
+                        self._closed()
+                    elif not self.stopping:
                         self._fail(step if step is not None else -1, exc)
                 return
             finally:
@@ -250,9 +258,15 @@ class _Transformer:
                     self.fail_step = step
                 self.cv.notify_all()
 
+    def _closed(self):
+        # with self.cv held: the native loader is gone, so no result will
+        # ever come; every waiting consumer must get a ClosedError.
+        self.stopping = True
+        self.cv.notify_all()
+
     def take(self, step):
         with self.cv:
-            while step not in self.results:
+            while self.stopping or step not in self.results:
                 if self.stopping:
                     raise closed("loader")
                 if self.fail_step is not None and self.fail_step < 0:
@@ -294,8 +308,13 @@ class DataLoader:
     """Endless loader over a dict of aligned streams; see the module doc.
 
     Raises ValueError for an empty or mismatched stream dict (lengths
-    named), a closed store, or an invalid sampler configuration (e.g. cyclic
-    with batch_size * world_size > length).
+    named) or an invalid sampler configuration (e.g. cyclic with
+    batch_size * world_size > length), and ClosedError (a ValueError)
+    naming the stream for a closed store.
+
+    A DataLoader cannot be pickled (TypeError): it owns native threads.
+    Pickle its read-only stores and its ``state()``, and rebuild it with
+    ``DataLoader.from_state(streams, state)``.
     """
 
     def __init__(self, streams, batch_size=256, mode="cyclic", seed=0, num_workers=0,
@@ -307,11 +326,13 @@ class DataLoader:
             raise ValueError("streams must be a non-empty dict {name: DenseStore/RaggedStore}")
         names, stores = [], []
         for name, s in streams.items():
-            if not isinstance(s, (DenseStore, RaggedStore)):
-                raise TypeError(f"stream {name!r} must be a DenseStore or RaggedStore, "
-                                f"got {type(s).__name__}")
+            if not isinstance(s, (DenseStore, RaggedStore)) and not getattr(s, "_zld_stream", False):
+                raise TypeError(f"stream {name!r} must be a DenseStore or RaggedStore (or a "
+                                f"loader stream such as loaderx.mrec.lmdb_streams), got {type(s).__name__}")
             if s.closed:
-                raise ValueError(f"stream {name!r}: store is closed")
+                path = getattr(s, "path", None)
+                where = f" {path!r}" if isinstance(path, str) else ""
+                raise ClosedError(f"stream {name!r}: store{where} is closed")
             names.append(name)
             stores.append(s)
         lengths = [len(s) for s in stores]
@@ -338,8 +359,8 @@ class DataLoader:
             readahead = min(_u64("readahead", readahead), _AUTO)
         self._names = names
         self._stores = stores  # keeps the handles alive as long as the loader
-        self._decoders = [(isinstance(s, DenseStore), s.dtype,
-                           getattr(s, "item_shape", None)) for s in stores]
+        self._decoders = [(isinstance(s, DenseStore) or (not isinstance(s, RaggedStore) and not s.ragged),
+                           s.dtype, getattr(s, "item_shape", None)) for s in stores]
         self._cfg = cfg
         self._transform = transform
         self._step = start_step
@@ -363,7 +384,10 @@ class DataLoader:
                    "num_workers": self._num_workers, "prefetch": native_prefetch,
                    "readahead": self._readahead}
         handles = [s._handle() for s in self._stores]
-        self._native = _Native(_zr.zld_create(handles, options), self._stores)
+        if all(isinstance(s, (DenseStore, RaggedStore)) for s in self._stores):
+            self._native = _Native(_zr.zld_create(handles, options), self._stores)
+        else:  # generic streams (zld_create_streams), stores mixed in as they are
+            self._native = _Native(_zr.zmr_py_loader_create(handles, options), self._stores)
         if nthreads:
             names, decoders = self._names, self._decoders
 
@@ -402,6 +426,9 @@ class DataLoader:
     def next(self):
         """The next batch (see the module doc); advances the step."""
         native, tf = self._fork_check()
+        if native.closing:  # closed by one of its stores: no prefetched batches either
+            self.close()
+            raise closed("loader")
         step = self._step
         if tf is not None:
             indices, batch, error = tf.take(step)
@@ -487,6 +514,12 @@ class DataLoader:
 
     def __exit__(self, *exc):
         self.close()
+
+    def __reduce_ex__(self, protocol):
+        # Without this, pickle fails deep inside on the SWIG handle with
+        # "cannot pickle 'SwigPyObject' object", which says nothing useful.
+        raise TypeError("a DataLoader cannot be pickled; pickle its read-only stores and "
+                        "its state() and rebuild it (DataLoader.from_state(streams, state))")
 
     def __del__(self):
         try:

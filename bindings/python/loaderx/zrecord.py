@@ -19,12 +19,21 @@ empty array / empty list.
 
 The dtype set is closed: bool, int8..int64, uint8..uint64, float16/32/64,
 complex64/128, stored little-endian (``np.dtype(x).str``, e.g. ``'<f4'``).
+A big-endian dtype given to ``create`` (``'>i4'``) makes the little-endian
+store of that type (``'<i4'``), and ``append`` accepts data of the same type
+in either byte order (the other order is converted, one copy), so
+``create(p, data.dtype, data.shape[1:]); append(data)`` works for
+big-endian arrays too; a different type is refused (no casting).
 
 Errors (see :mod:`loaderx.errors`): ``FileExistsError`` on ``create`` of an
 existing path, :class:`NotAStoreError` (a ``ValueError``) on ``open`` of a
 path that is not a store, :class:`StoreBusy` (a ``BlockingIOError``) when
 another handle holds the store, ``ValueError`` (``ClosedError``) on use
-after ``close``, ``ValueError`` on a dtype/shape mismatch in ``append``.
+after ``close``, ``ValueError`` on a dtype/shape mismatch in ``append``,
+``TypeError`` for ``dtype=None`` in ``create`` (numpy would silently read
+it as float64) and for a bare 0-D/1-D ndarray given to
+``RaggedStore.append`` (ambiguous: ``append([arr])`` is one record,
+``append(list(arr))`` one scalar record per element).
 
 Threads: reads and appends release the GIL and may run concurrently on one
 store from several threads; ``close`` must not race with them.
@@ -32,6 +41,7 @@ store from several threads; ``close`` must not race with them.
 
 import operator
 import os
+import struct as _struct
 import weakref
 
 import numpy as np
@@ -71,10 +81,35 @@ DICT_TIERS = {
 }
 
 _MAX_NDIM = _zr.ZRS_MAX_NDIM
+_U64 = _struct.Struct("<Q")
+
+# Every open store of this process, for the fork hook below.
+_OPEN_STORES = weakref.WeakSet()
+
+
+def _forget_in_child():
+    """After fork(), in the child: close the inherited descriptors of every
+    open store (zrs_forget_after_fork). The child shares the parent's open
+    file descriptions, so without this a child that never touches a store
+    would keep the parent's store lock alive after the parent closed it.
+    Nothing else of the handle is touched; see _Store._after_fork."""
+    for st in list(_OPEN_STORES):
+        h = st._h
+        if h is not None:
+            _zr.zrs_forget_after_fork(h)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def _normalize_dtype(dtype):
-    """``np.dtype(dtype)`` in little-endian form, restricted to DTYPES."""
+    """``np.dtype(dtype)`` in little-endian form, restricted to DTYPES.
+    ``None`` is refused: numpy reads it as float64, which is never what a
+    missing dtype means."""
+    if dtype is None:
+        raise TypeError("dtype is required, got None (numpy would read None as float64); "
+                        "pass the records' dtype, e.g. np.float32 or '<f4'")
     try:
         dt = np.dtype(dtype)
     except TypeError as exc:
@@ -85,6 +120,16 @@ def _normalize_dtype(dtype):
             return le
     raise ValueError(f"unsupported dtype {dtype!r} ({dt.str}); expected one of "
                      f"{', '.join(np.dtype(d).name for d in DTYPES)}")
+
+
+def _as_store_order(arr, want):
+    """``arr`` converted to the store's little-endian dtype ``want`` when it
+    holds the same type in the other byte order (one copy); unchanged
+    otherwise, for the caller's dtype check to refuse."""
+    got = arr.dtype
+    if got != want and got.newbyteorder("<") == want:
+        return arr.astype(want, order="C")
+    return arr
 
 
 def _normalize_codec(codec, dict_bytes):
@@ -184,26 +229,37 @@ def _unpack_ragged(buf, bounds, dtype):
     """Split a uint8 buffer of packed ragged records ([u64le ndim][u64le
     dims][payload] each, record j at buf[bounds[j]:bounds[j+1]]) into a
     list of ndarrays of ``dtype``. The arrays are views into ``buf``."""
+    # Per-record cost dominates small records (a few hundred tokens): the
+    # prefix is read with struct from one memoryview and each array is one
+    # np.frombuffer call, rather than several numpy slice/view calls.
     out = []
+    append = out.append
     b = bounds.tolist()
+    mv = memoryview(buf)
     itemsize = dtype.itemsize
+    unpack_from = _U64.unpack_from
+    frombuffer = np.frombuffer
     for j in range(len(b) - 1):
         start, end = b[j], b[j + 1]
         if end - start < 8:
             raise CorruptStoreError(f"ragged record {j} of the batch is {end - start} bytes, "
                                     "shorter than its prefix")
-        nd = int(buf[start:start + 8].view("<u8")[0])
+        nd = unpack_from(mv, start)[0]
         pay = start + 8 + 8 * nd
         if nd > _MAX_NDIM or pay > end:
             raise CorruptStoreError(f"ragged record {j} of the batch has a bad prefix (ndim {nd})")
-        shape = tuple(buf[start + 8:pay].view("<u8").tolist())
+        if nd == 1:
+            shape = unpack_from(mv, start + 8)
+        else:
+            shape = _struct.unpack_from(f"<{nd}Q", mv, start + 8)
         count = 1
         for d in shape:
             count *= d
         if count * itemsize != end - pay:
             raise CorruptStoreError(f"ragged record {j} of the batch: shape {shape} needs "
                                     f"{count * itemsize} payload bytes, found {end - pay}")
-        out.append(buf[pay:end].view(dtype).reshape(shape))
+        a = frombuffer(buf, dtype, count, pay)
+        append(a if nd == 1 else a.reshape(shape))
     return out
 
 
@@ -224,6 +280,7 @@ class _Store:
         self._loaders = set()
         # The process that opened the handle (fork detection, see _handle).
         self._pid = os.getpid()
+        _OPEN_STORES.add(self)
 
     @classmethod
     def _from_open_handle(cls, handle, path):
@@ -263,10 +320,14 @@ class _Store:
         return bool(check and self._h is not None and check(self._h))
 
     def _after_fork(self):
-        """First use in a forked child: the handle's threads and lock belong
-        to the parent, so it is dropped untouched (closing it would release
-        the parent's lock). A read-only store reopens itself by path; a
-        writable one raises, since its exclusive lock cannot be shared."""
+        """First use in a forked child. The fork hook (_forget_in_child)
+        already closed the handle's inherited descriptors, so the child
+        does not pin the parent's lock; the rest of the handle (threads,
+        mutexes, memory) is the parent's state copied mid-flight, so it is
+        dropped without zrs_close (which would sync and free it) and leaks
+        in the child by design. A read-only store reopens itself by path; a
+        writable one raises, since its exclusive lock stays with the
+        parent."""
         readonly = self._is_readonly()
         parent = self._pid
         self._h = None
@@ -423,7 +484,9 @@ class DenseStore(_Store):
         FileExistsError) and return it open for appending.
 
         dtype: anything ``np.dtype()`` takes, within DTYPES (ValueError
-            naming the dtype otherwise); stored little-endian.
+            naming the dtype otherwise) except None (TypeError: numpy
+            would read it as float64); stored little-endian ('>i4' makes
+            an '<i4' store, and append converts '>i4' data).
         item_shape: tuple of ints >= 1 (``()`` for scalar records, e.g.
             labels; a bare int means a 1-tuple).
         codec: 'zstd' (default, level 3 per record), 'raw', or 'zstd_dict'
@@ -459,11 +522,14 @@ class DenseStore(_Store):
         """Append ``B`` records from ``x``, an array of shape
         ``(B, *item_shape)`` (a 1-D array for a scalar store) and exactly
         the store's dtype (no casting: ValueError naming expected and got).
+        The same type in the other byte order (e.g. ``'>i4'`` data for an
+        ``'<i4'`` store) is accepted and converted (one copy).
         Non-contiguous input is copied once to C order. Returns the index
         of the first new record (``len(self)`` for B == 0, a no-op).
         Nothing is written if anything is refused."""
         h = self._handle()
         arr = x if isinstance(x, np.ndarray) else np.asarray(x)
+        arr = _as_store_order(arr, self._dtype)
         if arr.dtype != self._dtype:
             raise ValueError(f"append: expected dtype {self._dtype.str} ({self._dtype.name}), "
                              f"got {arr.dtype.str} ({arr.dtype.name}); cast explicitly "
@@ -530,17 +596,29 @@ class RaggedStore(_Store):
     def append(self, records):
         """Append one record per array in ``records`` (any iterable, e.g. a
         list or a generator; consumed fully before anything is written).
-        Each must have exactly the store's dtype, ndim <= 32 and at least
-        one element (ValueError naming the record otherwise). Records are
-        packed as [u64le ndim][u64le dims][payload] into one buffer and
+        Each must have exactly the store's dtype (or the same type in the
+        other byte order, converted with one copy), ndim <= 32 and at
+        least one element (ValueError naming the record otherwise). Records
+        are packed as [u64le ndim][u64le dims][payload] into one buffer and
         appended in one native call. Returns the first new index
-        (``len(self)`` for no records, a no-op)."""
+        (``len(self)`` for no records, a no-op).
+
+        A bare ndarray as ``records``: 2-D or more means one record per row
+        (``arr[0]``, ``arr[1]``, ...); 0-D or 1-D is refused (TypeError),
+        since it is ambiguous: write ``append([arr])`` for one record, or
+        ``append(list(arr))`` for one scalar record per element."""
         h = self._handle()
+        if isinstance(records, np.ndarray) and records.ndim < 2:
+            raise TypeError(
+                f"append: a bare {records.ndim}-D ndarray of shape {records.shape} is ambiguous "
+                "(records is an iterable of records); use append([arr]) to append it as one "
+                "record, or append(list(arr)) to append one scalar record per element")
         dt = self._dtype
         parts = []
         sizes = []
         for j, r in enumerate(records):
             a = r if isinstance(r, np.ndarray) else np.asarray(r)
+            a = _as_store_order(a, dt)
             if a.dtype != dt:
                 raise ValueError(f"append: record {j}: expected dtype {dt.str} ({dt.name}), "
                                  f"got {a.dtype.str} ({a.dtype.name})")

@@ -1,0 +1,106 @@
+"""The zr command line: `--help` is never taken for a path, exit codes
+(0 ok, 1 damaged records, 2 usage, 3 store could not be opened) for
+`zr verify` and `zr info`, the raw-codec note, and bytes from a damaged
+store.zr escaped (\\xNN) in messages, in the CLI and in Python alike."""
+
+import os
+import shutil
+import struct
+import subprocess
+
+import numpy as np
+import pytest
+
+from loaderx.errors import NotAStoreError
+from loaderx.zrecord import DenseStore
+
+ZR = shutil.which("zr")
+needs_zr = pytest.mark.skipif(ZR is None, reason="the zr tool is not on PATH (install first)")
+
+
+def zr(*args):
+    return subprocess.run([ZR, *args], capture_output=True, timeout=120)
+
+
+def _store(path, codec="raw", n=10):
+    with DenseStore.create(str(path), "uint8", (16,), codec=codec) as st:
+        st.append(np.arange(n * 16, dtype=np.uint8).reshape(n, 16))
+    return str(path)
+
+
+@needs_zr
+@pytest.mark.parametrize("cmd", ["verify", "info"])
+def test_help_and_usage_codes(cmd):
+    for flag in ("--help", "-h"):
+        res = zr(cmd, flag)
+        assert res.returncode == 0
+        out = res.stdout.decode()
+        assert out.startswith(f"usage: zr {cmd}")
+        assert "3 a store could not be opened" in out
+        assert b"cannot open" not in res.stderr
+    assert zr(cmd).returncode == 2
+    assert zr(cmd, "--no-such-option", "x").returncode == 2
+
+
+@needs_zr
+def test_verify_exit_codes(tmp_path):
+    good = _store(tmp_path / "good", codec="zstd")
+    res = zr("verify", good)
+    assert res.returncode == 0, res.stderr
+    assert b"0 bad (ok)" in res.stdout
+    assert b"raw codec" not in res.stdout
+
+    raw = _store(tmp_path / "raw", codec="raw")
+    res = zr("verify", raw)
+    assert res.returncode == 0
+    assert (b"raw codec: payloads carry no checksum; only table and extents were checked"
+            in res.stdout)
+
+    # Damage one record-table entry: stored size 17 for a 16-byte record.
+    with open(os.path.join(raw, "0.loc"), "r+b") as f:
+        f.seek(3 * 16 + 4)
+        f.write(struct.pack("<I", 17))
+    res = zr("verify", raw)
+    assert res.returncode == 1
+    assert b"bad record 3" in res.stdout
+    assert b"0.loc entry 3" in res.stdout
+
+    missing = str(tmp_path / "missing")
+    assert zr("verify", missing).returncode == 3
+    assert zr("info", missing).returncode == 3
+    # The highest code over all stores; `--` ends the options.
+    assert zr("verify", good, raw, missing).returncode == 3
+    assert zr("verify", "--", good, raw).returncode == 1
+    assert zr("info", "--", good).returncode == 0
+
+    # A store locked by a writer cannot be opened read-only: busy -> 3.
+    with DenseStore.open(good):
+        assert zr("verify", good).returncode == 3
+        assert zr("info", good).returncode == 3
+
+
+def _bad_identity(path):
+    # A store.zr map with an unexpected key of non-UTF-8, non-printable bytes.
+    with open(os.path.join(path, "store.zr"), "wb") as f:
+        f.write(bytes([0x81, 0xa4, 0xff, 0x01, ord("k"), 0xe9, 0x01]))
+
+
+def test_identity_bytes_escaped_in_python(tmp_path):
+    path = _store(tmp_path / "s")
+    _bad_identity(path)
+    with pytest.raises(NotAStoreError) as ei:
+        DenseStore.open(path)
+    msg = str(ei.value)
+    assert "unexpected key '\\xff\\x01k\\xe9'" in msg
+    assert "\ufffd" not in msg and msg.isprintable()
+
+
+@needs_zr
+def test_identity_bytes_escaped_in_cli(tmp_path):
+    path = _store(tmp_path / "s")
+    _bad_identity(path)
+    res = zr("verify", path)
+    assert res.returncode == 3
+    err = res.stderr
+    assert b"\\xff\\x01k\\xe9" in err
+    assert all(0x20 <= c < 0x7f or c == 0x0a for c in err)
