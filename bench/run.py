@@ -1,0 +1,334 @@
+#!/usr/bin/env python3
+"""The benchmark harness: every table of docs/BENCHMARKS.md in one run.
+
+    python3 bench/run.py            # full run (~20 min on 2 cores), writes docs/BENCHMARKS.md
+    python3 bench/run.py --quick    # small sizes, a few seconds: the harness's own test
+
+Workloads (same generator and seed for every backend): dense vision,
+ragged vision, fixed token blocks, ragged token records (real GPT-2 BPE
+tokens of linux-doc-6.1, prepared once by bench/prepare.py), the sampler,
+the loader end to end, the machine's limits (memcpy, zstd decompression)
+and hyperfine command benchmarks. Every backend is required: a missing
+package is an error unless the backend is excluded with --exclude NAME.
+Results go to OUT/BENCHMARKS.md, OUT/img/*.png and a JSON file."""
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import backends  # noqa: E402
+import prepare  # noqa: E402
+import report  # noqa: E402
+from common import (MiB, MissingBackend, Workload, measure_backend, token_blocks,  # noqa: E402
+                    token_records, vision_dense, vision_ragged)
+
+FULL = {"vision_n": 2500, "vision_batches": 50, "token_n": 200_000, "token_batches": 100,
+        "batch": 256, "limit_mib": 256, "sampler_s": 0.5, "loader_batches": 40,
+        "hf_runs": 10}
+QUICK = {"vision_n": 40, "vision_batches": 3, "token_n": 2000, "token_batches": 3,
+         "batch": 16, "limit_mib": 16, "sampler_s": 0.02, "loader_batches": 3,
+         "hf_runs": 2}
+
+
+def log(msg):
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------ machine
+
+def machine():
+    info = {"python": platform.python_version(), "numpy": np.__version__,
+            "kernel": platform.release(), "cpus": os.cpu_count()}
+    try:
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        kv = dict(line.split(":", 1) for line in lscpu.splitlines() if ":" in line)
+        kv = {k.strip(): v.strip() for k, v in kv.items()}
+        info["cpu"] = kv.get("Model name", "?")
+        info["caches"] = ", ".join(f"{k.split()[0]} {kv[k]}" for k in
+                                   ("L1d cache", "L2 cache", "L3 cache") if k in kv)
+    except OSError:
+        info["cpu"] = platform.processor()
+    with open("/proc/meminfo") as f:
+        info["memory_gib"] = int(f.readline().split()[1]) / (1 << 20)
+    try:
+        with open("/etc/os-release") as f:
+            os_rel = dict(line.rstrip().split("=", 1) for line in f if "=" in line)
+        info["os"] = os_rel.get("PRETTY_NAME", "?").strip('"')
+    except OSError:
+        info["os"] = platform.platform()
+    return info
+
+
+# ------------------------------------------------------------------- limits
+
+def memcpy_limit(mib, threads):
+    """memcpy bandwidth (GiB/s, read+write counted once) with `threads`
+    threads each copying its own slice (numpy releases the GIL)."""
+    n = mib * MiB
+    src = np.ones(n, dtype=np.uint8)
+    dst = np.empty_like(src)
+    parts = [(k * n // threads, (k + 1) * n // threads) for k in range(threads)]
+
+    def work(lo, hi):
+        np.copyto(dst[lo:hi], src[lo:hi])
+
+    best = 0.0
+    for _ in range(5):
+        ts = [threading.Thread(target=work, args=p) for p in parts]
+        t0 = time.perf_counter()
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        best = max(best, n / (time.perf_counter() - t0))
+    return best / MiB
+
+
+def zstd_limit(wl, threads):
+    """zstd's own decompression speed (logical MiB/s) on the planned
+    records of wl, compressed like zrecord's zstd codec (level 3, content
+    checksum), through python-zstandard's C multi-frame decoder."""
+    import zstandard
+    cctx = zstandard.ZstdCompressor(level=3, write_checksum=True)
+    frames = [cctx.compress(wl.data[i].tobytes()) for i in range(wl.n)]
+    dctx = zstandard.ZstdDecompressor()
+    total, best = 0, None
+    for _ in range(2):
+        t0 = time.perf_counter()
+        for idx in wl.plans:
+            fr = [frames[i] for i in idx.tolist()]
+            dctx.multi_decompress_to_buffer(fr, threads=threads)
+        dt = time.perf_counter() - t0
+        best = dt if best is None else min(best, dt)
+    total = sum(wl.plan_bytes(p) for p in wl.plans)
+    return total / MiB / best
+
+
+# ---------------------------------------------------------------- workloads
+
+def workloads(cfg):
+    tok, lens = prepare.load()
+    nv, nt, b = cfg["vision_n"], cfg["token_n"], cfg["batch"]
+    yield lambda: Workload("vision_dense", "Dense vision: CHW uint8 (3, 224, 224)", "dense",
+                           vision_dense(nv), b, cfg["vision_batches"])
+    yield lambda: Workload("vision_ragged", "Ragged vision: CHW uint8 (3, H, W), H, W "
+                           "lognormal in 64..512", "ragged", vision_ragged(nv), b,
+                           cfg["vision_batches"])
+    yield lambda: Workload("token_blocks", "Fixed token blocks: int32[512] GPT-2 BPE",
+                           "dense", token_blocks(tok, nt), b, cfg["token_batches"])
+    yield lambda: Workload("token_ragged", "Ragged token records: int32, 16..512 tokens",
+                           "ragged", token_records(tok, lens, nt), b, cfg["token_batches"])
+
+
+def run_stores(cfg, chosen, workdir):
+    tables = []
+    limits = {}
+    for make in workloads(cfg):
+        wl = make()
+        log(f"{wl.name}: {wl.describe()}")
+        rows = []
+        for b in chosen:
+            if wl.kind not in b.kinds or (b.only and wl.name not in b.only):
+                continue
+            t0 = time.perf_counter()
+            r = measure_backend(b, wl, workdir)
+            log(f"  {b.name:26} gather {r['gather_mibs']:8.0f} MiB/s  write "
+                f"{r['write_mibs']:7.0f} MiB/s  ratio {r['ratio']:5.2f}  "
+                f"({time.perf_counter() - t0:.1f} s)")
+            r["compressed"] = b.compressed
+            rows.append(r)
+        zl = {"zstd_1t": zstd_limit(wl, 1), "zstd_all": zstd_limit(wl, os.cpu_count() or 1)}
+        limits[wl.name] = zl
+        log(f"  zstd limit: {zl['zstd_1t']:.0f} MiB/s (1 thread), {zl['zstd_all']:.0f} MiB/s (all)")
+        tables.append({"name": wl.name, "title": wl.title, "describe": wl.describe(),
+                       "record_kib": wl.logical_bytes / wl.n / 1024, "rows": rows, "limits": zl})
+        del wl
+    return tables, limits
+
+
+# ------------------------------------------------------------------ sampler
+
+def run_sampler(cfg):
+    import bench_sampler
+    from loaderx.zsampler import Sampler
+    rows = []
+    for batch in (256, 1024, 8192):
+        rng = np.random.default_rng(0)
+        ref = bench_sampler.rate(lambda k: rng.integers(0, bench_sampler.SPACE, size=batch),
+                                 batch, cfg["sampler_s"])
+        s = Sampler(bench_sampler.SPACE, batch, mode="iid", seed=0)
+        ours = bench_sampler.rate(s.indices, batch, cfg["sampler_s"])
+        rows.append({"batch": batch, "loaderx": ours, "numpy": ref, "ratio": ours / ref})
+    return rows
+
+
+# ------------------------------------------------------------------- loader
+
+def tree_rss(proc):
+    import psutil
+    total = 0
+    for p in [proc] + proc.children(recursive=True):
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def run_loader(cfg, workdir, exclude):
+    import psutil
+    from loaderx.zrecord import DenseStore
+    from array_record.python.array_record_module import ArrayRecordWriter
+    d = os.path.join(workdir, "loader")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    data = vision_dense(cfg["vision_n"])
+    np.save(os.path.join(d, "data.npy"), data)
+    for codec in ("raw", "zstd"):
+        with DenseStore.create(os.path.join(d, codec), data.dtype, data.shape[1:],
+                               codec=codec) as s:
+            s.append(data)
+    w = ArrayRecordWriter(os.path.join(d, "data.array_record"), "group_size:1")
+    for r in data:
+        w.write(r.tobytes())
+    w.close()
+    with open(os.path.join(d, "meta.json"), "w") as f:
+        json.dump({"shape": list(data.shape[1:]), "dtype": data.dtype.str}, f)
+    del data
+    rows = []
+    for who in ("loaderx-zstd", "loaderx-raw", "torch", "grain"):
+        if who in exclude:
+            continue
+        proc = psutil.Popen([sys.executable, os.path.join(HERE, "loader_e2e.py"), who, d,
+                             str(cfg["batch"]), str(cfg["loader_batches"])],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        peak = 0
+        while proc.poll() is None:
+            peak = max(peak, tree_rss(proc))
+            time.sleep(0.02)
+        out, err = proc.communicate()
+        if proc.returncode != 0 or not out.strip():
+            raise RuntimeError(f"loader {who} failed ({proc.returncode}): {err[-2000:]}")
+        r = json.loads(out.strip().splitlines()[-1])
+        rows.append({"loader": who, "batches_s": r["batches_s"], "peak_rss": peak})
+        log(f"  loader {who:14} {r['batches_s']:7.1f} batches/s  peak RSS {peak / MiB:7.0f} MiB")
+    shutil.rmtree(d, ignore_errors=True)
+    return rows
+
+
+# ---------------------------------------------------------------- hyperfine
+
+def find_binary(name, rel):
+    for bd in (os.environ.get("BUILD_DIR"), "build"):
+        if bd:
+            p = os.path.join(ROOT, bd, rel) if not os.path.isabs(bd) else os.path.join(bd, rel)
+            if os.path.isfile(p) and os.access(p, os.X_OK):
+                return p
+    if name and shutil.which(name):
+        return shutil.which(name)
+    raise RuntimeError(f"cannot find {rel}: build the project (meson compile -C build) or "
+                       "set BUILD_DIR")
+
+
+def run_hyperfine(cfg, workdir):
+    if not shutil.which("hyperfine"):
+        raise RuntimeError("hyperfine is not installed (Debian package hyperfine)")
+    zr = find_binary("zr", "tools/zr")
+    if os.path.isdir(zr):
+        zr = os.path.join(zr, "zr")
+    gb = find_binary(None, "bench/c/gather_bench")
+    d = os.path.join(workdir, "hf")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    np.save(os.path.join(d, "data.npy"), vision_dense(cfg["vision_n"]))
+    env = dict(os.environ, ZR=zr, GATHER_BENCH=gb, RUNS=str(cfg["hf_runs"]))
+    for codec in ("raw", "zstd"):
+        subprocess.run([zr, "ingest", os.path.join(d, "data.npy"),
+                        os.path.join(d, f"store-{codec}"), "--codec", codec],
+                       check=True, capture_output=True)
+    results = []
+    for name in ("info", "verify", "ingest", "gather"):
+        out = os.path.join(d, f"{name}.json")
+        subprocess.run(["bash", os.path.join(HERE, "hyperfine", f"{name}.sh"), d, out],
+                       check=True, env=env, capture_output=True)
+        with open(out) as f:
+            for r in json.load(f)["results"]:
+                results.append({"script": f"bench/hyperfine/{name}.sh", "command": r["command"],
+                                "mean_s": r["mean"], "stddev_s": r.get("stddev") or 0.0,
+                                "runs": len(r["times"])})
+    npy_mib = os.path.getsize(os.path.join(d, "data.npy")) / MiB
+    shutil.rmtree(d, ignore_errors=True)
+    return {"npy_mib": npy_mib, "results": results}
+
+
+# --------------------------------------------------------------------- main
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes (seconds): a smoke test")
+    ap.add_argument("--exclude", action="append", default=[], metavar="NAME",
+                    help="leave out a backend or loader by name (repeatable)")
+    ap.add_argument("--out", default=None, help="report directory (default: docs/, or a "
+                    "temporary directory with --quick)")
+    ap.add_argument("--workdir", default=None, help="scratch directory for the stores")
+    ap.add_argument("--json", default=None, help="also write the raw results here")
+    args = ap.parse_args()
+    cfg = QUICK if args.quick else FULL
+    out = args.out or (tempfile.mkdtemp(prefix="bench-out-") if args.quick
+                       else os.path.join(ROOT, "docs"))
+    workdir = args.workdir or tempfile.mkdtemp(prefix="loaderx-bench-",
+                                               dir=prepare.cache_dir() if not args.quick else None)
+    os.makedirs(workdir, exist_ok=True)
+    exclude = set(args.exclude)
+    chosen = []
+    for make in backends.ALL:
+        b = make()
+        if b.name in exclude:
+            continue
+        b.check()  # MissingBackend names the package and --exclude
+        chosen.append(b)
+    try:
+        res = measure_all(cfg, chosen, workdir, exclude, args.quick)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    report.write(res, out)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+    log(f"done in {res['elapsed_s']:.0f} s: {os.path.join(out, 'BENCHMARKS.md')}")
+
+
+def measure_all(cfg, chosen, workdir, exclude, quick):
+    t_start = time.perf_counter()
+    res = {"quick": quick, "config": cfg, "machine": machine(), "excluded": sorted(exclude)}
+    log("limits: memcpy")
+    res["memcpy"] = {"1t": memcpy_limit(cfg["limit_mib"], 1),
+                     "all": memcpy_limit(cfg["limit_mib"], os.cpu_count() or 1)}
+    res["tables"], _ = run_stores(cfg, chosen, workdir)
+    log("sampler")
+    res["sampler"] = run_sampler(cfg)
+    log("loader end to end")
+    res["loader"] = run_loader(cfg, workdir, exclude)
+    log("hyperfine")
+    res["hyperfine"] = run_hyperfine(cfg, workdir)
+    res["elapsed_s"] = time.perf_counter() - t_start
+    return res
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except MissingBackend as exc:
+        sys.exit(f"bench: missing backend: {exc}")

@@ -1,0 +1,78 @@
+"""The benchmark harness (bench/run.py) in --quick mode: it must complete
+and validate every planned result of every installed backend (a wrong
+dtype, shape, order or value fails the run). Never asserts on speed."""
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"
+
+
+def _missing():
+    """--exclude arguments for the peers whose packages are not installed."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import backends
+        from common import MissingBackend
+    finally:
+        sys.path.remove(str(BENCH))
+    args = []
+    for make in backends.ALL:
+        b = make()
+        try:
+            b.check()
+        except MissingBackend:
+            args += ["--exclude", b.name]
+    for mod, name in (("torch", "torch"), ("grain.python", "grain")):
+        try:
+            importlib.import_module(mod)
+        except Exception:
+            args += ["--exclude", name]
+    return args
+
+
+def test_quick_run_completes_and_validates(tmp_path):
+    if not Path("/usr/share/doc/linux-doc-6.1/Documentation").is_dir():
+        pytest.skip("the token corpus needs the Debian package linux-doc-6.1 (scripts/setup.sh)")
+    out, js = tmp_path / "out", tmp_path / "results.json"
+    cmd = [sys.executable, str(BENCH / "run.py"), "--quick", "--out", str(out),
+           "--workdir", str(tmp_path / "work"), "--json", str(js)] + _missing()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, MPLBACKEND="Agg"))
+    assert r.returncode == 0, r.stderr[-4000:]
+    res = json.loads(js.read_text())
+    names = [t["name"] for t in res["tables"]]
+    assert names == ["vision_dense", "vision_ragged", "token_blocks", "token_ragged"]
+    for t in res["tables"]:
+        assert any(row["backend"] == "zrecord-raw" for row in t["rows"])
+        for row in t["rows"]:
+            assert row["gather_mibs"] > 0 and row["disk"] > 0
+    assert len(res["sampler"]) == 3
+    assert any(row["loader"] == "loaderx-zstd" for row in res["loader"])
+    assert res["hyperfine"]["results"]
+    text = (out / "BENCHMARKS.md").read_text()
+    assert "## Goals" in text and "## Physical limits" in text
+    assert (out / "img" / "bench_vision_dense.png").stat().st_size > 0
+
+
+def test_missing_backend_is_an_error(tmp_path, monkeypatch):
+    """A backend whose package does not import is refused by name, with the
+    --exclude hint, rather than skipped."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        from common import Backend, MissingBackend
+    finally:
+        sys.path.remove(str(BENCH))
+
+    class Ghost(Backend):
+        name = "ghost-raw"
+        requires = ("no_such_module_for_bench",)
+
+    with pytest.raises(MissingBackend, match="--exclude ghost-raw"):
+        Ghost().check()
