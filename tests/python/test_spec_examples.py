@@ -145,3 +145,103 @@ def test_codec_rewrite_without_dict(in_tmp):
                            codec="zstd") as d:
         d.append(s[:])                             # ndarray -> dense append
         np.testing.assert_array_equal(d[:], s[:])
+
+
+def test_codec_notes_dictionary(in_tmp):
+    # "Codec notes": train once on settled data, then install the dictionary
+    # in new stores and append explicitly.
+    from loaderx.utils import train_dict
+    from loaderx.zrecord import DICT_TIERS
+
+    rng = np.random.default_rng(3)
+    base = rng.integers(0, 50, 64).astype(np.int32)
+    settled_array = np.stack([np.roll(base, k) for k in range(2000)])
+    data = settled_array[:500]
+
+    def token_generator():
+        for k in range(300):
+            yield np.roll(base, k)[: 16 + k % 48]
+
+    d = train_dict(settled_array, tier="balanced")
+    assert isinstance(d, bytes) and 0 < len(d) <= DICT_TIERS["balanced"]["dict_bytes"]
+
+    with RaggedStore.create('tokens', np.int32, codec='zstd_dict', dict_bytes=d) as ds:
+        ds.append(token_generator())
+    with DenseStore.create('data', data.dtype, data.shape[1:],
+                           codec='zstd_dict', dict_bytes=d) as ds:
+        ds.append(data)
+
+    with RaggedStore.open('tokens') as ts, DenseStore.open('data') as ds:
+        assert ts.codec == ds.codec == "zstd_dict"
+        got = ts[:]
+        assert len(got) == 300
+        for k, rec in enumerate(got):
+            np.testing.assert_array_equal(rec, np.roll(base, k)[: 16 + k % 48])
+        np.testing.assert_array_equal(ds[:], data)
+    with pytest.raises(ValueError):
+        DenseStore.create('nodict', np.int32, (64,), codec='zstd_dict')
+
+
+def test_maintenance_pass_throughs(in_tmp):
+    # "Writable stores": delete / stats / compact on the same object.
+    values = np.arange(100, dtype=np.int64)
+    with DenseStore.create('m', np.int64, ()) as ds:
+        ds.append(values)
+        ds.delete(np.arange(0, len(ds), 2))   # swap-last: index space stays dense
+        assert len(ds) == 50
+        st = ds.stats()
+        assert set(st) == {'records', 'live_bytes', 'chunk_bytes', 'reclaimable'}
+        assert st['records'] == 50 and st['reclaimable'] > 0
+        ds.compact()
+        assert ds.stats()['reclaimable'] == 0
+        survivors = np.sort(ds[:])
+    # every odd value survives exactly once, whatever order swap-last left
+    np.testing.assert_array_equal(survivors, values[1::2])
+
+
+def test_cpu_to_gpu_transfer_transform(in_tmp):
+    # "CPU -> GPU transfer": the transfer is the transform. Without an
+    # accelerator here the device is the CPU; torch (pinned in
+    # requirements.txt) stands in exactly as written, numpy otherwise.
+    rng = np.random.default_rng(5)
+    with DenseStore.create('x', np.float32, (8,)) as s:
+        s.append(rng.standard_normal((64, 8)).astype(np.float32))
+    with DenseStore.create('y', np.int64, ()) as s:
+        s.append(np.arange(64, dtype=np.int64))
+    streams = {'x': DenseStore.open('x'), 'y': DenseStore.open('y')}
+    try:
+        import torch
+    except ImportError:  # numpy stands in for the device copy
+        torch = None
+
+    if torch is not None:
+        device = "cpu"
+
+        def to_device(batch):
+            return {k: torch.from_numpy(v).to(device, non_blocking=True)
+                    for k, v in batch.items()}
+    else:
+        def to_device(batch):
+            return {k: np.array(v, copy=True) for k, v in batch.items()}
+
+    loader = DataLoader(streams, batch_size=16, transform=to_device)
+    for step, batch in enumerate(loader):
+        if torch is not None:
+            assert isinstance(batch['x'], torch.Tensor) and tuple(batch['x'].shape) == (16, 8)
+        y = np.asarray(batch['y'])
+        np.testing.assert_array_equal(np.asarray(batch['x']), streams['x'][y])
+        if step >= 3:
+            break
+    loader.close()
+    for s in streams.values():
+        s.close()
+
+
+def test_zsampler_example():
+    from loaderx.zsampler import Sampler
+
+    sampler = Sampler(1_000_000, 256, Sampler.Mode.IID, seed=42)
+    indices = sampler.next()
+    assert indices.shape == (256,) and indices.min() >= 0 and indices.max() < 1_000_000
+    np.testing.assert_array_equal(indices, Sampler(1_000_000, 256, Sampler.Mode.IID,
+                                                   seed=42).next())
