@@ -172,23 +172,22 @@ func wrapStore(ptr uintptr) *Store {
 // itemShape (empty for scalars). codec is "zstd" (default when "") or
 // "raw".
 func CreateDense(path, dtype string, itemShape []uint64, codec string) (*Store, error) {
-	dt, err := dtypeID(dtype)
-	if err != nil {
-		return nil, err
-	}
-	c, err := codecID(codec)
-	if err != nil {
-		return nil, err
-	}
-	out := []uintptr{0}
-	if err := call(func() int { return zrcore.Zrs_create_dense(out, path, dt, itemShape, c) }); err != nil {
-		return nil, err
-	}
-	return wrapStore(out[0]), nil
+	return createStore(dtype, codec, func(out []uintptr, dt zrcore.Enum_SS_zrs_dtype, c zrcore.Enum_SS_zre_codec) int {
+		return zrcore.Zrs_create_dense(out, path, dt, itemShape, c)
+	})
 }
 
 // CreateRagged creates a ragged store of dtype at path.
 func CreateRagged(path, dtype, codec string) (*Store, error) {
+	return createStore(dtype, codec, func(out []uintptr, dt zrcore.Enum_SS_zrs_dtype, c zrcore.Enum_SS_zre_codec) int {
+		return zrcore.Zrs_create_ragged(out, path, dt, c)
+	})
+}
+
+// createStore resolves dtype and codec, then runs one zrs_create_* call
+// (create), which writes the new handle into out[0].
+func createStore(dtype, codec string,
+	create func(out []uintptr, dt zrcore.Enum_SS_zrs_dtype, c zrcore.Enum_SS_zre_codec) int) (*Store, error) {
 	dt, err := dtypeID(dtype)
 	if err != nil {
 		return nil, err
@@ -198,7 +197,7 @@ func CreateRagged(path, dtype, codec string) (*Store, error) {
 		return nil, err
 	}
 	out := []uintptr{0}
-	if err := call(func() int { return zrcore.Zrs_create_ragged(out, path, dt, c) }); err != nil {
+	if err := call(func() int { return create(out, dt, c) }); err != nil {
 		return nil, err
 	}
 	return wrapStore(out[0]), nil

@@ -25,18 +25,6 @@ struct zmr_reader {
     uint8_t *has_traj;
 };
 
-static void key_of(unsigned char *k, char prefix, uint64_t n)
-{
-    k[0] = (unsigned char)prefix;
-    for (int i = 0; i < 8; i++)
-        k[1 + i] = (unsigned char)(n >> (56 - 8 * i));
-}
-
-static void key_name(char *buf, size_t cap, char prefix, uint64_t n)
-{
-    snprintf(buf, cap, "%c/%llu", prefix, (unsigned long long)n);
-}
-
 static zmr_status begin(const zmr_reader *r, MDB_txn **txn)
 {
     int rc = mdb_txn_begin(r->env, NULL, MDB_RDONLY, txn);
@@ -55,6 +43,20 @@ static zmr_status get(const zmr_reader *r, MDB_txn *txn, const void *key, size_t
     if (rc)
         return zmr_err(ZMR_EIO, "get: %s", mdb_strerror(rc));
     return ZMR_OK;
+}
+
+/* Get numbered key `prefix` + n (9 bytes: the letter, n big-endian) into
+ * *v, and write its readable name ("f/12") into name[32] for details;
+ * ZMR_ERANGE (no detail) when absent. */
+static zmr_status get_numbered(const zmr_reader *r, MDB_txn *txn, char prefix, uint64_t n, char name[32],
+                               MDB_val *v)
+{
+    unsigned char k[9];
+    k[0] = (unsigned char)prefix;
+    for (int i = 0; i < 8; i++)
+        k[1 + i] = (unsigned char)(n >> (56 - 8 * i));
+    snprintf(name, 32, "%c/%llu", prefix, (unsigned long long)n);
+    return get(r, txn, k, 9, v);
 }
 
 void zmr_close(zmr_reader *r)
@@ -424,12 +426,9 @@ zmr_status zmr_record_info(const zmr_reader *r, uint64_t rec, uint64_t *first_fr
 
 static zmr_status read_meta_txn(zmr_reader *r, MDB_txn *txn, uint64_t rec, char **json)
 {
-    unsigned char k[9];
     char name[32];
     MDB_val v;
-    key_of(k, 'r', rec);
-    key_name(name, sizeof name, 'r', rec);
-    zmr_status st = get(r, txn, k, 9, &v);
+    zmr_status st = get_numbered(r, txn, 'r', rec, name, &v);
     if (st == ZMR_ERANGE)
         return BAD("%s: key missing (record %llu's meta document)", name, (unsigned long long)rec);
     if (st < 0)
@@ -464,13 +463,10 @@ zmr_status zmr_read_record_meta(zmr_reader *r, uint64_t rec, char **json)
 
 static zmr_status read_system_txn(zmr_reader *r, MDB_txn *txn, uint64_t rec, zmr_frame **out)
 {
-    unsigned char k[9];
     char name[32];
     MDB_val v;
     *out = NULL;
-    key_of(k, 's', rec);
-    key_name(name, sizeof name, 's', rec);
-    zmr_status st = get(r, txn, k, 9, &v);
+    zmr_status st = get_numbered(r, txn, 's', rec, name, &v);
     if (st == ZMR_ERANGE)
         return ZMR_OK;
     if (st < 0)
@@ -492,21 +488,29 @@ zmr_status zmr_read_system(zmr_reader *r, uint64_t rec, zmr_frame **out)
     return st;
 }
 
+/* The optional collection-wide "ff" frame: *out stays NULL when absent. */
+static zmr_status read_ff_txn(zmr_reader *r, MDB_txn *txn, zmr_frame **out)
+{
+    MDB_val v;
+    *out = NULL;
+    zmr_status st = get(r, txn, "ff", 2, &v);
+    if (st == ZMR_ERANGE)
+        return ZMR_OK;
+    if (st < 0)
+        return st;
+    return zmr_frame_decode(out, v.mv_data, v.mv_size, ZMR_FRAME_FF, "ff");
+}
+
 zmr_status zmr_read_ff(zmr_reader *r, zmr_frame **out)
 {
     if (r == NULL || out == NULL)
         return zmr_err(ZMR_EINVAL, "read_ff: NULL argument");
     *out = NULL;
     MDB_txn *txn;
-    MDB_val v;
     zmr_status st = begin(r, &txn);
     if (st < 0)
         return st;
-    st = get(r, txn, "ff", 2, &v);
-    if (st == ZMR_ERANGE)
-        st = ZMR_OK;
-    else if (st == ZMR_OK)
-        st = zmr_frame_decode(out, v.mv_data, v.mv_size, ZMR_FRAME_FF, "ff");
+    st = read_ff_txn(r, txn, out);
     mdb_txn_abort(txn);
     return st;
 }
@@ -515,13 +519,10 @@ zmr_status zmr_read_ff(zmr_reader *r, zmr_frame **out)
  * sequence_schema. */
 static zmr_status read_update_txn(zmr_reader *r, MDB_txn *txn, uint64_t rec, uint64_t j, zmr_frame **out)
 {
-    unsigned char k[9];
     char name[32];
     MDB_val v;
     *out = NULL;
-    key_of(k, 'f', j);
-    key_name(name, sizeof name, 'f', j);
-    zmr_status st = get(r, txn, k, 9, &v);
+    zmr_status st = get_numbered(r, txn, 'f', j, name, &v);
     if (st == ZMR_ERANGE)
         return BAD("%s: key missing (record %llu frame %llu)", name, (unsigned long long)rec,
                    (unsigned long long)(j - r->first[rec]));
@@ -563,10 +564,13 @@ static zmr_status read_update_txn(zmr_reader *r, MDB_txn *txn, uint64_t rec, uin
     return ZMR_OK;
 }
 
-zmr_status zmr_read_update(zmr_reader *r, uint64_t rec, uint64_t k, zmr_frame **out)
+/* The checks zmr_read_update and zmr_read_frame share: out is set to NULL
+ * first, then rec and its frame k must exist. */
+static zmr_status check_frame_args(const zmr_reader *r, uint64_t rec, uint64_t k, zmr_frame **out,
+                                   const char *fn)
 {
     if (out == NULL)
-        return zmr_err(ZMR_EINVAL, "read_update: out is NULL");
+        return zmr_err(ZMR_EINVAL, "%s: out is NULL", fn);
     *out = NULL;
     zmr_status st = check_rec(r, rec);
     if (st < 0)
@@ -574,6 +578,23 @@ zmr_status zmr_read_update(zmr_reader *r, uint64_t rec, uint64_t k, zmr_frame **
     if (k >= r->nfr[rec])
         return zmr_err(ZMR_ERANGE, "record %llu: frame %llu is out of range (n_frames %llu)",
                        (unsigned long long)rec, (unsigned long long)k, (unsigned long long)r->nfr[rec]);
+    return ZMR_OK;
+}
+
+/* A resolved state that fails zmr_frame_check_targets: its detail gets the
+ * record and frame as prefix. */
+static zmr_status bad_resolved_frame(uint64_t rec, uint64_t k)
+{
+    char pre[64];
+    snprintf(pre, sizeof pre, "record %llu frame %llu", (unsigned long long)rec, (unsigned long long)k);
+    return zmr_err_prefix(ZMR_ECORRUPT, pre);
+}
+
+zmr_status zmr_read_update(zmr_reader *r, uint64_t rec, uint64_t k, zmr_frame **out)
+{
+    zmr_status st = check_frame_args(r, rec, k, out, "read_update");
+    if (st < 0)
+        return st;
     MDB_txn *txn;
     if ((st = begin(r, &txn)) < 0)
         return st;
@@ -607,15 +628,9 @@ static zmr_status apply(zmr_frame *s, zmr_frame *u)
 
 zmr_status zmr_read_frame(zmr_reader *r, uint64_t rec, uint64_t k, zmr_frame **out)
 {
-    if (out == NULL)
-        return zmr_err(ZMR_EINVAL, "read_frame: out is NULL");
-    *out = NULL;
-    zmr_status st = check_rec(r, rec);
+    zmr_status st = check_frame_args(r, rec, k, out, "read_frame");
     if (st < 0)
         return st;
-    if (k >= r->nfr[rec])
-        return zmr_err(ZMR_ERANGE, "record %llu: frame %llu is out of range (n_frames %llu)",
-                       (unsigned long long)rec, (unsigned long long)k, (unsigned long long)r->nfr[rec]);
     MDB_txn *txn;
     zmr_frame *s;
     if ((st = begin(r, &txn)) < 0)
@@ -632,11 +647,8 @@ zmr_status zmr_read_frame(zmr_reader *r, uint64_t rec, uint64_t k, zmr_frame **o
         }
     }
     mdb_txn_abort(txn);
-    if (st == ZMR_OK && zmr_frame_check_targets(s, NULL, s) < 0) {
-        char pre[64];
-        snprintf(pre, sizeof pre, "record %llu frame %llu", (unsigned long long)rec, (unsigned long long)k);
-        st = zmr_err_prefix(ZMR_ECORRUPT, pre);
-    }
+    if (st == ZMR_OK && zmr_frame_check_targets(s, NULL, s) < 0)
+        st = bad_resolved_frame(rec, k);
     if (st < 0) {
         zmr_frame_free(s);
         return st;
@@ -705,11 +717,8 @@ static zmr_status validate_record(zmr_reader *r, MDB_txn *txn, uint64_t rec)
             break;
         st = apply(s, u);
         zmr_frame_free(u);
-        if (st == ZMR_OK && zmr_frame_check_targets(s, sys, s) < 0) {
-            char pre[64];
-            snprintf(pre, sizeof pre, "record %llu frame %llu", (unsigned long long)rec, (unsigned long long)k);
-            st = zmr_err_prefix(ZMR_ECORRUPT, pre);
-        }
+        if (st == ZMR_OK && zmr_frame_check_targets(s, sys, s) < 0)
+            st = bad_resolved_frame(rec, k);
         if (st == ZMR_OK && !atoms_known && zmr_frame_find_block(s, "atoms", &ab) == ZMR_OK) {
             atoms_known = true;
             natoms = s->blocks[ab].count;
@@ -736,13 +745,9 @@ zmr_status zmr_validate(const char *path, unsigned flags)
     }
     st = validate_keys(r, txn);
     if (st == ZMR_OK) {
-        MDB_val v;
-        zmr_frame *ff = NULL;
-        st = get(r, txn, "ff", 2, &v);
-        if (st == ZMR_ERANGE)
-            st = ZMR_OK;
-        else if (st == ZMR_OK && (st = zmr_frame_decode(&ff, v.mv_data, v.mv_size, ZMR_FRAME_FF, "ff")) == ZMR_OK)
-            zmr_frame_free(ff);
+        zmr_frame *ff;
+        st = read_ff_txn(r, txn, &ff);
+        zmr_frame_free(ff);
     }
     for (uint64_t rec = 0; st == ZMR_OK && rec < r->n_records; rec++)
         st = validate_record(r, txn, rec);

@@ -581,21 +581,30 @@ int zrs_ragged_sizes(zrs_store *s, const int64_t *index, uint64_t count,
     return rc;
 }
 
-int zrs_advise(zrs_store *s, const int64_t *index, uint64_t count)
+/* The shape of zrs_advise and zrs_delete: check the handle (any kind),
+ * resolve `index` (negative counts from the end) and hand it to the
+ * engine's `op`. `what` names the call in error details. */
+static int index_call(zrs_store *s, const char *what, const int64_t *index, uint64_t count,
+                      int (*op)(zre_engine *, const uint64_t *, uint64_t))
 {
-    int rc = check_handle(s, "advise", -1);
+    int rc = check_handle(s, what, -1);
     if (rc != ZR_OK || count == 0)
         return rc;
     if (index == NULL)
-        return zr_set_error(ZR_EINVAL, "advise: NULL index with count %" PRIu64, count);
+        return zr_set_error(ZR_EINVAL, "%s: NULL index with count %" PRIu64, what, count);
     uint64_t small[SMALL_INDEX_COUNT];
     uint64_t *idx = NULL, *heap = NULL;
-    rc = resolve_tmp(s, "advise", index, count, small, &idx, &heap);
+    rc = resolve_tmp(s, what, index, count, small, &idx, &heap);
     if (rc != ZR_OK)
         return rc;
-    rc = zre_advise(s->engine, idx, count);
+    rc = op(s->engine, idx, count);
     free(heap);
     return rc;
+}
+
+int zrs_advise(zrs_store *s, const int64_t *index, uint64_t count)
+{
+    return index_call(s, "advise", index, count, zre_advise);
 }
 
 int zrs_gather_ragged(zrs_store *s, const int64_t *index, uint64_t count,
@@ -661,19 +670,5 @@ int zrs_compact(zrs_store *s)
 
 int zrs_delete(zrs_store *s, const int64_t *index, uint64_t count)
 {
-    int rc = check_handle(s, "delete", -1);
-    if (rc != ZR_OK)
-        return rc;
-    if (count == 0)
-        return ZR_OK;
-    if (index == NULL)
-        return zr_set_error(ZR_EINVAL, "delete: NULL index with count %" PRIu64, count);
-    uint64_t small[SMALL_INDEX_COUNT];
-    uint64_t *idx = NULL, *heap = NULL;
-    rc = resolve_tmp(s, "delete", index, count, small, &idx, &heap);
-    if (rc != ZR_OK)
-        return rc;
-    rc = zre_delete(s->engine, idx, count);
-    free(heap);
-    return rc;
+    return index_call(s, "delete", index, count, zre_delete);
 }

@@ -27,8 +27,6 @@
 #include <string.h>
 
 #include <fcntl.h>
-#include <ftw.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,6 +34,7 @@
 #include <cmocka.h>
 #include <zdict.h>
 
+#include "zr_test_util.h"
 #include "zrengine.h"
 
 /* ------------------------------------------------------------- records */
@@ -266,20 +265,6 @@ typedef struct cstore {
     uint64_t next_id;
 } cstore;
 
-static uint64_t env_u64(const char *name, uint64_t dflt)
-{
-    const char *v = getenv(name);
-    return v && *v ? strtoull(v, NULL, 10) : dflt;
-}
-
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 static void train_dictionary(unsigned char *dict, size_t cap, size_t *size)
 {
     enum { N = 400 };
@@ -300,15 +285,10 @@ static void train_dictionary(unsigned char *dict, size_t cap, size_t *size)
 static void test_crash_consistency(void **state)
 {
     (void)state;
-    uint64_t kills_wanted = env_u64("ZR_CRASH_KILLS", 200);
-    uint64_t seed = env_u64("ZR_CRASH_SEED", 1);
-    const char *base = getenv("ZR_TEST_TMPDIR");
-    if (!base || !*base)
-        base = "/tmp";
+    uint64_t kills_wanted = zt_env_u64("ZR_CRASH_KILLS", 200);
+    uint64_t seed = zt_env_u64("ZR_CRASH_SEED", 1);
     char root[512];
-    mkdir(base, 0777);
-    snprintf(root, sizeof root, "%s/crash-XXXXXX", base);
-    assert_non_null(mkdtemp(root));
+    assert_int_equal(zt_mkdtemp(root, sizeof root, "crash"), 0);
 
     cstore st[3];
     zre_codec codecs[3] = {ZRE_CODEC_RAW, ZRE_CODEC_ZSTD, ZRE_CODEC_ZSTD_DICT};
@@ -414,7 +394,7 @@ static void test_crash_consistency(void **state)
         free(st[s].m.id);
     for (int k = 0; k <= MAX_OPS; k++)
         free(p.states[k].id);
-    nftw(root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    zt_rmtree(root);
 }
 
 int main(void)

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "zr_platform.h"
+#include "zr_test_util.h"
 #include "zrengine.h"
 
 /* ------------------------------------------------------------- fixture */
@@ -23,50 +24,19 @@ typedef struct fixture {
     char root[512];
 } fixture;
 
-/* Store directory names the tests use under the fixture root; teardown
- * removes exactly these (and the files the engine puts in them). */
-static const char *const store_names[] = {"s", "s2", "plain", "nested/a/b", "nested/a", "nested"};
-
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
     assert_non_null(f);
-    const char *base = getenv("ZR_TEST_TMPDIR");
-    if (!base || !*base)
-        base = "/tmp";
-    assert_int_equal(zrp_mkdir_parents(base), 0);
-    snprintf(f->root, sizeof f->root, "%s/engine-XXXXXX", base);
-    assert_non_null(mkdtemp(f->root));
+    assert_int_equal(zt_mkdtemp(f->root, sizeof f->root, "engine"), 0);
     *state = f;
     return 0;
-}
-
-static void remove_store_files(const char *dir)
-{
-    static const char *const singles[] = {"meta.zr", "dict.zr", "store.zr", "junk"};
-    char p[700];
-    for (size_t i = 0; i < sizeof singles / sizeof *singles; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, singles[i]);
-        remove(p);
-    }
-    for (int k = 0; k < 1024; k++) { /* covers the shrunk-geometry build */
-        snprintf(p, sizeof p, "%s/%d.loc", dir, k);
-        remove(p);
-        snprintf(p, sizeof p, "%s/%d.chunk", dir, k);
-        remove(p);
-    }
-    remove(dir);
 }
 
 static int teardown(void **state)
 {
     fixture *f = *state;
-    char p[600];
-    for (size_t i = 0; i < sizeof store_names / sizeof *store_names; i++) {
-        snprintf(p, sizeof p, "%s/%s", f->root, store_names[i]);
-        remove_store_files(p);
-    }
-    remove(f->root);
+    zt_rmtree(f->root);
     free(f);
     return 0;
 }
@@ -160,58 +130,15 @@ static void check_gather(zre_engine *e, const uint64_t *idx, uint64_t n, uint64_
     free(b);
 }
 
-static uint64_t rng_next(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
-/* ------------------------------------------------------------- helpers */
-
-static void write_bytes(const char *path, const void *buf, size_t len)
-{
-    FILE *fp = fopen(path, "wb");
-    assert_non_null(fp);
-    assert_int_equal(fwrite(buf, 1, len, fp), len);
-    assert_int_equal(fclose(fp), 0);
-}
-
-static size_t read_bytes(const char *path, unsigned char *buf, size_t cap)
-{
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        fail_msg("cannot open %s", path);
-    size_t n = fread(buf, 1, cap, fp);
-    fclose(fp);
-    return n;
-}
-
 /* meta.zr's checksum (docs/FORMAT.md): FNV-1a 32 of bytes 0..27, stored
  * little-endian at 28..31. Tests that tamper with a field re-seal it so
  * the open gets as far as the check they aim at. */
-static uint32_t fnv1a32(const unsigned char *p, size_t n)
-{
-    uint32_t h = 0x811c9dc5u;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x01000193u;
-    }
-    return h;
-}
 static void meta_seal(unsigned char *m)
 {
-    uint32_t h = fnv1a32(m, 28);
-    for (int i = 0; i < 4; i++)
-        m[28 + i] = (unsigned char)(h >> (8 * i));
+    zt_put_le32(m + 28, zt_fnv1a32(m, 28));
 }
 
-static void assert_error_mentions(const char *needle)
-{
-    if (!strstr(zr_last_error(), needle))
-        fail_msg("error detail \"%s\" does not mention \"%s\"", zr_last_error(), needle);
-}
+#define assert_error_mentions(needle) zt_assert_mentions(zr_last_error(), (needle))
 
 /* --------------------------------------------------------------- tests */
 
@@ -245,7 +172,7 @@ static void roundtrip_empty(void **state, zre_codec codec)
     unsigned char m[64];
     char mp[700];
     snprintf(mp, sizeof mp, "%s/meta.zr", p);
-    assert_int_equal(read_bytes(mp, m, sizeof m), 32);
+    assert_int_equal(zt_read_file(mp, m, sizeof m), 32);
     unsigned char want[32] = {0};
     want[16] = (unsigned char)codec;
     meta_seal(want);
@@ -293,7 +220,7 @@ static void batches(void **state, zre_codec codec)
     /* Random, repeated, out-of-order indices from the variable part. */
     uint64_t idx[500], s = 12345;
     for (int k = 0; k < 500; k++)
-        idx[k] = n0 + rng_next(&s) % (n1 + n2);
+        idx[k] = n0 + zt_xorshift64(&s) % (n1 + n2);
     idx[1] = idx[0];
     idx[2] = idx[0];
     check_gather(e, idx, 500, var_size);
@@ -333,7 +260,7 @@ static void many(void **state, zre_codec codec)
     for (uint64_t k = 0; k < n; k++)
         idx[k] = k;
     for (uint64_t k = n - 1; k > 0; k--) {
-        uint64_t r = rng_next(&s) % (k + 1), t = idx[k];
+        uint64_t r = zt_xorshift64(&s) % (k + 1), t = idx[k];
         idx[k] = idx[r];
         idx[r] = t;
     }
@@ -426,7 +353,7 @@ static void test_open_not_store(void **state)
     assert_error_mentions("meta.zr");
     char junk[700];
     snprintf(junk, sizeof junk, "%s/junk", p);
-    write_bytes(junk, "x", 1);
+    zt_write_file(junk, "x", 1);
     assert_int_equal(zre_open(&e, junk), ZR_ENOTSTORE); /* a file */
 }
 
@@ -436,7 +363,7 @@ static void expect_bad_meta(void **state, const unsigned char *meta, size_t len,
     const char *p = spath(state, "s");
     char mp[700];
     snprintf(mp, sizeof mp, "%s/meta.zr", p);
-    write_bytes(mp, meta, len);
+    zt_write_file(mp, meta, len);
     zre_engine *e = (zre_engine *)1;
     assert_int_equal(zre_open(&e, p), ZR_ENOTSTORE);
     assert_null(e);
@@ -453,7 +380,7 @@ static void test_malformed_meta(void **state)
     char mp[700];
     snprintf(mp, sizeof mp, "%s/meta.zr", p);
     unsigned char good[32];
-    assert_int_equal(read_bytes(mp, good, sizeof good), 32);
+    assert_int_equal(zt_read_file(mp, good, sizeof good), 32);
     unsigned char m[33];
 
     memcpy(m, good, 32);
@@ -494,7 +421,7 @@ static void test_malformed_meta(void **state)
     expect_bad_meta(state, m, 32, "dict.zr");
 
     /* Restored, the store opens again. */
-    write_bytes(mp, good, 32);
+    zt_write_file(mp, good, 32);
     assert_int_equal(zre_open(&e, p), 0);
     assert_int_equal(zre_length(e), 3);
     assert_int_equal(zre_close(e), 0);
@@ -530,7 +457,7 @@ static void test_stray_dict(void **state)
         assert_int_equal(zre_close(e), 0);
         char dp[700];
         snprintf(dp, sizeof dp, "%s/dict.zr", p);
-        write_bytes(dp, "dict", 4);
+        zt_write_file(dp, "dict", 4);
         assert_int_equal(zre_open(&e, p), ZR_ENOTSTORE);
         assert_error_mentions("dict.zr");
     }
@@ -551,16 +478,16 @@ static void test_corrupt_frame(void **state)
     snprintf(lp, sizeof lp, "%s/0.loc", p);
     snprintf(cp, sizeof cp, "%s/0.chunk", p);
     unsigned char loc[48];
-    assert_int_equal(read_bytes(lp, loc, sizeof loc), 48);
+    assert_int_equal(zt_read_file(lp, loc, sizeof loc), 48);
     uint32_t off = (uint32_t)loc[16] | (uint32_t)loc[17] << 8 | (uint32_t)loc[18] << 16 |
                    (uint32_t)loc[19] << 24;
     uint32_t phys = (uint32_t)loc[20] | (uint32_t)loc[21] << 8 | (uint32_t)loc[22] << 16 |
                     (uint32_t)loc[23] << 24;
     unsigned char chunk[8192];
-    size_t n = read_bytes(cp, chunk, sizeof chunk);
+    size_t n = zt_read_file(cp, chunk, sizeof chunk);
     assert_true(off + phys <= n);
     chunk[off + phys / 2] ^= 0x5A;
-    write_bytes(cp, chunk, n);
+    zt_write_file(cp, chunk, n);
 
     assert_int_equal(zre_open(&e, p), 0);
     uint64_t good[2] = {0, 2};
@@ -643,13 +570,13 @@ static void test_format_vector(void **state)
     unsigned char got[128];
     char fp[700];
     snprintf(fp, sizeof fp, "%s/meta.zr", p);
-    assert_int_equal(read_bytes(fp, got, sizeof got), sizeof meta);
+    assert_int_equal(zt_read_file(fp, got, sizeof got), sizeof meta);
     assert_memory_equal(got, meta, sizeof meta);
     snprintf(fp, sizeof fp, "%s/0.loc", p);
-    assert_int_equal(read_bytes(fp, got, sizeof got), sizeof loc);
+    assert_int_equal(zt_read_file(fp, got, sizeof got), sizeof loc);
     assert_memory_equal(got, loc, sizeof loc);
     snprintf(fp, sizeof fp, "%s/0.chunk", p);
-    assert_int_equal(read_bytes(fp, got, sizeof got), sizeof chunk);
+    assert_int_equal(zt_read_file(fp, got, sizeof got), sizeof chunk);
     assert_memory_equal(got, chunk, sizeof chunk);
 }
 
@@ -715,10 +642,10 @@ static void conc_reader(void *arg)
             continue;
         }
         it++;
-        uint64_t n = 1 + rng_next(&r->seed) % 300;
+        uint64_t n = 1 + zt_xorshift64(&r->seed) % 300;
         b[0] = 0;
         for (uint64_t k = 0; k < n; k++) {
-            idx[k] = rng_next(&r->seed) % len;
+            idx[k] = zt_xorshift64(&r->seed) % len;
             b[k + 1] = b[k] + conc_size(idx[k]);
         }
         if (zre_gather(c->e, idx, n, dst, b[n], 0, b) != 0) {
@@ -772,11 +699,6 @@ static void test_concurrent_zstd(void **state) { concurrent(state, ZRE_CODEC_ZST
 #define SG_CHUNK 65536u
 #define SG_SEG 64u
 
-static uint32_t le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 static uint64_t sz5000(uint64_t i) { return i < 40 ? 5000 : var_size(i); }
 
 static uint64_t file_size_of(const char *dir, const char *name)
@@ -814,18 +736,18 @@ static void smallgeom_rollover(void **state, zre_codec codec)
         snprintf(name, sizeof name, "%d.loc", seg);
         char fp[700];
         snprintf(fp, sizeof fp, "%s/%s", p, name);
-        size_t n = read_bytes(fp, loc, sizeof loc) / 16;
+        size_t n = zt_read_file(fp, loc, sizeof loc) / 16;
         for (size_t k = 0; k < n; k++) {
-            uint64_t end = (uint64_t)le32(loc + k * 16) + le32(loc + k * 16 + 4);
+            uint64_t end = (uint64_t)zt_get_le32(loc + k * 16) + zt_get_le32(loc + k * 16 + 4);
             assert_true(end <= SG_CHUNK);
-            if (le32(loc + k * 16 + 12) > max_chunk)
-                max_chunk = le32(loc + k * 16 + 12);
+            if (zt_get_le32(loc + k * 16 + 12) > max_chunk)
+                max_chunk = zt_get_le32(loc + k * 16 + 12);
         }
         if (seg == 0 && codec == ZRE_CODEC_RAW) {
-            assert_int_equal(le32(loc + 13 * 16), 0);
-            assert_int_equal(le32(loc + 13 * 16 + 12), 1);
-            assert_int_equal(le32(loc + 12 * 16), 12 * 5000);
-            assert_int_equal(le32(loc + 12 * 16 + 12), 0);
+            assert_int_equal(zt_get_le32(loc + 13 * 16), 0);
+            assert_int_equal(zt_get_le32(loc + 13 * 16 + 12), 1);
+            assert_int_equal(zt_get_le32(loc + 12 * 16), 12 * 5000);
+            assert_int_equal(zt_get_le32(loc + 12 * 16 + 12), 0);
         }
     }
     if (codec == ZRE_CODEC_RAW) {
@@ -836,7 +758,7 @@ static void smallgeom_rollover(void **state, zre_codec codec)
     assert_int_equal(zre_open(&e, p), 0);
     uint64_t idx[140], s = 7;
     for (uint64_t k = 0; k < 140; k++)
-        idx[k] = (k * 37 + rng_next(&s) % 3) % 140;
+        idx[k] = (k * 37 + zt_xorshift64(&s) % 3) % 140;
     check_gather(e, idx, 140, sz5000);
     zre_stats st;
     assert_int_equal(zre_get_stats(e, &st), 0);
@@ -854,7 +776,7 @@ static void test_smallgeom_rollover_zstd(void **state) { smallgeom_rollover(stat
 static void fill_noise(unsigned char *p, size_t n, uint64_t seed)
 {
     for (size_t j = 0; j < n; j++)
-        p[j] = (unsigned char)(rng_next(&seed) >> 24);
+        p[j] = (unsigned char)(zt_xorshift64(&seed) >> 24);
 }
 
 static void test_smallgeom_too_big(void **state)

@@ -19,37 +19,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <ftw.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 #include <zdict.h>
 
 #include <zrstore.h>
 
+#include "zr_test_util.h"
+
 #define NREC 40
 
 static char root[512];
-
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
-static uint64_t rng(uint64_t *s)
-{
-    *s += UINT64_C(0x9e3779b97f4a7c15);
-    uint64_t x = *s;
-    x ^= x >> 30;
-    x *= UINT64_C(0xbf58476d1ce4e5b9);
-    x ^= x >> 27;
-    x *= UINT64_C(0x94d049bb133111eb);
-    return x ^ (x >> 31);
-}
 
 /* Packed ragged record i of int16: [ndim=1][dim][payload]. */
 static uint64_t rec_pack(int i, unsigned char *out)
@@ -62,31 +43,6 @@ static uint64_t rec_pack(int i, unsigned char *out)
     for (uint64_t j = 0; j < dim * 2; j++)
         out[16 + j] = (unsigned char)(j % 4 == 0 ? (uint64_t)i : j * 7 + (j >> 4));
     return 16 + dim * 2;
-}
-
-static size_t slurp(const char *p, unsigned char **buf)
-{
-    FILE *f = fopen(p, "rb");
-    if (!f) {
-        *buf = NULL;
-        return 0;
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    *buf = malloc((size_t)n + 1);
-    size_t got = fread(*buf, 1, (size_t)n, f);
-    fclose(f);
-    return got;
-}
-
-static void spill(const char *p, const unsigned char *buf, size_t n)
-{
-    FILE *f = fopen(p, "wb");
-    assert_non_null(f);
-    if (n)
-        assert_int_equal(fwrite(buf, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
 }
 
 static void make_template(const char *path, zre_codec codec, const void *dict, size_t dict_size)
@@ -150,16 +106,9 @@ static int check_store(const char *path, int content_checked, const char *what)
 static void test_fuzz_damaged_files(void **state)
 {
     (void)state;
-    const char *base = getenv("ZR_TEST_TMPDIR");
-    if (!base || !*base)
-        base = "/tmp";
-    mkdir(base, 0777);
-    snprintf(root, sizeof root, "%s/fuzz-XXXXXX", base);
-    assert_non_null(mkdtemp(root));
-    const char *v = getenv("ZR_FUZZ_ITERS");
-    uint64_t iters = v && *v ? strtoull(v, NULL, 10) : 400;
-    v = getenv("ZR_FUZZ_SEED");
-    uint64_t seed = v && *v ? strtoull(v, NULL, 10) : 1;
+    assert_int_equal(zt_mkdtemp(root, sizeof root, "fuzz"), 0);
+    uint64_t iters = zt_env_u64("ZR_FUZZ_ITERS", 400);
+    uint64_t seed = zt_env_u64("ZR_FUZZ_SEED", 1);
 
     /* A dictionary from the records themselves (through the library). */
     unsigned char *samples = malloc(200 * 1200);
@@ -183,48 +132,48 @@ static void test_fuzz_damaged_files(void **state)
 
     uint64_t s = seed, errors = 0, intact = 0, tolerated = 0;
     for (uint64_t it = 0; it < iters; it++) {
-        int c = (int)(rng(&s) % 3);
+        int c = (int)(zt_splitmix64(&s) % 3);
         int nfiles = codecs[c] == ZRE_CODEC_ZSTD_DICT ? 5 : 4;
-        const char *fname = files[rng(&s) % (uint64_t)nfiles];
+        const char *fname = files[zt_splitmix64(&s) % (uint64_t)nfiles];
         char work[700], p[800], q[800];
         snprintf(work, sizeof work, "%s/w", root);
         mkdir(work, 0777);
         for (int f = 0; f < 5; f++) {
             unsigned char *b;
             snprintf(p, sizeof p, "%s/%s", tpl[c], files[f]);
-            size_t n = slurp(p, &b);
+            size_t n = zt_slurp(p, &b);
             if (b) {
                 snprintf(q, sizeof q, "%s/%s", work, files[f]);
-                spill(q, b, n);
+                zt_write_file(q, b, n);
             }
             free(b);
         }
         snprintf(p, sizeof p, "%s/%s", work, fname);
         unsigned char *b;
-        size_t n = slurp(p, &b);
+        size_t n = zt_slurp(p, &b);
         assert_non_null(b);
         b = realloc(b, n + 64);
-        int kind = (int)(rng(&s) % 4);
+        int kind = (int)(zt_splitmix64(&s) % 4);
         char what[200];
         if (kind == 0 && n > 0) { /* flip 1..4 bytes */
-            int k = 1 + (int)(rng(&s) % 4);
+            int k = 1 + (int)(zt_splitmix64(&s) % 4);
             for (int j = 0; j < k; j++)
-                b[rng(&s) % n] ^= (unsigned char)(1 + rng(&s) % 255);
+                b[zt_splitmix64(&s) % n] ^= (unsigned char)(1 + zt_splitmix64(&s) % 255);
             snprintf(what, sizeof what, "run %" PRIu64 ": %s: %d flipped bytes in %s", it,
                      zre_codec_name(codecs[c]), k, fname);
         } else if (kind == 1) { /* truncate */
-            n = n ? (size_t)(rng(&s) % n) : 0;
+            n = n ? (size_t)(zt_splitmix64(&s) % n) : 0;
             snprintf(what, sizeof what, "run %" PRIu64 ": %s: %s truncated to %zu", it,
                      zre_codec_name(codecs[c]), fname, n);
         } else if (kind == 2) { /* junk appended */
-            size_t k = 1 + (size_t)(rng(&s) % 64);
+            size_t k = 1 + (size_t)(zt_splitmix64(&s) % 64);
             for (size_t j = 0; j < k; j++)
-                b[n + j] = (unsigned char)rng(&s);
+                b[n + j] = (unsigned char)zt_splitmix64(&s);
             n += k;
             snprintf(what, sizeof what, "run %" PRIu64 ": %s: %zu bytes appended to %s", it,
                      zre_codec_name(codecs[c]), k, fname);
         } else if (n > 0) { /* a zeroed range */
-            size_t a = (size_t)(rng(&s) % n), len = 1 + (size_t)(rng(&s) % 32);
+            size_t a = (size_t)(zt_splitmix64(&s) % n), len = 1 + (size_t)(zt_splitmix64(&s) % 32);
             if (a + len > n)
                 len = n - a;
             memset(b + a, 0, len);
@@ -233,7 +182,7 @@ static void test_fuzz_damaged_files(void **state)
         } else {
             snprintf(what, sizeof what, "run %" PRIu64 ": untouched empty %s", it, fname);
         }
-        spill(p, b, n);
+        zt_write_file(p, b, n);
         free(b);
         int unchecked = codecs[c] == ZRE_CODEC_RAW &&
                         (!strcmp(fname, "0.chunk") || !strcmp(fname, "0.loc"));
@@ -244,12 +193,12 @@ static void test_fuzz_damaged_files(void **state)
             tolerated++;
         else
             errors++;
-        nftw(work, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+        zt_rmtree(work);
     }
     print_message("fuzz: %" PRIu64 " runs: %" PRIu64 " read back intact, %" PRIu64
                   " failed cleanly, %" PRIu64 " raw runs not content-checked\n", iters, intact,
                   errors, tolerated);
-    nftw(root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    zt_rmtree(root);
 }
 
 int main(void)

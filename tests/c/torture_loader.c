@@ -19,6 +19,7 @@
 #include <zloader.h>
 
 #include "zr_platform.h"
+#include "zr_test_util.h"
 
 #define N 1000u       /* records per stream */
 #define NSTREAMS 3
@@ -30,28 +31,6 @@ typedef struct fixture {
 } fixture;
 
 /* ------------------------------------------------------------- helpers */
-
-static void make_root(fixture *f)
-{
-    const char *base = getenv("ZR_TEST_TMPDIR");
-    if (base == NULL || base[0] == '\0') base = "/tmp";
-    assert_int_equal(zrp_mkdir_parents(base), 0);
-    snprintf(f->root, sizeof f->root, "%s/loaderXXXXXX", base);
-    assert_non_null(mkdtemp(f->root));
-}
-
-/* Best-effort removal of a store directory: the files a small store has. */
-static void remove_store(const char *dir)
-{
-    static const char *names[] = {"store.zr", "meta.zr", "dict.zr", "0.loc",
-                                  "0.chunk", "1.chunk", "1.loc"};
-    char p[700];
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-        remove(p);
-    }
-    remove(dir);
-}
 
 static uint64_t ragged_len(uint64_t i) { return i % 5 + 1; }
 
@@ -109,7 +88,7 @@ static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
     if (f == NULL) return -1;
-    make_root(f);
+    assert_int_equal(zt_mkdtemp(f->root, sizeof f->root, "loader"), 0);
     build_streams(f, N, f->s);
     *state = f;
     return 0;
@@ -119,9 +98,7 @@ static int teardown(void **state)
 {
     fixture *f = *state;
     for (int i = 0; i < NSTREAMS; i++) zrs_close(f->s[i]);
-    for (int i = 0; i < NSTREAMS + 2; i++)
-        if (f->paths[i][0]) remove_store(f->paths[i]);
-    remove(f->root);
+    zt_rmtree(f->root);
     free(f);
     return 0;
 }

@@ -13,13 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <ftw.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 #include <zdict.h>
 
+#include "zr_test_util.h"
 #include "zrengine.h"
 
 #define SEG 64u
@@ -27,29 +25,16 @@
 
 static char root[512];
 
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 static int setup(void **state)
 {
     (void)state;
-    const char *base = getenv("ZR_TEST_TMPDIR");
-    if (!base || !*base)
-        base = "/tmp";
-    mkdir(base, 0777);
-    snprintf(root, sizeof root, "%s/maint-XXXXXX", base);
-    return mkdtemp(root) ? 0 : -1;
+    return zt_mkdtemp(root, sizeof root, "maint");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    return nftw(root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    return zt_rmtree(root);
 }
 
 static const char *sp(const char *name)
@@ -59,27 +44,19 @@ static const char *sp(const char *name)
     return p;
 }
 
-static int file_exists(const char *store, const char *name)
+/* "<store>/<name>" (valid until the next call). */
+static const char *in_store(const char *store, const char *name)
 {
-    char p[800];
+    static char p[800];
     snprintf(p, sizeof p, "%s/%s", store, name);
-    struct stat st;
-    return stat(p, &st) == 0;
+    return p;
 }
 
-static long file_size(const char *store, const char *name)
-{
-    char p[800];
-    snprintf(p, sizeof p, "%s/%s", store, name);
-    struct stat st;
-    return stat(p, &st) == 0 ? (long)st.st_size : -1;
-}
+static int file_exists(const char *store, const char *name) { return zt_exists(in_store(store, name)); }
 
-static void assert_error_mentions(const char *needle)
-{
-    if (!strstr(zr_last_error(), needle))
-        fail_msg("error detail \"%s\" does not mention \"%s\"", zr_last_error(), needle);
-}
+static long file_size(const char *store, const char *name) { return zt_file_size(in_store(store, name)); }
+
+#define assert_error_mentions(needle) zt_assert_mentions(zr_last_error(), (needle))
 
 /* ------------------------------------------------------ records, model */
 

@@ -17,36 +17,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <ftw.h>
-#include <sys/stat.h>
 
 #include <cmocka.h>
 #include <lmdb.h>
 
 #include <zmrec.h>
 
+#include "zr_test_util.h"
+
 typedef struct fixture {
     char dir[512];
     char path[600];
 } fixture;
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
 
 static int setup(void **state)
 {
     fixture *fx = calloc(1, sizeof *fx);
     if (fx == NULL)
         return -1;
-    const char *base = getenv("ZR_TEST_TMPDIR");
-    if (base == NULL || base[0] == '\0')
-        base = "/tmp";
-    mkdir(base, 0777);
-    snprintf(fx->dir, sizeof fx->dir, "%s/zmr-XXXXXX", base);
-    if (mkdtemp(fx->dir) == NULL) {
+    if (zt_mkdtemp(fx->dir, sizeof fx->dir, "zmr") != 0) {
         free(fx);
         return -1;
     }
@@ -58,13 +47,13 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *fx = *state;
-    nftw(fx->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    zt_rmtree(fx->dir);
     free(fx);
     return 0;
 }
 
 #define OK(x) assert_int_equal((x), ZMR_OK)
-#define HAS(s) assert_non_null(strstr(zmr_last_error(), (s)))
+#define HAS(s) zt_assert_mentions(zmr_last_error(), (s))
 
 /* ------------------------------------------------------------ raw LMDB */
 
@@ -796,22 +785,6 @@ static void copy_prefix(const char *src, const char *dst, long n)
     assert_int_equal(fclose(out), 0);
 }
 
-static long file_size(const char *path)
-{
-    struct stat sb;
-    assert_int_equal(stat(path, &sb), 0);
-    return (long)sb.st_size;
-}
-
-static void patch_bytes(const char *path, long off, const void *bytes, size_t n)
-{
-    FILE *f = fopen(path, "r+b");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, off, SEEK_SET), 0);
-    assert_int_equal(fwrite(bytes, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-}
-
 /* A truncated file is refused before LMDB maps it (a read of a page past
  * the end would be SIGBUS), at every size. */
 static void test_truncated(void **state)
@@ -827,7 +800,8 @@ static void test_truncated(void **state)
         zmr_frame_free(sys);
     }
     OK(zmr_writer_commit(w));
-    long full = file_size(fx->path);
+    long full = zt_file_size(fx->path);
+    assert_true(full >= 0);
     assert_true(full >= 16 * 4096);
     char cut[700];
     snprintf(cut, sizeof cut, "%s/cut.mrec.lmdb", fx->dir);
@@ -875,7 +849,8 @@ static void test_lmdb_meta_pages(void **state)
 {
     fixture *fx = *state;
     write_collection(fx->path);
-    long full = file_size(fx->path);
+    long full = zt_file_size(fx->path);
+    assert_true(full >= 0);
     char bad[700];
     snprintf(bad, sizeof bad, "%s/bad.mrec.lmdb", fx->dir);
     const long ps = 4096; /* the page size LMDB chose on this host */
@@ -904,7 +879,7 @@ static void test_lmdb_meta_pages(void **state)
         copy_prefix(fx->path, bad, full);
         for (int m = 0; m < 2; m++)
             if (cases[k].off[m] >= 0)
-                patch_bytes(bad, cases[k].off[m], cases[k].bytes, cases[k].n);
+                zt_patch_file(bad, cases[k].off[m], cases[k].bytes, cases[k].n);
         zmr_reader *r = NULL;
         assert_int_equal(zmr_open(&r, bad, ZMR_OPEN_NOLOCK), cases[k].st);
         assert_null(r);

@@ -20,8 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <ftw.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,32 +28,20 @@
 #include <zloader.h>
 
 #include "zr_platform.h"
+#include "zr_test_util.h"
 
 static char root[512];
-
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
 
 static int setup(void **state)
 {
     (void)state;
-    const char *base = getenv("ZR_TEST_TMPDIR");
-    if (!base || !*base)
-        base = "/tmp";
-    mkdir(base, 0777);
-    snprintf(root, sizeof root, "%s/robust-XXXXXX", base);
-    return mkdtemp(root) ? 0 : -1;
+    return zt_mkdtemp(root, sizeof root, "robust");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    return nftw(root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    return zt_rmtree(root);
 }
 
 static const char *sp(const char *name)
@@ -65,28 +51,14 @@ static const char *sp(const char *name)
     return p;
 }
 
-static void assert_error_mentions(const char *needle)
-{
-    if (!strstr(zr_last_error(), needle))
-        fail_msg("error '%s' does not mention '%s'", zr_last_error(), needle);
-}
+#define assert_error_mentions(needle) zt_assert_mentions(zr_last_error(), (needle))
 
 /* Overwrite `len` bytes at `off` of file `name` inside store `dir`. */
 static void patch_file(const char *dir, const char *name, long off, const void *bytes, size_t len)
 {
     char p[800];
     snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "r+b");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, off, SEEK_SET), 0);
-    assert_int_equal(fwrite(bytes, 1, len, f), len);
-    assert_int_equal(fclose(f), 0);
-}
-
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
+    zt_patch_file(p, off, bytes, len);
 }
 
 /* A dense uint8 store of `n` records of 16 bytes (record i filled with i). */
@@ -206,26 +178,26 @@ static void test_gather_errors_name_loc_entry(void **state)
     make_dense(raw, 8, ZRE_CODEC_RAW);
     unsigned char v[4];
     /* entry {u32 offset, u32 phys_length, u32 logic_length, u32 chunk_id} */
-    put_u32(v, 17);
+    zt_put_le32(v, 17);
     patch_file(raw, "0.loc", 5 * 16 + 4, v, 4); /* stored size */
     expect_gather_error(raw, 5, "stored size 17 != logical size 16");
-    put_u32(v, 15);
+    zt_put_le32(v, 15);
     patch_file(raw, "0.loc", 6 * 16 + 8, v, 4); /* logical size */
     expect_gather_error(raw, 6, "destination slot is 16 bytes");
-    put_u32(v, 2097152);
+    zt_put_le32(v, 2097152);
     patch_file(raw, "0.loc", 7 * 16 + 12, v, 4); /* chunk id */
     expect_gather_error(raw, 7, "points at chunk 2097152");
-    put_u32(v, 0);
+    zt_put_le32(v, 0);
     patch_file(raw, "0.loc", 4 * 16 + 4, v, 4); /* 0 stored bytes */
     patch_file(raw, "0.loc", 4 * 16 + 8, (unsigned char[]){16, 0, 0, 0}, 4);
     expect_gather_error(raw, 4, "bad location");
 
     const char *z = sp("loc_zstd");
     make_dense(z, 8, ZRE_CODEC_ZSTD);
-    put_u32(v, 0);
+    zt_put_le32(v, 0);
     patch_file(z, "0.loc", 2 * 16 + 4, v, 4);
     expect_gather_error(z, 2, "bad location (offset");
-    put_u32(v, 1);
+    zt_put_le32(v, 1);
     patch_file(z, "0.loc", 3 * 16 + 4, v, 4); /* frame cut to 1 byte */
     expect_gather_error(z, 3, "does not decode");
     /* Records whose entries are intact still read. */

@@ -13,13 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <ftw.h>
-#include <sys/stat.h>
 
 #include <cmocka.h>
 #include <msgpack.h>
 
 #include <zrstore.h>
+
+#include "zr_test_util.h"
 
 /* ------------------------------------------------------------ fixture */
 
@@ -28,25 +28,12 @@ typedef struct fixture {
     char path[600];
 } fixture;
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 static int setup(void **state)
 {
     fixture *fx = calloc(1, sizeof *fx);
     if (fx == NULL)
         return -1;
-    const char *base = getenv("ZR_TEST_TMPDIR");
-    if (base == NULL || base[0] == '\0')
-        base = "/tmp";
-    mkdir(base, 0777); /* may already exist */
-    snprintf(fx->dir, sizeof fx->dir, "%s/zrs-XXXXXX", base);
-    if (mkdtemp(fx->dir) == NULL) {
+    if (zt_mkdtemp(fx->dir, sizeof fx->dir, "zrs") != 0) {
         free(fx);
         return -1;
     }
@@ -57,7 +44,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *fx = *state;
-    nftw(fx->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    zt_rmtree(fx->dir);
     free(fx);
     return 0;
 }
@@ -69,58 +56,14 @@ static const char *at(fixture *fx, const char *name)
     return fx->path;
 }
 
-static int path_exists(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0;
-}
-
-#define assert_msg_contains(needle)                                            \
-    do {                                                                       \
-        const char *m_ = zr_last_error();                                      \
-        if (strstr(m_, (needle)) == NULL)                                      \
-            fail_msg("error detail '%s' does not contain '%s'", m_, (needle)); \
-    } while (0)
+#define assert_msg_contains(needle) zt_assert_mentions(zr_last_error(), (needle))
 
 /* Deterministic bytes (xorshift), so failures reproduce. */
 static void fill(unsigned char *p, size_t n, uint64_t seed)
 {
     uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        p[i] = (unsigned char)(x >> 24);
-    }
-}
-
-static void write_bytes(const char *p, const void *buf, size_t n)
-{
-    FILE *f = fopen(p, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(buf, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-}
-
-/* Read a whole small file into buf; returns its length. */
-static size_t read_bytes(const char *p, void *buf, size_t cap)
-{
-    FILE *f = fopen(p, "rb");
-    assert_non_null(f);
-    size_t n = fread(buf, 1, cap, f);
-    assert_int_equal(fclose(f), 0);
-    return n;
-}
-
-/* FNV-1a 32, the hash of docs/FORMAT.md (meta.zr checksum, identity tag). */
-static uint32_t fnv1a32(const unsigned char *p, size_t n)
-{
-    uint32_t h = 0x811c9dc5u;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x01000193u;
-    }
-    return h;
+    for (size_t i = 0; i < n; i++)
+        p[i] = (unsigned char)(zt_xorshift64(&x) >> 24);
 }
 
 /* Write store.zr AND the matching identity tag into meta.zr (resealing its
@@ -129,25 +72,16 @@ static void write_identity(const char *store, const void *buf, size_t n)
 {
     char p[800];
     snprintf(p, sizeof p, "%s/store.zr", store);
-    write_bytes(p, buf, n);
+    zt_write_file(p, buf, n);
     snprintf(p, sizeof p, "%s/meta.zr", store);
     unsigned char m[32];
-    assert_int_equal(read_bytes(p, m, sizeof m), 32);
-    uint32_t tag = fnv1a32(buf, n);
+    assert_int_equal(zt_read_file(p, m, sizeof m), 32);
+    uint32_t tag = zt_fnv1a32(buf, n);
     if (tag == 0)
         tag = 1;
-    for (int i = 0; i < 4; i++)
-        m[24 + i] = (unsigned char)(tag >> (8 * i));
-    uint32_t h = fnv1a32(m, 28);
-    for (int i = 0; i < 4; i++)
-        m[28 + i] = (unsigned char)(h >> (8 * i));
-    write_bytes(p, m, 32);
-}
-
-static void put_le64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
+    zt_put_le32(m + 24, tag);
+    zt_put_le32(m + 28, zt_fnv1a32(m, 28));
+    zt_write_file(p, m, 32);
 }
 
 /* Append one ragged record [ndim][dims][payload] at buf + *len. */
@@ -155,10 +89,10 @@ static void put_ragged(unsigned char *buf, uint64_t *len, size_t ndim,
                        const uint64_t *dims, size_t itemsize, uint64_t seed)
 {
     unsigned char *p = buf + *len;
-    put_le64(p, ndim);
+    zt_put_le64(p, ndim);
     uint64_t n = itemsize;
     for (size_t j = 0; j < ndim; j++) {
-        put_le64(p + 8 + 8 * j, dims[j]);
+        zt_put_le64(p + 8 + 8 * j, dims[j]);
         n *= dims[j];
     }
     fill(p + 8 * (1 + ndim), (size_t)n, seed);
@@ -417,7 +351,7 @@ static void test_dense_scalar(void **state)
     unsigned char got[256];
     char zr[800];
     snprintf(zr, sizeof zr, "%s/store.zr", path);
-    assert_int_equal(read_bytes(zr, got, sizeof got), sizeof want);
+    assert_int_equal(zt_read_file(zr, got, sizeof got), sizeof want);
     assert_memory_equal(got, want, sizeof want);
 
     assert_int_equal(zrs_open(&s, path), ZR_OK);
@@ -436,7 +370,7 @@ static void expect_store_zr(fixture *fx, const char *name, const unsigned char *
     char zr[800];
     snprintf(zr, sizeof zr, "%s/%s/store.zr", fx->dir, name);
     unsigned char got[512];
-    size_t len = read_bytes(zr, got, sizeof got);
+    size_t len = zt_read_file(zr, got, sizeof got);
     assert_int_equal(len, n);
     assert_memory_equal(got, want, n);
 }
@@ -536,7 +470,7 @@ static void test_store_zr_invalid(void **state)
     assert_int_equal(zrs_append_dense(s, vals, sizeof vals, 2, NULL), ZR_OK);
     assert_int_equal(zrs_close(s), ZR_OK);
     unsigned char good[64];
-    size_t good_len = read_bytes(zr, good, sizeof good);
+    size_t good_len = zt_read_file(zr, good, sizeof good);
 
     const bad_zr cases[] = {
         {"extra key", BYTES(0x83, K_DTYPE, V_F4, K_SHAPE, 0x91, 0x02, 0xa1, 'x', 0x01),
@@ -575,7 +509,7 @@ static void test_store_zr_invalid(void **state)
          "exceeds the record limit"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        write_bytes(zr, cases[i].bytes, cases[i].len);
+        zt_write_file(zr, cases[i].bytes, cases[i].len);
         int rc = zrs_open(&s, path);
         if (rc != ZR_ENOTSTORE)
             fail_msg("case '%s': open returned %d, expected ZR_ENOTSTORE", cases[i].what,
@@ -597,7 +531,7 @@ static void test_store_zr_invalid(void **state)
     msgpack_pack_array(&pk, ZRS_MAX_NDIM + 1);
     for (int j = 0; j < ZRS_MAX_NDIM + 1; j++)
         msgpack_pack_uint64(&pk, 1);
-    write_bytes(zr, sb.data, sb.size);
+    zt_write_file(zr, sb.data, sb.size);
     msgpack_sbuffer_destroy(&sb);
     assert_int_equal(zrs_open(&s, path), ZR_ENOTSTORE);
     assert_msg_contains("33 dims");
@@ -608,18 +542,18 @@ static void test_store_zr_invalid(void **state)
      * accepts any msgpack encoding of the same value). */
     static const unsigned char wide[] = {0x82, K_DTYPE, V_F4, K_SHAPE, 0x91, 0xcf, 0, 0, 0, 0, 0, 0,
                                          0, 2};
-    write_bytes(zr, wide, sizeof wide);
+    zt_write_file(zr, wide, sizeof wide);
     assert_int_equal(zrs_open(&s, path), ZR_ENOTSTORE);
     assert_msg_contains("do not match");
     unsigned char meta_before[32];
     char mp[800];
     snprintf(mp, sizeof mp, "%s/meta.zr", path);
-    assert_int_equal(read_bytes(mp, meta_before, 32), 32);
+    assert_int_equal(zt_read_file(mp, meta_before, 32), 32);
     write_identity(path, wide, sizeof wide);
     assert_int_equal(zrs_open(&s, path), ZR_OK);
     assert_int_equal(zrs_record_size(s), 8);
     assert_int_equal(zrs_close(s), ZR_OK);
-    write_bytes(mp, meta_before, 32);
+    zt_write_file(mp, meta_before, 32);
 
     /* Missing store.zr. */
     assert_int_equal(remove(zr), 0);
@@ -629,7 +563,7 @@ static void test_store_zr_invalid(void **state)
 
     /* Every failed open released the lock: the good identity opens, and
      * the data is intact. */
-    write_bytes(zr, good, good_len);
+    zt_write_file(zr, good, good_len);
     assert_int_equal(zrs_open(&s, path), ZR_OK);
     float got[4];
     int64_t idx[2] = {0, 1};
@@ -736,11 +670,11 @@ static void test_ragged_append_bad_record(void **state)
     uint64_t b3[2] = {0, 5};
     assert_int_equal(zrs_append_ragged(s, buf, b3, 1, NULL), ZR_EINVAL);
     assert_msg_contains("record 0 is 5 bytes");
-    put_le64(buf + 100, 33);
+    zt_put_le64(buf + 100, 33);
     uint64_t b4[2] = {100, 100 + 8 + 33 * 8 + 4};
     assert_int_equal(zrs_append_ragged(s, buf, b4, 1, NULL), ZR_EINVAL);
     assert_msg_contains("record 0 has ndim 33, at most 32 allowed");
-    put_le64(buf + 100, 4);
+    zt_put_le64(buf + 100, 4);
     uint64_t b5[2] = {100, 124};
     assert_int_equal(zrs_append_ragged(s, buf, b5, 1, NULL), ZR_EINVAL);
     assert_msg_contains("shorter than its 40-byte shape prefix");
@@ -748,9 +682,9 @@ static void test_ragged_append_bad_record(void **state)
     assert_int_equal(zrs_append_ragged(s, buf, b6, 2, NULL), ZR_EINVAL);
     assert_msg_contains("bounds decrease at record 1");
     /* Overflowing element count. */
-    put_le64(buf + 200, 2);
-    put_le64(buf + 208, UINT64_C(1) << 40);
-    put_le64(buf + 216, UINT64_C(1) << 40);
+    zt_put_le64(buf + 200, 2);
+    zt_put_le64(buf + 208, UINT64_C(1) << 40);
+    zt_put_le64(buf + 216, UINT64_C(1) << 40);
     uint64_t b7[2] = {200, 228};
     assert_int_equal(zrs_append_ragged(s, buf, b7, 1, NULL), ZR_EINVAL);
     assert_msg_contains("overflows");
@@ -919,7 +853,7 @@ static void test_create_invalid(void **state)
     assert_int_equal(zrs_create_dense(&s, at(fx, "a"), ZRS_FLOAT32, zero, 2,
                                       ZRE_CODEC_RAW), ZR_EINVAL);
     assert_msg_contains("item_shape[1] is 0");
-    assert_false(path_exists(at(fx, "a")));
+    assert_false(zt_exists(at(fx, "a")));
     assert_int_equal(zrs_create_dense(&s, at(fx, "a"), ZRS_FLOAT32, huge, 2,
                                       ZRE_CODEC_RAW), ZR_EINVAL);
     assert_msg_contains("record limit");
@@ -942,7 +876,7 @@ static void test_create_invalid(void **state)
     assert_int_equal(zrs_create_ragged(&s, NULL, ZRS_INT8, ZRE_CODEC_RAW), ZR_EINVAL);
     assert_int_equal(zrs_create_ragged(NULL, at(fx, "a"), ZRS_INT8, ZRE_CODEC_RAW),
                      ZR_EINVAL);
-    assert_false(path_exists(at(fx, "a")));
+    assert_false(zt_exists(at(fx, "a")));
     assert_null(s);
     /* A 32-dim shape is fine. */
     assert_int_equal(zrs_create_dense(&s, at(fx, "a"), ZRS_FLOAT32, many,
@@ -1008,7 +942,7 @@ static void test_kind_mismatch(void **state)
     uint64_t b[2] = {0, 10};
     int64_t idx[1] = {0};
     uint64_t sizes[1];
-    put_le64(buf, 0);
+    zt_put_le64(buf, 0);
 
     assert_int_equal(zrs_append_ragged(d, buf, b, 1, NULL), ZR_EINVAL);
     assert_msg_contains("is dense");
@@ -1064,7 +998,7 @@ static void test_gather_ragged_corrupt(void **state)
     assert_int_equal(zrs_close(s), ZR_OK);
 
     static const unsigned char i8[] = {0x81, K_DTYPE, 0xa3, '<', 'i', '8'};
-    write_bytes(zr, i8, sizeof i8);
+    zt_write_file(zr, i8, sizeof i8);
     assert_int_equal(zrs_open(&s, path), ZR_ENOTSTORE); /* damage is caught on open */
     assert_msg_contains("store.zr");
     write_identity(path, i8, sizeof i8); /* a deliberate change gets as far as gather */

@@ -5,6 +5,9 @@ Run against the package in a build tree:
 (`meson test -C <build> --suite python` does exactly that.)
 """
 
+import inspect
+import os
+
 import numpy as np
 import pytest
 
@@ -39,3 +42,24 @@ def random_array(rng, dtype, shape):
     re = rng.standard_normal(size=shape)
     im = rng.standard_normal(size=shape)
     return (re + 1j * im).astype(dt)
+
+
+# examples/ddp_fashion_mnist.py and its data, for the suites that run it
+# (test_ddp_resume_loss.py, test_loader_ddp.py).
+DDP_EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples",
+                           "ddp_fashion_mnist.py")
+FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
+
+
+def ddp_example_marks():
+    """For a module that runs DDP_EXAMPLE, at import: skips the whole module
+    without torch, and returns its ``pytestmark`` (skip without the dataset
+    or without read-only shared opens)."""
+    pytest.importorskip("torch", reason="torch is not installed (requirements.txt pins it)")
+    from loaderx.zrecord import DenseStore
+    return [
+        pytest.mark.skipif(not os.path.isdir(FASHION_MNIST),
+                           reason=f"{FASHION_MNIST} missing (dataset-fashion-mnist)"),
+        pytest.mark.skipif("readonly" not in inspect.signature(DenseStore.open).parameters,
+                           reason="read-only shared opens are not available in loaderx.zrecord"),
+    ]

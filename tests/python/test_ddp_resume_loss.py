@@ -4,26 +4,15 @@ saved and restored along with the model, so the loss after 4 + 6 resumed
 steps equals the loss after 10 uninterrupted steps. Also the --help text
 carries the docstring's whole first paragraph."""
 
-import inspect
-import os
 import re
 import subprocess
 import sys
 
 import pytest
 
-from loaderx.zrecord import DenseStore
+from conftest import DDP_EXAMPLE as EXAMPLE, ddp_example_marks
 
-torch = pytest.importorskip("torch", reason="torch is not installed (requirements.txt pins it)")
-
-EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "ddp_fashion_mnist.py")
-DATA = "/usr/share/datasets/fashion-mnist"
-
-pytestmark = [
-    pytest.mark.skipif(not os.path.isdir(DATA), reason=f"{DATA} missing (dataset-fashion-mnist)"),
-    pytest.mark.skipif("readonly" not in inspect.signature(DenseStore.open).parameters,
-                       reason="read-only shared opens are not available in loaderx.zrecord"),
-]
+pytestmark = ddp_example_marks()
 
 
 def _run(*args):

@@ -4,7 +4,6 @@ opened read-only. Checks that the ranks' indices are disjoint and together
 cover each cycle, and that resuming both ranks from saved state continues
 exactly."""
 
-import inspect
 import os
 import subprocess
 import sys
@@ -12,18 +11,9 @@ import sys
 import numpy as np
 import pytest
 
-from loaderx.zrecord import DenseStore
+from conftest import DDP_EXAMPLE as EXAMPLE, ddp_example_marks
 
-torch = pytest.importorskip("torch", reason="torch is not installed (requirements.txt pins it)")
-
-EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "ddp_fashion_mnist.py")
-DATA = "/usr/share/datasets/fashion-mnist"
-
-pytestmark = [
-    pytest.mark.skipif(not os.path.isdir(DATA), reason=f"{DATA} missing (dataset-fashion-mnist)"),
-    pytest.mark.skipif("readonly" not in inspect.signature(DenseStore.open).parameters,
-                       reason="read-only shared opens are not available in loaderx.zrecord"),
-]
+pytestmark = ddp_example_marks()
 
 LIMIT, BATCH, WORLD = 1200, 100, 2   # a cycle is 1200 // 200 = 6 steps
 

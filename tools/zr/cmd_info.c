@@ -10,12 +10,10 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "zr_cli.h"
 
 #define EXIT_DAMAGED 1
-#define EXIT_USAGE 2
 #define EXIT_NOT_OPENED 3
 
 static void info_usage(FILE *out)
@@ -107,40 +105,5 @@ static int info_one(const char *path)
 
 int zr_cmd_info(int argc, char **argv)
 {
-    /* Options first (anywhere before "--"); see cmd_verify.c. */
-    int npaths = 0, opts_done = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!opts_done && !strcmp(a, "--")) {
-            opts_done = 1;
-        } else if (!opts_done && (!strcmp(a, "--help") || !strcmp(a, "-h"))) {
-            info_usage(stdout);
-            return 0;
-        } else if (!opts_done && a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "zr info: unknown option '%s'\n", a);
-            info_usage(stderr);
-            return EXIT_USAGE;
-        } else {
-            npaths++;
-        }
-    }
-    if (npaths == 0) {
-        fprintf(stderr, "zr info: missing STORE argument\n");
-        info_usage(stderr);
-        return EXIT_USAGE;
-    }
-    int status = 0, shown = 0;
-    opts_done = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!opts_done && !strcmp(argv[i], "--")) {
-            opts_done = 1;
-            continue;
-        }
-        if (shown++)
-            printf("\n");
-        int r = info_one(argv[i]);
-        if (r > status)
-            status = r;
-    }
-    return status;
+    return zr_run_per_store(argc, argv, "info", info_usage, info_one, 1);
 }

@@ -17,7 +17,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "zr_cli.h"
 
@@ -25,7 +24,6 @@
 #define MAX_LISTED 100
 
 #define EXIT_DAMAGED 1
-#define EXIT_USAGE 2
 #define EXIT_NOT_OPENED 3
 
 static void verify_usage(FILE *out)
@@ -95,39 +93,5 @@ static int verify_one(const char *path)
 
 int zr_cmd_verify(int argc, char **argv)
 {
-    /* Options first (anywhere before "--"), so that `zr verify --help`
-     * never reaches the store code as a path. */
-    int npaths = 0, opts_done = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!opts_done && !strcmp(a, "--")) {
-            opts_done = 1;
-        } else if (!opts_done && (!strcmp(a, "--help") || !strcmp(a, "-h"))) {
-            verify_usage(stdout);
-            return 0;
-        } else if (!opts_done && a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "zr verify: unknown option '%s'\n", a);
-            verify_usage(stderr);
-            return EXIT_USAGE;
-        } else {
-            npaths++;
-        }
-    }
-    if (npaths == 0) {
-        fprintf(stderr, "zr verify: missing STORE argument\n");
-        verify_usage(stderr);
-        return EXIT_USAGE;
-    }
-    int rc = 0;
-    opts_done = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!opts_done && !strcmp(argv[i], "--")) {
-            opts_done = 1;
-            continue;
-        }
-        int r = verify_one(argv[i]);
-        if (r > rc)
-            rc = r;
-    }
-    return rc;
+    return zr_run_per_store(argc, argv, "verify", verify_usage, verify_one, 0);
 }

@@ -3,10 +3,14 @@
  *
  *   zr info STORE...     kind, dtype, shape, codec, records and sizes
  *   zr verify STORE...   check every record; prints bad indices, exit 1 if any
+ *   zr ingest NPY STORE  a dense store from a .npy file
  *   zr version           library versions
  *
  * Uses only the public headers of the libraries, like any other client.
  * Exit status: 0 on success, 1 when a command failed, 2 on a usage error.
+ * `zr info` and `zr verify` refine it (the highest that applies over all
+ * their stores): 0 ok, 1 damaged records found, 2 usage error, 3 a store
+ * could not be opened (busy, or not a store); `--help` prints their usage.
  */
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +24,7 @@ static const struct command {
 } commands[] = {
     {"info", zr_cmd_info, "info STORE...      describe stores (kind, dtype, shape, codec, records, sizes)"},
     {"verify", zr_cmd_verify, "verify STORE...    check every record (table, chunk extents, checksums)"},
+    {"ingest", zr_cmd_ingest, "ingest NPY STORE [--codec raw|zstd]  dense store from a .npy file"},
     {"mrec", zr_cmd_mrec, "mrec validate|info|dump|import ...  mrec-lmdb collections (zr mrec for usage)"},
 };
 

@@ -6,10 +6,23 @@
 #ifndef ZR_CLI_H
 #define ZR_CLI_H
 
+#include <stdio.h>
+
 #include <zloader.h>
 
 int zr_cmd_info(int argc, char **argv);
 int zr_cmd_verify(int argc, char **argv);
+int zr_cmd_ingest(int argc, char **argv);
 int zr_cmd_mrec(int argc, char **argv); /* cmd_mrec.c, libzmrec */
+
+/* cli_util.c: the shared body of "zr NAME [--] STORE..." commands. Options
+ * come before "--": -h/--help prints usage(stdout) and returns 0; any other
+ * option, or no STORE, prints a message and usage(stderr) and returns
+ * ZR_EXIT_USAGE. Otherwise calls one(path) for each STORE in order (with a
+ * blank line between them when blank_between) and returns the highest
+ * status any call returned. */
+#define ZR_EXIT_USAGE 2
+int zr_run_per_store(int argc, char **argv, const char *name, void (*usage)(FILE *out),
+                     int (*one)(const char *path), int blank_between);
 
 #endif

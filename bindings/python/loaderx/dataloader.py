@@ -71,6 +71,7 @@ import weakref
 import numpy as np
 
 from . import _zr
+from ._closing import Closing as _Closing
 from .errors import ClosedError, closed
 from .zrecord import DenseStore, RaggedStore, _unpack_ragged
 from .zsampler import _config, _u64
@@ -304,7 +305,7 @@ class _TransformBox:
         self.fn = fn
 
 
-class DataLoader:
+class DataLoader(_Closing):
     """Endless loader over a dict of aligned streams; see the module doc.
 
     Raises ValueError for an empty or mismatched stream dict (lengths
@@ -509,23 +510,11 @@ class DataLoader:
         if tf is not None and not sys.is_finalizing():
             tf.join()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
     def __reduce_ex__(self, protocol):
         # Without this, pickle fails deep inside on the SWIG handle with
         # "cannot pickle 'SwigPyObject' object", which says nothing useful.
         raise TypeError("a DataLoader cannot be pickled; pickle its read-only stores and "
                         "its state() and rebuild it (DataLoader.from_state(streams, state))")
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self):
         state = "closed" if self._native is None else f"step={self._step}"

@@ -46,6 +46,7 @@ import time as _time
 import numpy as np
 
 from . import _zr
+from ._closing import Closing as _Closing
 
 __all__ = ["Block", "Writer", "Reader", "validate", "round_precision",
            "import_files", "to_zrecord", "lmdb_streams", "LmdbStream", "units_for",
@@ -439,7 +440,7 @@ def _u64_index(what, v):
     return v
 
 
-class Reader:
+class Reader(_Closing):
     """Open a collection read-only (``nolock=True`` for read-only media:
     LMDB's MDB_NOLOCK, no writer may run meanwhile)."""
 
@@ -461,18 +462,6 @@ class Reader:
         if self._h is not None:
             h, self._h = self._h, None
             _zr.zmr_close(h)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __len__(self):
         return _zr.zmr_n_records(self._r())
@@ -864,7 +853,7 @@ def frame_items(reader, block="atoms", column="position", scalars=("step", "ener
             yield r, -1, np.asarray(cols[column], dtype=np.float64), vals
 
 
-class _LmdbSource:
+class _LmdbSource(_Closing):
     """One native source (loaderx._zr): the collection opened for the
     loader's worker threads plus its item list; shared by the streams of
     one :func:`lmdb_streams` call. Reopened in a forked child."""
@@ -902,12 +891,6 @@ class _LmdbSource:
         cap, self._cap = self._cap, None
         if os.getpid() == self._pid:
             _zr.zmr_py_source_free(cap)
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 class LmdbStream:

@@ -47,6 +47,7 @@ import weakref
 import numpy as np
 
 from . import _zr
+from ._closing import Closing as _Closing
 from .errors import (ClosedError, CorruptStoreError, NotAStoreError,
                      StoreBusy, ZrError, closed)
 
@@ -263,7 +264,7 @@ def _unpack_ragged(buf, bounds, dtype):
     return out
 
 
-class _Store:
+class _Store(_Closing):
     """Shared handle management of DenseStore and RaggedStore."""
 
     _kind = None
@@ -416,18 +417,6 @@ class _Store:
         """Make every appended record durable (payload, then record table,
         then header). ``close()`` syncs too."""
         _zr.zrs_sync(self._handle())
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     # -------------------------------------------------------- properties
 

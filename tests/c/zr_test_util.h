@@ -1,0 +1,81 @@
+/*
+ * zr_test_util.h - helpers shared by the cmocka suites in tests/c (test
+ * only: compiled into each suite, never installed). Include it after
+ * <cmocka.h>. Helpers that "fail" do so through cmocka (fail_msg / assert_*),
+ * so they may only be called from inside a running test.
+ */
+#ifndef ZR_TEST_UTIL_H
+#define ZR_TEST_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* -------------------------------------------------------- temp dirs */
+
+/* Make a fresh directory "<base>/<prefix>-XXXXXX", where base is
+ * $ZR_TEST_TMPDIR (or /tmp when unset or empty; created with its parents
+ * if missing), and write its path into out[cap]. Returns 0, or -1 if the
+ * path does not fit or the directory cannot be made. */
+int zt_mkdtemp(char *out, size_t cap, const char *prefix);
+
+/* Remove `dir` and everything under it (symlinks are not followed).
+ * Returns 0, or nonzero if something could not be removed. */
+int zt_rmtree(const char *dir);
+
+/* ------------------------------------------------------ whole files */
+
+/* 1 if `path` exists (any kind of file), else 0. */
+int zt_exists(const char *path);
+
+/* Size of `path` in bytes, or -1 if it cannot be stat'ed. */
+long zt_file_size(const char *path);
+
+/* Create or replace `path` with the n bytes at buf (buf may be NULL when
+ * n is 0). Fails the test on any error. */
+void zt_write_file(const char *path, const void *buf, size_t n);
+
+/* Read at most cap bytes from the start of `path` into buf; returns the
+ * count read. Fails the test if the file cannot be opened. */
+size_t zt_read_file(const char *path, void *buf, size_t cap);
+
+/* Read all of `path` into a new malloc'd buffer *buf (one spare byte past
+ * the end; the caller frees) and return its length. A file that cannot be
+ * opened gives *buf == NULL and 0. */
+size_t zt_slurp(const char *path, unsigned char **buf);
+
+/* Overwrite n bytes at byte offset `off` of the existing file `path`.
+ * Fails the test on any error. */
+void zt_patch_file(const char *path, long off, const void *bytes, size_t n);
+
+/* ------------------------------------------------- bytes and hashes */
+
+void zt_put_le32(unsigned char *p, uint32_t v);
+void zt_put_le64(unsigned char *p, uint64_t v);
+uint32_t zt_get_le32(const unsigned char *p);
+
+/* FNV-1a 32 of n bytes, the hash of docs/FORMAT.md (meta.zr checksum,
+ * identity tag). */
+uint32_t zt_fnv1a32(const unsigned char *p, size_t n);
+
+/* --------------------------------------------------- little PRNGs */
+
+/* xorshift64 (13, 7, 17): advances *s (must be nonzero) and returns it. */
+uint64_t zt_xorshift64(uint64_t *s);
+
+/* splitmix64: advances *s by the golden-ratio increment and returns the
+ * mixed value (any seed, including 0). */
+uint64_t zt_splitmix64(uint64_t *s);
+
+/* ------------------------------------------------------------ misc */
+
+/* The unsigned decimal value of environment variable `name`, or dflt when
+ * it is unset or empty (a test knob such as ZR_FUZZ_ITERS). */
+uint64_t zt_env_u64(const char *name, uint64_t dflt);
+
+/* Fail the test unless the error detail string contains `needle`; the
+ * failure is reported at the caller's file and line. */
+#define zt_assert_mentions(detail, needle) \
+    zt_assert_mentions_at((detail), (needle), __FILE__, __LINE__)
+void zt_assert_mentions_at(const char *detail, const char *needle, const char *file, int line);
+
+#endif /* ZR_TEST_UTIL_H */
