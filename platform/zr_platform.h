@@ -49,6 +49,20 @@ int zrp_fsync(zrp_file f);
 /* Readahead hint for a byte range (no-op where unsupported). */
 int zrp_advise_willneed(zrp_file f, uint64_t offset, uint64_t len);
 
+/* Read-only shared mapping of `len` bytes of `f` from offset 0, into
+ * *out. `len` is a fixed reservation and may exceed the file's size: the
+ * mapping never has to move as the file grows, and bytes written with
+ * zrp_pwrite_all become visible through it (a unified page cache on Linux
+ * and macOS). Touching a page wholly past end of file raises SIGBUS, so
+ * callers read only ranges they know the file covers. Fails (negative)
+ * when the OS cannot map, or `len` does not fit the address space; the
+ * caller then falls back to zrp_pread_all. A Windows port needs its own
+ * rules here: a section object cannot extend past the file, so it would
+ * remap as the file grows (or keep pread). */
+int zrp_map_readonly(zrp_file f, uint64_t len, void **out);
+/* Undo zrp_map_readonly (same `len`). NULL is a no-op. */
+void zrp_unmap(void *p, uint64_t len);
+
 /* Non-blocking whole-file locks; return -EWOULDBLOCK/-EAGAIN style
  * failure (ZRP_EBUSY) when another holder conflicts. */
 #define ZRP_EBUSY (-100001)

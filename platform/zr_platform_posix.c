@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
@@ -137,6 +138,24 @@ int zrp_fsync(zrp_file f)
         rc = fsync((int)f.fd);
     } while (rc < 0 && errno == EINTR);
     return rc < 0 ? neg_errno() : 0;
+}
+
+int zrp_map_readonly(zrp_file f, uint64_t len, void **out)
+{
+    *out = NULL;
+    if (len == 0 || len > (uint64_t)SIZE_MAX)
+        return -EOVERFLOW;
+    void *p = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, (int)f.fd, 0);
+    if (p == MAP_FAILED)
+        return -errno;
+    *out = p;
+    return 0;
+}
+
+void zrp_unmap(void *p, uint64_t len)
+{
+    if (p && len > 0 && len <= (uint64_t)SIZE_MAX)
+        (void)munmap(p, (size_t)len);
 }
 
 int zrp_advise_willneed(zrp_file f, uint64_t offset, uint64_t len)

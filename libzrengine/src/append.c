@@ -101,6 +101,8 @@ static int append_raw(zre_engine *e, const append_src *s, uint64_t count, uint64
                                       strerror(-prc));
                     break;
                 }
+                /* The mapped read path checks records against this size. */
+                zre_fdtab_grow(&e->chunks, run_chunk, (uint64_t)run_off + (to - from));
                 run_first = i;
                 run_chunk = *chunk;
                 run_off = at;
@@ -168,6 +170,7 @@ static void zjob_worker(void *arg, unsigned shard)
                               strerror(-prc));
             break;
         }
+        zre_fdtab_grow(&e->chunks, chunk, (uint64_t)at + csz);
         zre_loc l = {at, (uint32_t)csz, (uint32_t)sz, chunk};
         zre_loc_encode(j->locs + k * ZRE_LOC_ENTRY_SIZE, &l);
     }

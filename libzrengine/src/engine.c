@@ -88,48 +88,83 @@ static size_t path_cap(const zre_engine *e) { return strlen(e->path) + 40; }
 
 /* ------------------------------------------------------------ fd tables */
 
-static int fdtab_set(zre_fdtab *t, uint64_t id, zrp_file f)
+static int fdtab_set(zre_fdtab *t, uint64_t id, zrp_file f, uint64_t size, const unsigned char *map,
+                     uint64_t map_len)
 {
     if (id >= (uint64_t)ZRE_FDTAB_TOP * ZRE_FDTAB_BLOCK)
         return ZR_EUNSUPPORTED;
     size_t b = (size_t)(id / ZRE_FDTAB_BLOCK);
-    zrp_file *blk = atomic_load_explicit(&t->top[b], memory_order_relaxed);
+    zre_fent *blk = atomic_load_explicit(&t->top[b], memory_order_relaxed);
     if (!blk) {
         blk = malloc(ZRE_FDTAB_BLOCK * sizeof *blk);
         if (!blk)
             return ZR_ENOMEM;
-        for (unsigned i = 0; i < ZRE_FDTAB_BLOCK; i++)
-            blk[i] = ZRP_FILE_INVALID;
+        for (unsigned i = 0; i < ZRE_FDTAB_BLOCK; i++) {
+            blk[i].f = ZRP_FILE_INVALID;
+            blk[i].map = NULL;
+            blk[i].map_len = 0;
+            atomic_init(&blk[i].size, 0);
+        }
         atomic_store_explicit(&t->top[b], blk, memory_order_release);
     }
-    blk[id % ZRE_FDTAB_BLOCK] = f;
+    zre_fent *ent = &blk[id % ZRE_FDTAB_BLOCK];
+    ent->f = f;
+    ent->map = map;
+    ent->map_len = map_len;
+    atomic_store_explicit(&ent->size, size, memory_order_release);
     if (id + 1 > t->count)
         t->count = id + 1;
     return ZR_OK;
 }
 
-void zre_fdtab_drop(zre_fdtab *t, uint64_t id)
+static void fent_unmap(zre_fent *ent)
 {
-    if (id >= (uint64_t)ZRE_FDTAB_TOP * ZRE_FDTAB_BLOCK)
-        return;
-    zrp_file *blk = atomic_load_explicit(&t->top[id / ZRE_FDTAB_BLOCK], memory_order_relaxed);
-    if (blk)
-        zrp_close(&blk[id % ZRE_FDTAB_BLOCK]);
+    zrp_unmap((void *)ent->map, ent->map_len);
+    ent->map = NULL;
+    ent->map_len = 0;
+    atomic_store_explicit(&ent->size, 0, memory_order_relaxed);
 }
 
-static void fdtab_close_all(zre_fdtab *t)
+void zre_fdtab_drop(zre_fdtab *t, uint64_t id)
+{
+    zre_fent *ent = zre_fdtab_ent(t, id);
+    if (!ent)
+        return;
+    fent_unmap(ent);
+    zrp_close(&ent->f);
+}
+
+/* Close every descriptor of `t`; with `release`, also unmap the files and
+ * free the blocks, leaving it empty (zre_forget_after_fork is the case
+ * without: the child leaks its inherited mappings by design). */
+static void fdtab_close_fds(zre_fdtab *t, bool release)
 {
     for (size_t b = 0; b < ZRE_FDTAB_TOP; b++) {
-        zrp_file *blk = atomic_load_explicit(&t->top[b], memory_order_relaxed);
+        zre_fent *blk = atomic_load_explicit(&t->top[b], memory_order_relaxed);
         if (!blk)
             continue;
-        for (unsigned i = 0; i < ZRE_FDTAB_BLOCK; i++)
-            zrp_close(&blk[i]);
-        free(blk);
-        t->top[b] = NULL;
+        for (unsigned i = 0; i < ZRE_FDTAB_BLOCK; i++) {
+            if (release)
+                fent_unmap(&blk[i]);
+            zrp_close(&blk[i].f);
+        }
+        if (release) {
+            free(blk);
+            t->top[b] = NULL;
+        }
     }
-    t->count = 0;
+    if (release)
+        t->count = 0;
 }
+
+/* Whether the mapped read path is used at all: only where a file's whole
+ * format capacity (4 GiB) fits the address space many times over. A
+ * test-only build (ZRE_TEST_NO_MAP) keeps the pread path covered. */
+#if UINTPTR_MAX > UINT32_MAX && !defined(ZRE_TEST_NO_MAP)
+#define ZRE_USE_MAP 1
+#else
+#define ZRE_USE_MAP 0
+#endif
 
 /* Open (creating when `create`) file `id` of kind `ext` into table `t`.
  * Returns 1 when opened, 0 when missing and !create, or a negative status. */
@@ -154,8 +189,25 @@ int zre_open_numbered(zre_engine *e, zre_fdtab *t, uint64_t id, const char *ext,
         free(p);
         return rc;
     }
-    rc = fdtab_set(t, id, f);
+    uint64_t size = 0;
+    rc = zrp_file_size(f, &size);
     if (rc < 0) {
+        zrp_close(&f);
+        rc = zr_set_error(ZR_EIO, "engine: cannot stat %s: %s", p, strerror(-rc));
+        free(p);
+        return rc;
+    }
+    /* A fixed reservation of the format capacity: the mapping never moves
+     * or grows while gathers read through it. A refusal is not an error:
+     * this file is then read with pread. */
+    void *map = NULL;
+    uint64_t map_len = t == &e->chunks ? ZRE_INT_CHUNK_CAPACITY
+                                       : ZRE_INT_SEG_ENTRIES * ZRE_LOC_ENTRY_SIZE;
+    if (!ZRE_USE_MAP || zrp_map_readonly(f, map_len, &map) < 0)
+        map = NULL;
+    rc = fdtab_set(t, id, f, size, map, map ? map_len : 0);
+    if (rc < 0) {
+        zrp_unmap(map, map_len);
         zrp_close(&f);
         rc = zr_set_error(rc, "engine: cannot track %s (id %" PRIu64 ")", p, id);
         free(p);
@@ -196,6 +248,7 @@ int zre_write_locs(zre_engine *e, uint64_t first, const unsigned char *buf, uint
             return zr_set_error(ZR_EIO, "append: writing %" PRIu64 " entries to %s/%" PRIu64
                                 ".loc at entry %" PRIu64 " failed: %s",
                                 take, e->path, seg, in_seg, strerror(-rc));
+        zre_fdtab_grow(&e->locs, seg, (in_seg + take) * ZRE_LOC_ENTRY_SIZE);
         buf += take * ZRE_LOC_ENTRY_SIZE;
         first += take;
         n -= take;
@@ -211,11 +264,23 @@ int zre_read_locs(zre_engine *e, uint64_t first, unsigned char *buf, uint64_t n)
         uint64_t take = ZRE_INT_SEG_ENTRIES - in_seg;
         if (take > n)
             take = n;
-        zrp_file f = zre_fdtab_get(&e->locs, seg);
-        if (f.fd < 0)
+        const zre_fent *ent = zre_fdtab_ent(&e->locs, seg);
+        if (!ent || ent->f.fd < 0)
             return zr_set_error(ZR_ECORRUPT, "record table: segment %s/%" PRIu64
                                 ".loc is not open for index %" PRIu64, e->path, seg, first);
-        int rc = zrp_pread_all(f, buf, (size_t)(take * ZRE_LOC_ENTRY_SIZE), in_seg * ZRE_LOC_ENTRY_SIZE);
+        uint64_t lo = in_seg * ZRE_LOC_ENTRY_SIZE, bytes = take * ZRE_LOC_ENTRY_SIZE;
+        int rc;
+        if (ent->map) {
+            /* Bounds first: a page past end of file would raise SIGBUS. */
+            if (lo + bytes > atomic_load_explicit(&ent->size, memory_order_acquire)) {
+                rc = ZRP_ESHORT;
+            } else {
+                memcpy(buf, ent->map + lo, (size_t)bytes);
+                rc = 0;
+            }
+        } else {
+            rc = zrp_pread_all(ent->f, buf, (size_t)bytes, lo);
+        }
         if (rc < 0)
             return zr_set_error(zre_io_status(rc, ZR_ECORRUPT),
                                 "record table: reading entries %" PRIu64 "..%" PRIu64 " of %s/%" PRIu64
@@ -328,15 +393,21 @@ void zre_cctx_put(zre_engine *e, void *cctx)
 
 /* ------------------------------------------------------------ lifecycle */
 
+/* Close the chunk and table files (freeing their tables with `release`),
+ * then meta.zr: closing it releases the store lock, so it goes last. */
+static void engine_close_files(zre_engine *e, bool release)
+{
+    fdtab_close_fds(&e->chunks, release);
+    fdtab_close_fds(&e->locs, release);
+    zrp_close(&e->meta);
+}
+
 static void engine_free(zre_engine *e)
 {
     if (!e)
         return;
     zre_pool_destroy(&e->pool);
-    fdtab_close_all(&e->chunks);
-    fdtab_close_all(&e->locs);
-    /* Closing meta.zr releases the store lock: do it last. */
-    zrp_close(&e->meta);
+    engine_close_files(e, true);
     for (size_t i = 0; i < e->dctx_count; i++)
         ZSTD_freeDCtx(e->dctx_free[i]);
     for (size_t i = 0; i < e->cctx_count; i++)
@@ -844,24 +915,11 @@ ZRE_API int zre_close(zre_engine *e)
  * not exist in the child, the mutexes may have been held by parent threads
  * at the fork, and freeing would run allocator code on state the parent's
  * threads were using, so all of that is left alone (leaked by design). */
-static void fdtab_forget(zre_fdtab *t)
-{
-    for (size_t b = 0; b < ZRE_FDTAB_TOP; b++) {
-        zrp_file *blk = atomic_load_explicit(&t->top[b], memory_order_relaxed);
-        if (!blk)
-            continue;
-        for (unsigned i = 0; i < ZRE_FDTAB_BLOCK; i++)
-            zrp_close(&blk[i]);
-    }
-}
-
 ZRE_API void zre_forget_after_fork(zre_engine *e)
 {
     if (!e)
         return;
-    fdtab_forget(&e->chunks);
-    fdtab_forget(&e->locs);
-    zrp_close(&e->meta);
+    engine_close_files(e, false);
 }
 
 ZRE_API uint64_t zre_chunk_bytes(zre_engine *e)

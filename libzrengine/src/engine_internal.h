@@ -90,25 +90,70 @@ static inline void zre_loc_decode(zre_loc *l, const unsigned char in[16])
  * Blocks are fixed-size and never move once published, so readers look
  * entries up without a lock: a writer fills an entry before the records
  * that refer to it are committed (the release store of `length`), and a
- * reader only asks for ids named by committed entries. */
+ * reader only asks for ids named by committed entries.
+ *
+ * Read path: each file is also mapped read-only at a fixed reservation
+ * (its format capacity) when it is opened, so the mapping never moves
+ * while gathers run; `map` stays NULL when mapping is unavailable (32-bit
+ * host, mmap refused) and that file is then read with pread. `size` is
+ * the file size the engine knows (fstat at open, raised by the writer
+ * after each write and before `length` is published); a mapped read is
+ * checked against it first, so a damaged entry pointing past the end of
+ * a short file is an error, not a SIGBUS. */
 #define ZRE_FDTAB_BLOCK 4096u
 #define ZRE_FDTAB_TOP 4096u
 
+typedef struct zre_fent {
+    zrp_file f;
+    const unsigned char *map; /* NULL: not mapped, use pread */
+    uint64_t map_len;         /* reservation passed to zrp_map_readonly */
+    _Atomic uint64_t size;    /* known file size in bytes */
+} zre_fent;
+
 typedef struct zre_fdtab {
-    _Atomic(zrp_file *) top[ZRE_FDTAB_TOP];
+    _Atomic(zre_fent *) top[ZRE_FDTAB_TOP];
     uint64_t count; /* ids [0, count) have been opened (writer-owned) */
 } zre_fdtab;
+
+/* The entry for `id`, or NULL when its block was never allocated (an
+ * entry whose file was never opened has f.fd < 0). */
+static inline zre_fent *zre_fdtab_ent(const zre_fdtab *t, uint64_t id)
+{
+    if (id >= (uint64_t)ZRE_FDTAB_TOP * ZRE_FDTAB_BLOCK)
+        return NULL;
+    zre_fent *blk = atomic_load_explicit(&((zre_fdtab *)t)->top[id / ZRE_FDTAB_BLOCK],
+                                         memory_order_acquire);
+    return blk ? &blk[id % ZRE_FDTAB_BLOCK] : NULL;
+}
 
 /* The file for `id`, or ZRP_FILE_INVALID when it was never opened. */
 static inline zrp_file zre_fdtab_get(const zre_fdtab *t, uint64_t id)
 {
-    if (id >= (uint64_t)ZRE_FDTAB_TOP * ZRE_FDTAB_BLOCK)
-        return ZRP_FILE_INVALID;
-    zrp_file *blk = atomic_load_explicit(&((zre_fdtab *)t)->top[id / ZRE_FDTAB_BLOCK],
-                                         memory_order_acquire);
-    if (!blk)
-        return ZRP_FILE_INVALID;
-    return blk[id % ZRE_FDTAB_BLOCK];
+    const zre_fent *ent = zre_fdtab_ent(t, id);
+    return ent ? ent->f : ZRP_FILE_INVALID;
+}
+
+/* Raise the known size of file `id` to at least `end` (writer side, after
+ * the bytes are written; several appending workers may race, hence the
+ * maximum). */
+static inline void zre_fdtab_grow(zre_fdtab *t, uint64_t id, uint64_t end)
+{
+    zre_fent *ent = zre_fdtab_ent(t, id);
+    if (!ent)
+        return;
+    uint64_t cur = atomic_load_explicit(&ent->size, memory_order_relaxed);
+    while (cur < end && !atomic_compare_exchange_weak_explicit(&ent->size, &cur, end,
+                                                               memory_order_release,
+                                                               memory_order_relaxed))
+        ;
+}
+
+/* Set the known size of file `id` (maintenance, after a truncate). */
+static inline void zre_fdtab_set_size(zre_fdtab *t, uint64_t id, uint64_t size)
+{
+    zre_fent *ent = zre_fdtab_ent(t, id);
+    if (ent)
+        atomic_store_explicit(&ent->size, size, memory_order_release);
 }
 
 /* -------------------------------------------------------------- engine */
@@ -194,7 +239,7 @@ static inline void zre_leave_maint(zre_engine *e) { atomic_store(&e->maint, 0); 
 /* Replay journal.zr if present (writable open, writer context). Updates
  * the in-memory length/frontier to what the journal commits. */
 int zre_journal_recover(zre_engine *e, uint64_t *length);
-/* Close and forget the fd of chunk/segment `id` (maintenance only). */
+/* Unmap, close and forget chunk/segment `id` (maintenance only). */
 void zre_fdtab_drop(zre_fdtab *t, uint64_t id);
 /* Open numbered file, see engine.c: 1 opened, 0 missing (!create), <0. */
 int zre_open_numbered(zre_engine *e, zre_fdtab *t, uint64_t id, const char *ext, bool create);

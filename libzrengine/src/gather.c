@@ -1,13 +1,18 @@
 /*
- * gather.c - zre_gather: sharded positional reads (and zstd decodes)
- * straight into the caller's destination.
+ * gather.c - zre_gather: sharded reads (and zstd decodes) straight into the
+ * caller's destination.
  *
- * Record locations are read from the N.loc files with pread (16 bytes per
- * record, or one pread per run of consecutive indices) rather than cached
- * in memory: the table can be far larger than RAM would like (16 bytes per
- * record, 2^32+ records), the page cache already keeps hot segments in
- * memory, and reading the file keeps one source of truth that an appending
- * thread updates before it publishes `length`.
+ * Read path: every chunk and record-table file is mapped read-only when it
+ * is opened (engine.c), so a record costs no system call: its entry is
+ * decoded from the mapped N.loc, then its bytes are copied (raw) or
+ * decoded (zstd) straight from the mapped N.chunk. Each range is checked
+ * against the file size the engine knows before the mapping is touched.
+ * A file that could not be mapped is read with pread instead (same checks,
+ * same messages). Record locations are not cached in memory: the table can
+ * be far larger than RAM would like (16 bytes per record, 2^32+ records),
+ * the page cache already keeps hot segments in memory, and reading the
+ * file keeps one source of truth that an appending thread updates before
+ * it publishes `length`.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -17,10 +22,21 @@
 #include "engine_internal.h"
 
 /* Below these a gather runs on the calling thread: handing work to the
- * pool costs more than it saves. */
-#define INLINE_MAX_BYTES ((uint64_t)256 << 10)
+ * pool costs more than it saves. Raw records are a memcpy from the mapping
+ * (no system call), fast enough that a 512 KiB batch (256 x 2 KiB) is
+ * quicker inline than split over 2 cores; zstd decoding costs ~10x more per
+ * byte, so it is shared out from a smaller batch. Measured on 2 cores
+ * (docs/BENCHMARKS.md); overridable with -D for tuning runs. */
+#ifndef INLINE_MAX_BYTES_RAW
+#define INLINE_MAX_BYTES_RAW ((uint64_t)1 << 20)
+#endif
+#ifndef INLINE_MAX_BYTES_ZSTD
+#define INLINE_MAX_BYTES_ZSTD ((uint64_t)256 << 10)
+#endif
+#ifndef INLINE_MAX_RECORDS
 #define INLINE_MAX_RECORDS 8u
-/* Longest run of consecutive indices whose entries are read in one pread. */
+#endif
+/* Longest run of consecutive indices whose entries are read at once. */
 #define LOC_RUN 256u
 
 typedef struct gjob {
@@ -50,6 +66,16 @@ int zre_read_one(zre_engine *e, uint64_t idx, const zre_loc *l, unsigned char *o
 #define LOC_FMT "%s/%" PRIu64 ".loc entry %" PRIu64
 #define LOC_ARGS(e, idx) (e)->path, (idx) / ZRE_INT_SEG_ENTRIES, (idx) % ZRE_INT_SEG_ENTRIES
 
+/* Error for a record whose bytes cannot be read: a short chunk file
+ * (pread past its end, or a mapped range beyond its known size) or I/O. */
+static int read_failed(zre_engine *e, uint64_t idx, const zre_loc *l, int prc)
+{
+    return zr_set_error(zre_io_status(prc, ZR_ECORRUPT), "gather: reading record %" PRIu64
+                        " (%u bytes at %s/%u.chunk offset %u, per " LOC_FMT ") failed: %s",
+                        idx, l->phys_length, e->path, l->chunk_id, l->offset, LOC_ARGS(e, idx),
+                        prc == ZRP_ESHORT ? "chunk file too short" : strerror(-prc));
+}
+
 static int read_record(zre_engine *e, gshard *sh, uint64_t idx, const zre_loc *l, unsigned char *out,
                        uint64_t slot)
 {
@@ -57,53 +83,61 @@ static int read_record(zre_engine *e, gshard *sh, uint64_t idx, const zre_loc *l
         return zr_set_error(ZR_ECORRUPT, "gather: record %" PRIu64 " is %u bytes (" LOC_FMT ") but "
                             "its destination slot is %" PRIu64 " bytes", idx, l->logic_length,
                             LOC_ARGS(e, idx), slot);
-    zrp_file f = zre_fdtab_get(&e->chunks, l->chunk_id);
-    if (f.fd < 0)
+    const zre_fent *ent = zre_fdtab_ent(&e->chunks, l->chunk_id);
+    if (!ent || ent->f.fd < 0)
         return zr_set_error(ZR_ECORRUPT, "gather: record %" PRIu64 " (" LOC_FMT ") points at chunk "
                             "%u, which %s/ does not hold", idx, LOC_ARGS(e, idx), l->chunk_id,
                             e->path);
-    if ((uint64_t)l->offset + l->phys_length > ZRE_CHUNK_USABLE || l->phys_length == 0)
+    uint64_t end = (uint64_t)l->offset + l->phys_length;
+    if (end > ZRE_CHUNK_USABLE || l->phys_length == 0)
         return zr_set_error(ZR_ECORRUPT, "gather: record %" PRIu64 " (" LOC_FMT ") has a bad "
                             "location (offset %u, %u bytes) in %s/%u.chunk", idx, LOC_ARGS(e, idx),
                             l->offset, l->phys_length, e->path, l->chunk_id);
+    if (e->codec == ZRE_CODEC_RAW && l->phys_length != l->logic_length)
+        return zr_set_error(ZR_ECORRUPT, "gather: raw record %" PRIu64 " (" LOC_FMT ") has "
+                            "stored size %u != logical size %u", idx, LOC_ARGS(e, idx),
+                            l->phys_length, l->logic_length);
+    /* Mapped: the bytes are read in place (no system call); the range is
+     * checked against the known file size before the mapping is touched,
+     * so a damaged entry cannot fault past end of file. */
+    const unsigned char *src = NULL;
+    if (ent->map) {
+        if (end > atomic_load_explicit(&ent->size, memory_order_acquire))
+            return read_failed(e, idx, l, ZRP_ESHORT);
+        src = ent->map + l->offset;
+    }
     if (e->codec == ZRE_CODEC_RAW) {
-        if (l->phys_length != l->logic_length)
-            return zr_set_error(ZR_ECORRUPT, "gather: raw record %" PRIu64 " (" LOC_FMT ") has "
-                                "stored size %u != logical size %u", idx, LOC_ARGS(e, idx),
-                                l->phys_length, l->logic_length);
-        int rc = zrp_pread_all(f, out, l->phys_length, l->offset);
-        if (rc < 0)
-            return zr_set_error(zre_io_status(rc, ZR_ECORRUPT), "gather: reading record %" PRIu64
-                                " (%u bytes at %s/%u.chunk offset %u, per " LOC_FMT ") failed: %s",
-                                idx, l->phys_length, e->path, l->chunk_id, l->offset,
-                                LOC_ARGS(e, idx),
-                                rc == ZRP_ESHORT ? "chunk file too short" : strerror(-rc));
-        return ZR_OK;
+        if (src) {
+            memcpy(out, src, l->phys_length);
+            return ZR_OK;
+        }
+        int rc = zrp_pread_all(ent->f, out, l->phys_length, l->offset);
+        return rc < 0 ? read_failed(e, idx, l, rc) : ZR_OK;
     }
     if (!sh->dctx) {
         sh->dctx = zre_dctx_get(e);
         if (!sh->dctx)
             return zr_set_error(ZR_ENOMEM, "gather: cannot create a zstd decompression context");
     }
-    if (sh->stage_cap < l->phys_length) {
-        size_t cap = l->phys_length;
-        unsigned char *p = realloc(sh->stage, cap);
-        if (!p)
-            return zr_set_error(ZR_ENOMEM, "gather: out of memory staging %zu bytes of record %" PRIu64,
-                                cap, idx);
-        sh->stage = p;
-        sh->stage_cap = cap;
+    if (!src) {
+        if (sh->stage_cap < l->phys_length) {
+            size_t cap = l->phys_length;
+            unsigned char *p = realloc(sh->stage, cap);
+            if (!p)
+                return zr_set_error(ZR_ENOMEM, "gather: out of memory staging %zu bytes of record %"
+                                    PRIu64, cap, idx);
+            sh->stage = p;
+            sh->stage_cap = cap;
+        }
+        int rc = zrp_pread_all(ent->f, sh->stage, l->phys_length, l->offset);
+        if (rc < 0)
+            return read_failed(e, idx, l, rc);
+        src = sh->stage;
     }
-    int rc = zrp_pread_all(f, sh->stage, l->phys_length, l->offset);
-    if (rc < 0)
-        return zr_set_error(zre_io_status(rc, ZR_ECORRUPT), "gather: reading record %" PRIu64
-                            " (%u bytes at %s/%u.chunk offset %u, per " LOC_FMT ") failed: %s", idx,
-                            l->phys_length, e->path, l->chunk_id, l->offset, LOC_ARGS(e, idx),
-                            rc == ZRP_ESHORT ? "chunk file too short" : strerror(-rc));
     /* The DDict is immutable: every shard shares it without a lock. */
-    size_t got = e->ddict ? ZSTD_decompress_usingDDict(sh->dctx, out, (size_t)slot, sh->stage,
+    size_t got = e->ddict ? ZSTD_decompress_usingDDict(sh->dctx, out, (size_t)slot, src,
                                                        l->phys_length, (const ZSTD_DDict *)e->ddict)
-                          : ZSTD_decompressDCtx(sh->dctx, out, (size_t)slot, sh->stage, l->phys_length);
+                          : ZSTD_decompressDCtx(sh->dctx, out, (size_t)slot, src, l->phys_length);
     if (ZSTD_isError(got))
         return zr_set_error(ZR_ECORRUPT, "gather: record %" PRIu64 " does not decode (%u bytes at "
                             "%s/%u.chunk offset %u, per " LOC_FMT "): %s", idx, l->phys_length,
@@ -214,7 +248,8 @@ static int gather_checked(zre_engine *e, const uint64_t *index, uint64_t count, 
 
     gjob j = {e, index, count, dst, record_size, dst_bounds, 1, 0, NULL};
     zre_err one = {0};
-    if (total < INLINE_MAX_BYTES || count < INLINE_MAX_RECORDS || e->ncpu < 2) {
+    uint64_t inline_max = e->codec == ZRE_CODEC_RAW ? INLINE_MAX_BYTES_RAW : INLINE_MAX_BYTES_ZSTD;
+    if (total < inline_max || count < INLINE_MAX_RECORDS || e->ncpu < 2) {
         j.errs = &one;
         gather_shard(&j, 0);
     } else {

@@ -178,6 +178,8 @@ int zre_journal_recover(zre_engine *e, uint64_t *length)
             if (prc < 0)
                 rc = zr_set_error(ZR_EIO, "open: replaying %s into %s/%u.chunk failed: %s", jp,
                                   e->path, l.chunk_id, strerror(-prc));
+            else
+                zre_fdtab_grow(&e->chunks, l.chunk_id, (uint64_t)l.offset + l.phys_length);
             pay_used += l.phys_length;
         }
         if (rc == 0)
@@ -355,6 +357,9 @@ static int flush_batch(zre_engine *e, cbatch *b)
             rc = zr_set_error(ZR_EIO, "compact: writing record %" PRIu64 " to %s/%u.chunk at offset "
                               "%u failed: %s", b->ent[i].index, e->path, b->chunk,
                               b->ent[i].loc.offset, strerror(-prc));
+        else
+            zre_fdtab_grow(&e->chunks, b->chunk,
+                           (uint64_t)b->ent[i].loc.offset + b->ent[i].loc.phys_length);
         at += b->ent[i].loc.phys_length;
     }
     /* Bytes durable before the entries that point at them; entries durable
@@ -407,6 +412,10 @@ static int truncate_file(zre_engine *e, zre_fdtab *t, uint64_t id, const char *e
         return rc; /* missing is fine: nothing to release */
     zrp_file f = zre_fdtab_get(t, id);
     int prc = zrp_truncate(f, size);
+    /* Exclusive use: no gather reads the mapping while it shrinks; the
+     * known size follows the file at once, so no later read passes it. */
+    if (prc == 0)
+        zre_fdtab_set_size(t, id, size);
     if (prc == 0)
         prc = zrp_fsync(f);
     if (prc < 0)
