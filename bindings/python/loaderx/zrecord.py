@@ -218,12 +218,18 @@ def _normalize_key(key, n):
             return _normalize_key(int(arr), n)
     arr = np.ascontiguousarray(arr, dtype=np.int64)
     if arr.size:
-        bad = (arr < -n) | (arr >= n)
-        if bad.any():
-            first = int(arr.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]])
-            raise IndexError(f"index {first} out of range for store of {n} records")
-        arr = np.where(arr < 0, arr + n, arr)
-    return False, np.ascontiguousarray(arr, dtype=np.int64)
+        # Two reductions settle the common case (all indices already in
+        # [0, n)); the masks are built only when something needs wrapping or
+        # is out of range. This runs once per gather, so it is on the hot
+        # path of every small-record batch.
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < 0 or hi >= n:
+            bad = (arr < -n) | (arr >= n)
+            if bad.any():
+                first = int(arr.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]])
+                raise IndexError(f"index {first} out of range for store of {n} records")
+            arr = np.where(arr < 0, arr + n, arr)
+    return False, arr
 
 
 def _unpack_ragged(buf, bounds, dtype):
