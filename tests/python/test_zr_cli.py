@@ -104,3 +104,34 @@ def test_identity_bytes_escaped_in_cli(tmp_path):
     err = res.stderr
     assert b"\\xff\\x01k\\xe9" in err
     assert all(0x20 <= c < 0x7f or c == 0x0a for c in err)
+
+
+@needs_zr
+@pytest.mark.parametrize("codec", ["raw", "zstd"])
+@pytest.mark.parametrize("dtype,shape", [("uint8", (5, 3, 4)), ("<f4", (7, 2)), ("<i8", (6,))])
+def test_ingest_npy_round_trip(tmp_path, codec, dtype, shape):
+    arr = (np.arange(int(np.prod(shape))) % 97).astype(dtype).reshape(shape)
+    np.save(tmp_path / "a.npy", arr)
+    res = zr("ingest", str(tmp_path / "a.npy"), str(tmp_path / "st"), "--codec", codec)
+    assert res.returncode == 0, res.stderr.decode()
+    with DenseStore.open(str(tmp_path / "st")) as st:
+        assert st.codec == codec and st.dtype == arr.dtype and st.item_shape == shape[1:]
+        np.testing.assert_array_equal(st[:], arr)
+
+
+@needs_zr
+def test_ingest_refuses_what_it_cannot_store(tmp_path):
+    np.save(tmp_path / "f.npy", np.asfortranarray(np.ones((4, 3), "<f4")))
+    np.save(tmp_path / "be.npy", np.ones((4, 3), ">i4"))
+    np.save(tmp_path / "s.npy", np.float32(1.0))
+    (tmp_path / "junk.npy").write_bytes(b"not a numpy file at all")
+    for name, words in (("f", "fortran"), ("be", "endian"), ("s", "0-d"), ("junk", "npy")):
+        res = zr("ingest", str(tmp_path / f"{name}.npy"), str(tmp_path / f"out_{name}"))
+        assert res.returncode != 0, name
+        assert words.lower() in res.stderr.decode().lower(), (name, res.stderr.decode())
+    res = zr("ingest", str(tmp_path / "missing.npy"), str(tmp_path / "o"))
+    assert res.returncode != 0 and b"missing.npy" in res.stderr
+    _store(tmp_path / "exists")
+    np.save(tmp_path / "ok.npy", np.ones((2, 16), np.uint8))
+    res = zr("ingest", str(tmp_path / "ok.npy"), str(tmp_path / "exists"))
+    assert res.returncode != 0 and b"exists" in res.stderr
