@@ -733,7 +733,11 @@ static const struct zmr_block *resolve_target(const char *t, const zmr_frame *f,
     return find_block(sec, s + 1);
 }
 
-zmr_status zmr_frame_check_targets(const zmr_frame *f, const zmr_frame *system, const zmr_frame *traj)
+/* only_traj: check just the "/trajectory/<block>" targets of f (a system
+ * frame, against one resolved ordinal `traj`); such a target must exist
+ * wherever the referencing block has rows. */
+static zmr_status check_targets(const zmr_frame *f, const zmr_frame *system, const zmr_frame *traj,
+                                bool only_traj)
 {
     static const char *const atomcols[] = {"atomi", "atomj", "atomk", "atoml"};
     for (size_t bi = 0; bi < f->nblocks; bi++) {
@@ -750,6 +754,10 @@ zmr_status zmr_frame_check_targets(const zmr_frame *f, const zmr_frame *system, 
                     target = "atoms", implicit = true;
             if (target == NULL)
                 continue;
+            if (only_traj && (implicit || strncmp(target, "/trajectory/", 12) != 0))
+                continue;
+            if (only_traj && b->count == 0)
+                continue; /* no rows reference anything */
             if (c->dtype != ZMR_U64) {
                 if (implicit)
                     continue; /* only u64 columns are row references */
@@ -760,6 +768,10 @@ zmr_status zmr_frame_check_targets(const zmr_frame *f, const zmr_frame *system, 
             const struct zmr_block *tb = resolve_target(target, f, system, traj, &unknown);
             if (tb == NULL && implicit && system)
                 tb = find_block(system, "atoms");
+            if (tb == NULL && only_traj)
+                return zmr_err(ZMR_ECORRUPT, "column %s/%s: target '%s' names no block of the resolved "
+                                             "trajectory frame, but %s has %llu rows referencing it",
+                               b->name, c->name, target, b->name, (unsigned long long)b->count);
             if (tb == NULL) {
                 if (unknown || implicit || (f->kind == ZMR_FRAME_UPDATE && traj == NULL))
                     continue; /* checked once the other section / resolution is known */
@@ -779,6 +791,30 @@ zmr_status zmr_frame_check_targets(const zmr_frame *f, const zmr_frame *system, 
                                    (unsigned long long)tb->count);
             }
         }
+    }
+    return ZMR_OK;
+}
+
+zmr_status zmr_frame_check_targets(const zmr_frame *f, const zmr_frame *system, const zmr_frame *traj)
+{
+    return check_targets(f, system, traj, false);
+}
+
+zmr_status zmr_frame_check_traj_targets(const zmr_frame *system, const zmr_frame *traj)
+{
+    return check_targets(system, system, traj, true);
+}
+
+zmr_status zmr_frame_check_aligned(const zmr_frame *traj, const zmr_frame *system)
+{
+    for (size_t bi = 0; system && bi < traj->nblocks; bi++) {
+        const struct zmr_block *b = &traj->blocks[bi];
+        const struct zmr_block *t = find_block(system, b->name);
+        if (t != NULL && t->count != b->count)
+            return zmr_err(ZMR_ECORRUPT, "block %s has %llu rows but is aligned to /system/%s with %llu rows "
+                                         "(an aligned block is held to its target's row count at every "
+                                         "resolved ordinal)", b->name, (unsigned long long)b->count,
+                           t->name, (unsigned long long)t->count);
     }
     return ZMR_OK;
 }

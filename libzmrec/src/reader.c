@@ -583,10 +583,11 @@ static zmr_status check_frame_args(const zmr_reader *r, uint64_t rec, uint64_t k
 
 /* A resolved state that fails zmr_frame_check_targets: its detail gets the
  * record and frame as prefix. */
-static zmr_status bad_resolved_frame(uint64_t rec, uint64_t k)
+static zmr_status bad_resolved_frame(uint64_t rec, uint64_t k, uint64_t j)
 {
-    char pre[64];
-    snprintf(pre, sizeof pre, "record %llu frame %llu", (unsigned long long)rec, (unsigned long long)k);
+    char pre[96];
+    snprintf(pre, sizeof pre, "record %llu frame %llu (resolved at f/%llu)", (unsigned long long)rec,
+             (unsigned long long)k, (unsigned long long)j);
     return zmr_err_prefix(ZMR_ECORRUPT, pre);
 }
 
@@ -648,7 +649,7 @@ zmr_status zmr_read_frame(zmr_reader *r, uint64_t rec, uint64_t k, zmr_frame **o
     }
     mdb_txn_abort(txn);
     if (st == ZMR_OK && zmr_frame_check_targets(s, NULL, s) < 0)
-        st = bad_resolved_frame(rec, k);
+        st = bad_resolved_frame(rec, k, r->first[rec] + k);
     if (st < 0) {
         zmr_frame_free(s);
         return st;
@@ -717,8 +718,23 @@ static zmr_status validate_record(zmr_reader *r, MDB_txn *txn, uint64_t rec)
             break;
         st = apply(s, u);
         zmr_frame_free(u);
+        uint64_t j = r->first[rec] + k;
         if (st == ZMR_OK && zmr_frame_check_targets(s, sys, s) < 0)
-            st = bad_resolved_frame(rec, k);
+            st = bad_resolved_frame(rec, k, j);
+        if (st == ZMR_OK && sys && zmr_frame_check_aligned(s, sys) < 0) {
+            char pre[128];
+            snprintf(pre, sizeof pre, "record %llu frame %llu (resolved at f/%llu) against s/%llu",
+                     (unsigned long long)rec, (unsigned long long)k, (unsigned long long)j,
+                     (unsigned long long)rec);
+            st = zmr_err_prefix(ZMR_ECORRUPT, pre);
+        }
+        if (st == ZMR_OK && sys && zmr_frame_check_traj_targets(sys, s) < 0) {
+            char pre[128];
+            snprintf(pre, sizeof pre, "s/%llu: row reference into record %llu frame %llu (resolved at f/%llu)",
+                     (unsigned long long)rec, (unsigned long long)rec, (unsigned long long)k,
+                     (unsigned long long)j);
+            st = zmr_err_prefix(ZMR_ECORRUPT, pre);
+        }
         if (st == ZMR_OK && !atoms_known && zmr_frame_find_block(s, "atoms", &ab) == ZMR_OK) {
             atoms_known = true;
             natoms = s->blocks[ab].count;

@@ -94,6 +94,14 @@ ZMR_HIDDEN bool zmr_block_equal(const struct zmr_block *a, const struct zmr_bloc
  * the section blocks named "/system/<b>" and "/trajectory/<b>". */
 ZMR_HIDDEN zmr_status zmr_frame_check_targets(const zmr_frame *f, const zmr_frame *system,
                                               const zmr_frame *traj);
+/* The "/trajectory/<block>" references of a system frame against one
+ * resolved trajectory ordinal `traj`: the target must be a block of traj
+ * wherever the referencing block has rows, every non-null value below its
+ * row count. */
+ZMR_HIDDEN zmr_status zmr_frame_check_traj_targets(const zmr_frame *system, const zmr_frame *traj);
+/* Aligned blocks: every block of the resolved ordinal `traj` that shares its
+ * name with a block of `system` (may be NULL) has that block's row count. */
+ZMR_HIDDEN zmr_status zmr_frame_check_aligned(const zmr_frame *traj, const zmr_frame *system);
 ZMR_HIDDEN uint64_t zmr_load_u64le(const unsigned char *p);
 
 #endif

@@ -926,6 +926,168 @@ static void test_undeclared_update_meta(void **state)
     HAS(want);
 }
 
+/* Replace key k (prefix p, number n) with the encoding of frame f. */
+static void put_frame(const char *path, char p, uint64_t n, zmr_frame *f)
+{
+    unsigned char k[9];
+    void *bytes;
+    size_t len;
+    OK(zmr_frame_encode(f, &bytes, &len));
+    fkey(k, p, n);
+    raw_put(path, k, 9, bytes, len);
+    zmr_free(bytes);
+}
+
+/* Expect zmr_validate to refuse with every one of the given fragments. */
+static void expect_invalid(const char *path, const char *a, const char *b, const char *c)
+{
+    assert_int_equal(zmr_validate(path, 0), ZMR_ECORRUPT);
+    HAS(a);
+    HAS(b);
+    HAS(c);
+}
+
+/* The system of record 0 with bonds referencing `target` by column "ref". */
+static zmr_frame *sys_with_ref(const char *target, uint64_t v0, uint64_t v1, uint64_t natoms)
+{
+    zmr_frame *sys;
+    OK(zmr_frame_create(&sys, ZMR_FRAME_SYSTEM));
+    OK(zmr_frame_add_block(sys, "atoms", natoms));
+    uint64_t sa[1] = {natoms}, s2[1] = {2};
+    double q[4] = {0, 0, 0, 0};
+    OK(zmr_frame_add_column(sys, "atoms", "charge", ZMR_F64, sa, 1, q, natoms * 8, NULL, 0));
+    OK(zmr_frame_add_block(sys, "bonds", 2));
+    uint64_t ref[2] = {v0, v1};
+    OK(zmr_frame_add_column(sys, "bonds", "ref", ZMR_U64, s2, 1, ref, 16, NULL, 0));
+    char t[128];
+    snprintf(t, sizeof t, "{\"ref\":\"%s\"}", target);
+    OK(zmr_frame_set_block_json(sys, "bonds", "targets", t));
+    return sys;
+}
+
+/* Aligned blocks: a trajectory block named like a system block holds that
+ * block's row count at every resolved ordinal. */
+static void test_aligned_blocks(void **state)
+{
+    fixture *fx = *state;
+    write_collection(fx->path);
+    OK(zmr_validate(fx->path, 0));
+    /* record 0 (system atoms: 3 rows), frame 1 (f/1) restates atoms with 2 rows */
+    zmr_frame *u = atoms_frame(ZMR_FRAME_UPDATE, 2, 0.0);
+    OK(zmr_frame_set_meta(u, "energy", ZMR_TAG_F64, "\"NaN\""));
+    OK(zmr_frame_set_meta(u, "n", ZMR_TAG_U64, "18446744073709551615"));
+    OK(zmr_frame_set_step(u, 1));
+    unsigned char k[9];
+    size_t len1;
+    fkey(k, 'f', 1);
+    void *f1 = raw_get(fx->path, k, 9, &len1);
+    put_frame(fx->path, 'f', 1, u);
+    zmr_frame_free(u);
+    expect_invalid(fx->path, "record 0 frame 1 (resolved at f/1) against s/0", "block atoms has 2 rows",
+                   "aligned to /system/atoms with 3 rows");
+    HAS("aligned block is held to its target's row count");
+    /* a zero-row update of an aligned block breaks it as well */
+    u = atoms_frame(ZMR_FRAME_UPDATE, 0, 0.0);
+    OK(zmr_frame_set_meta(u, "energy", ZMR_TAG_F64, "\"NaN\""));
+    OK(zmr_frame_set_meta(u, "n", ZMR_TAG_U64, "18446744073709551615"));
+    OK(zmr_frame_set_step(u, 1));
+    put_frame(fx->path, 'f', 1, u);
+    zmr_frame_free(u);
+    expect_invalid(fx->path, "f/1", "block atoms has 0 rows", "/system/atoms with 3 rows");
+    raw_put(fx->path, k, 9, f1, len1);
+    OK(zmr_validate(fx->path, 0));
+    /* the system side: a system atoms block of 4 rows breaks the carried
+     * 3-row atoms at the first ordinal */
+    zmr_frame *sys = sys_with_ref("atoms", 0, 1, 4);
+    put_frame(fx->path, 's', 0, sys);
+    zmr_frame_free(sys);
+    fkey(k, 'f', 0);
+    expect_invalid(fx->path, "record 0 frame 0 (resolved at f/0) against s/0", "block atoms has 3 rows",
+                   "/system/atoms with 4 rows");
+    /* the same-named block with the same count is fine; blocks the system
+     * does not hold (extra) are not aligned, and record 2 has no system */
+    sys = sys_with_ref("atoms", 0, 2, 3);
+    put_frame(fx->path, 's', 0, sys);
+    zmr_frame_free(sys);
+    OK(zmr_validate(fx->path, 0));
+    free(f1);
+}
+
+/* "/trajectory/<block>" references from a system frame hold at every
+ * resolved ordinal of the record. Record 0: atoms 3 rows at every
+ * ordinal, extra 1 row at ordinals 0-1 and 0 rows at ordinal 2. */
+static void test_trajectory_references(void **state)
+{
+    fixture *fx = *state;
+    write_collection(fx->path);
+    /* valid: below 3 at every ordinal; read back and validated */
+    zmr_frame *sys = sys_with_ref("/trajectory/atoms", 2, 0, 3);
+    put_frame(fx->path, 's', 0, sys);
+    zmr_frame_free(sys);
+    OK(zmr_validate(fx->path, 0));
+    zmr_reader *r;
+    OK(zmr_open(&r, fx->path, 0));
+    zmr_frame *f;
+    OK(zmr_read_system(r, 0, &f));
+    zmr_column c;
+    OK(zmr_frame_find_column(f, "bonds", "ref", &c));
+    assert_int_equal(((const uint64_t *)c.data)[0], 2);
+    zmr_frame_free(f);
+    zmr_close(r);
+    /* a value at the trajectory block's row count */
+    sys = sys_with_ref("/trajectory/atoms", 0, 3, 3);
+    put_frame(fx->path, 's', 0, sys);
+    zmr_frame_free(sys);
+    expect_invalid(fx->path, "s/0: row reference into record 0 frame 0 (resolved at f/0)",
+                   "column bonds/ref: row reference 3 at element 1", "not below /trajectory/atoms's 3 rows");
+    /* valid while extra has its row (ordinals 0, 1), refused once a later
+     * update empties it (ordinal 2, f/2) */
+    sys = sys_with_ref("/trajectory/extra", 0, 0, 3);
+    put_frame(fx->path, 's', 0, sys);
+    zmr_frame_free(sys);
+    expect_invalid(fx->path, "record 0 frame 2 (resolved at f/2)", "row reference 0 at element 0",
+                   "/trajectory/extra's 0 rows");
+    /* a block the trajectory never holds */
+    sys = sys_with_ref("/trajectory/nothing", 0, 0, 3);
+    put_frame(fx->path, 's', 0, sys);
+    zmr_frame_free(sys);
+    expect_invalid(fx->path, "s/0", "target '/trajectory/nothing' names no block of the resolved trajectory frame",
+                   "bonds has 2 rows referencing it");
+    /* a null row references nothing */
+    OK(zmr_frame_create(&sys, ZMR_FRAME_SYSTEM));
+    uint64_t s3[1] = {3}, s2[1] = {2};
+    double q[3] = {0, 0, 0};
+    OK(zmr_frame_add_block(sys, "atoms", 3));
+    OK(zmr_frame_add_column(sys, "atoms", "charge", ZMR_F64, s3, 1, q, 24, NULL, 0));
+    OK(zmr_frame_add_block(sys, "bonds", 2));
+    uint64_t ref[2] = {0, 99};
+    uint8_t valid[2] = {1, 0};
+    OK(zmr_frame_add_column(sys, "bonds", "ref", ZMR_U64, s2, 1, ref, 16, valid, 0));
+    OK(zmr_frame_set_block_json(sys, "bonds", "targets", "{\"ref\":\"/trajectory/atoms\"}"));
+    put_frame(fx->path, 's', 0, sys);
+    OK(zmr_validate(fx->path, 0));
+    /* record 1 has no trajectory: the section is absent, nothing to check */
+    put_frame(fx->path, 's', 1, sys);
+    zmr_frame_free(sys);
+    sys = sys_with_ref("/trajectory/atoms", 7, 7, 3);
+    put_frame(fx->path, 's', 1, sys);
+    zmr_frame_free(sys);
+    OK(zmr_validate(fx->path, 0));
+    /* "/system/<block>" from a trajectory update, resolved against s/0 */
+    zmr_frame *u = atoms_frame(ZMR_FRAME_UPDATE, 3, 0.0);
+    OK(zmr_frame_set_meta(u, "energy", ZMR_TAG_F64, "-1.5"));
+    OK(zmr_frame_set_meta(u, "n", ZMR_TAG_U64, "18446744073709551615"));
+    OK(zmr_frame_set_step(u, 0));
+    OK(zmr_frame_add_block(u, "extra", 1));
+    uint64_t one[1] = {1}, bad[1] = {3};
+    OK(zmr_frame_add_column(u, "extra", "v", ZMR_U64, one, 1, bad, 8, NULL, 0));
+    OK(zmr_frame_set_block_json(u, "extra", "targets", "{\"v\":\"/system/atoms\"}"));
+    put_frame(fx->path, 'f', 0, u);
+    zmr_frame_free(u);
+    expect_invalid(fx->path, "record 0 frame 0 (resolved at f/0)", "column extra/v: row reference 3",
+                   "not below /system/atoms's 3 rows");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -942,6 +1104,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_truncated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lmdb_meta_pages, setup, teardown),
         cmocka_unit_test_setup_teardown(test_undeclared_update_meta, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_aligned_blocks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_trajectory_references, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
