@@ -20,6 +20,18 @@
  * batch (zld_batch_detach) so that, for example, a numpy array can own it
  * without a copy; detached buffers are released with zld_free.
  *
+ * Buffer recycling: stream buffers come from a pool owned jointly by the
+ * loader and by every outstanding buffer. zld_free (and zld_batch_free)
+ * returns a buffer to that pool, which keeps up to prefetch + 2 free
+ * buffers per stream for later batches and frees the rest, so steady-state
+ * batches reuse memory instead of paying a fresh allocation and its page
+ * faults. A recycled buffer's previous content is overwritten; never touch
+ * a buffer after freeing it. Buffers are 64-byte aligned. A batch or a
+ * detached buffer stays valid after zld_close, for as long as the caller
+ * holds it; the pool is freed when the loader is closed and the last
+ * buffer has been returned. zld_free accepts only buffers from
+ * zld_batch_detach (or NULL), never memory from malloc.
+ *
  * Errors: 0 or a negative zr_status (zrengine.h) with zr_last_error().
  * An error in a worker (a failed gather) is returned by the consumer's next
  * zld_next as ZR_ESTATE, with a detail naming the step and the cause; the
@@ -182,10 +194,14 @@ ZLD_API void *zld_batch_data(zld_batch *b, size_t stream, uint64_t *nbytes);
 /* Ragged stream s: batch_size + 1 byte offsets into its data, owned by
  * the batch. Dense stream: NULL. */
 ZLD_API const uint64_t *zld_batch_bounds(const zld_batch *b, size_t stream);
-/* Take ownership of stream s's buffer: returns it (free with zld_free)
- * and leaves the batch without it. NULL if already detached. */
+/* Take ownership of stream s's buffer: returns it (free with zld_free,
+ * also after zld_close) and leaves the batch without it. NULL if already
+ * detached. */
 ZLD_API void *zld_batch_detach(zld_batch *b, size_t stream, uint64_t *nbytes);
+/* Free a batch (NULL: no-op); its remaining buffers return to the pool. */
 ZLD_API void zld_batch_free(zld_batch *b);
+/* Release a detached buffer (NULL: no-op): kept by the loader's pool for
+ * reuse while the loader is open and the pool has room, freed otherwise. */
 ZLD_API void zld_free(void *buffer);
 
 #ifdef __cplusplus

@@ -17,6 +17,8 @@
  */
 #include "zloader.h"
 
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +35,7 @@ const char *zloader_version_string(void) { return ZLOADER_VERSION_STRING; }
 /* ---------------------------------------------------------------- types */
 
 typedef struct zld_part {
-    void *data;       /* malloc'd, NULL once detached */
+    void *data;       /* a pool buffer (release with zld_free), NULL once detached */
     uint64_t nbytes;
     uint64_t *bounds; /* ragged: count + 1 offsets; dense: NULL */
 } zld_part;
@@ -47,6 +49,167 @@ struct zld_batch {
 };
 
 #define ZLD_ERRMSG_MAX 1024
+
+/* ------------------------------------------------------- buffer pool
+ *
+ * Batch buffers are recycled: a fresh multi-MiB malloc is served by a new
+ * mmap each time (above glibc's mmap threshold), so every batch would pay
+ * page faults and kernel zeroing before the gather writes it. Each buffer
+ * carries a header just before its (64-byte aligned) payload naming its
+ * pool and class (the stream index); zld_free pushes it back on the class
+ * free list (bounded), or frees it when the list is full, the size is
+ * wrong or the loader is closed. The pool is referenced by the loader and
+ * by every live pool buffer, so a detached buffer stays valid after
+ * zld_close and can still be zld_free'd; the last reference frees the pool.
+ */
+
+#define ZLD_BUF_ALIGN 64
+
+typedef struct zld_pool zld_pool;
+
+typedef struct zld_bufhdr {
+    void *raw;               /* what malloc returned */
+    zld_pool *pool;
+    size_t capacity;         /* usable payload bytes */
+    size_t cls;              /* stream index */
+    struct zld_bufhdr *next; /* free-list link */
+} zld_bufhdr;
+
+typedef struct zld_pool_class {
+    zld_bufhdr *head;
+    unsigned count;
+    int ragged;   /* any capacity fits; dense: exactly `size` */
+    size_t size;  /* dense: batch_size * record_size */
+} zld_pool_class;
+
+struct zld_pool {
+    zrp_mutex mu;        /* guards closed and the free lists */
+    atomic_size_t refs;  /* 1 for the open loader + 1 per allocated buffer */
+    int closed;
+    unsigned keep;       /* free buffers kept per class */
+    size_t nclasses;
+    zld_pool_class cls[];
+};
+
+static void *buf_payload(zld_bufhdr *h)
+{
+    return (unsigned char *)h + sizeof *h;
+}
+
+static zld_bufhdr *buf_header(void *payload)
+{
+    return (zld_bufhdr *)((unsigned char *)payload - sizeof(zld_bufhdr));
+}
+
+static void pool_unref(zld_pool *p)
+{
+    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1) {
+        zrp_mutex_destroy(&p->mu);
+        free(p);
+    }
+}
+
+/* Release a buffer's memory and its reference on the pool. */
+static void buf_release(zld_bufhdr *h)
+{
+    zld_pool *p = h->pool;
+    free(h->raw);
+    pool_unref(p);
+}
+
+static zld_pool *pool_new(const zld_stream *streams, size_t nstreams, uint64_t batch_size,
+                          unsigned keep)
+{
+    zld_pool *p = calloc(1, sizeof *p + nstreams * sizeof(zld_pool_class));
+    if (p == NULL) return NULL;
+    if (zrp_mutex_init(&p->mu) != 0) {
+        free(p);
+        return NULL;
+    }
+    atomic_init(&p->refs, 1);
+    p->keep = keep;
+    p->nclasses = nstreams;
+    for (size_t s = 0; s < nstreams; s++) {
+        p->cls[s].ragged = streams[s].kind != ZLD_STREAM_DENSE;
+        if (!p->cls[s].ragged) /* overflow checked at create */
+            p->cls[s].size = (size_t)(batch_size * streams[s].record_size);
+    }
+    return p;
+}
+
+/* The loader lets go: no more buffers are kept, the kept ones are freed,
+ * and the pool lives on until the last outstanding buffer returns. */
+static void pool_close(zld_pool *p)
+{
+    if (p == NULL) return;
+    zld_bufhdr *drop = NULL;
+    zrp_mutex_lock(&p->mu);
+    p->closed = 1;
+    for (size_t c = 0; c < p->nclasses; c++) {
+        while (p->cls[c].head != NULL) {
+            zld_bufhdr *h = p->cls[c].head;
+            p->cls[c].head = h->next;
+            h->next = drop;
+            drop = h;
+        }
+        p->cls[c].count = 0;
+    }
+    zrp_mutex_unlock(&p->mu);
+    while (drop != NULL) {
+        zld_bufhdr *h = drop;
+        drop = h->next;
+        buf_release(h);
+    }
+    pool_unref(p);
+}
+
+/* A buffer of at least `need` bytes for stream `cls`: a kept one (the
+ * smallest that fits) or a new one. NULL when out of memory. */
+static void *pool_get(zld_pool *p, size_t cls, size_t need)
+{
+    if (need == 0) need = 1;
+    zld_bufhdr *found = NULL, *drop = NULL;
+    zld_pool_class *c = &p->cls[cls];
+    zrp_mutex_lock(&p->mu);
+    zld_bufhdr **best = NULL, **smallest = NULL;
+    for (zld_bufhdr **pp = &c->head; *pp != NULL; pp = &(*pp)->next) {
+        size_t cap = (*pp)->capacity;
+        if (cap >= need && (best == NULL || cap < (*best)->capacity)) best = pp;
+        if (smallest == NULL || cap < (*smallest)->capacity) smallest = pp;
+    }
+    if (best != NULL) {
+        found = *best;
+        *best = found->next;
+        c->count--;
+    } else if (smallest != NULL) {
+        /* Nothing fits (ragged batches grew): retire the smallest so the
+         * kept buffers follow the sizes actually needed. */
+        drop = *smallest;
+        *smallest = drop->next;
+        c->count--;
+    }
+    zrp_mutex_unlock(&p->mu);
+    if (drop != NULL) buf_release(drop);
+    if (found != NULL) return buf_payload(found);
+
+    size_t cap = need;
+    /* Ragged sizes vary from batch to batch: leave headroom so a kept
+     * buffer fits the next, slightly larger, batch. */
+    if (c->ragged && cap <= SIZE_MAX - cap / 8) cap += cap / 8;
+    if (cap > SIZE_MAX - sizeof(zld_bufhdr) - ZLD_BUF_ALIGN) return NULL;
+    void *raw = malloc(sizeof(zld_bufhdr) + ZLD_BUF_ALIGN - 1 + cap);
+    if (raw == NULL) return NULL;
+    uintptr_t at = (uintptr_t)raw + sizeof(zld_bufhdr);
+    at = (at + ZLD_BUF_ALIGN - 1) & ~(uintptr_t)(ZLD_BUF_ALIGN - 1);
+    zld_bufhdr *h = (zld_bufhdr *)(at - sizeof(zld_bufhdr));
+    h->raw = raw;
+    h->pool = p;
+    h->capacity = cap;
+    h->cls = cls;
+    h->next = NULL;
+    atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
+    return buf_payload(h);
+}
 
 struct zld_loader {
     zld_stream *streams; /* copies; names point into `names` */
@@ -63,6 +226,7 @@ struct zld_loader {
     zrp_cond ready;    /* consumers: a batch or an error arrived, or stop */
     zrp_cond idle;     /* close: the last consumer left zld_next */
 
+    zld_pool *pool;    /* batch buffers, shared with outstanding buffers */
     zld_batch **slots; /* prefetch entries */
     unsigned prefetch;
     unsigned readahead; /* steps ahead to hint; 0 = none */
@@ -84,7 +248,7 @@ static void batch_destroy(zld_batch *b)
 {
     if (b == NULL) return;
     for (size_t s = 0; s < b->nstreams; s++) {
-        free(b->parts[s].data);
+        zld_free(b->parts[s].data);
         free(b->parts[s].bounds);
     }
     free(b->indices);
@@ -122,7 +286,24 @@ void *zld_batch_detach(zld_batch *b, size_t stream, uint64_t *nbytes)
 }
 
 void zld_batch_free(zld_batch *b) { batch_destroy(b); }
-void zld_free(void *buffer) { free(buffer); }
+void zld_free(void *buffer)
+{
+    if (buffer == NULL) return;
+    zld_bufhdr *h = buf_header(buffer);
+    zld_pool *p = h->pool;
+    zrp_mutex_lock(&p->mu);
+    zld_pool_class *c = h->cls < p->nclasses ? &p->cls[h->cls] : NULL;
+    if (!p->closed && c != NULL && c->count < p->keep &&
+        (c->ragged || h->capacity == c->size)) {
+        h->next = c->head;
+        c->head = h;
+        c->count++;
+        zrp_mutex_unlock(&p->mu);
+        return;
+    }
+    zrp_mutex_unlock(&p->mu);
+    buf_release(h);
+}
 
 /* Build the batch of `step` (no lock held). On failure the calling
  * thread's zr_last_error() says why. */
@@ -152,7 +333,7 @@ static int build_batch(const zld_loader *l, uint64_t step, zld_batch **out)
         int rc;
         if (st->kind == ZLD_STREAM_DENSE) {
             p->nbytes = count * st->record_size; /* overflow checked */
-            p->data = malloc(p->nbytes ? p->nbytes : 1);
+            p->data = pool_get(l->pool, s, (size_t)p->nbytes);
             if (p->data == NULL) {
                 rc = zr_set_error(ZR_ENOMEM,
                                   "loader: out of memory for %llu bytes of stream %zu",
@@ -182,7 +363,7 @@ static int build_batch(const zld_loader *l, uint64_t step, zld_batch **out)
                 }
                 if (rc == ZR_OK) {
                     p->nbytes = total;
-                    p->data = (total <= SIZE_MAX) ? malloc(total ? (size_t)total : 1)
+                    p->data = (total <= SIZE_MAX) ? pool_get(l->pool, s, (size_t)total)
                                                    : NULL;
                     if (p->data == NULL)
                         rc = zr_set_error(ZR_ENOMEM,
@@ -296,6 +477,7 @@ static void loader_destroy(zld_loader *l)
     if (l->slots) {
         for (unsigned i = 0; i < l->prefetch; i++) batch_destroy(l->slots[i]);
     }
+    pool_close(l->pool); /* after the slots: their buffers were kept */
     free(l->slots);
     free(l->threads);
     free(l->streams);
@@ -550,7 +732,12 @@ int zld_create_streams(zld_loader **out, const zld_stream *streams, size_t nstre
     l->names = malloc(names_len);
     l->slots = calloc(opt.prefetch, sizeof *l->slots);
     l->threads = calloc(nthreads, sizeof *l->threads);
-    if (l->streams == NULL || l->names == NULL || l->slots == NULL || l->threads == NULL) {
+    /* Keep enough free buffers per stream for the ring plus the caller's
+     * batch in use and one in flight back; beyond that they are freed. */
+    unsigned keep = opt.prefetch > UINT32_MAX - 2 ? UINT32_MAX : opt.prefetch + 2;
+    l->pool = pool_new(streams, nstreams, cfg.batch_size, keep);
+    if (l->streams == NULL || l->names == NULL || l->slots == NULL || l->threads == NULL ||
+        l->pool == NULL) {
         loader_destroy(l);
         return zr_set_error(ZR_ENOMEM, "zld_create: out of memory");
     }
