@@ -58,7 +58,7 @@ static void fill_record(unsigned char *p, uint64_t i, uint64_t size)
     uint64_t x = i * UINT64_C(0x9E3779B97F4A7C15) + 1;
     for (uint64_t j = 0; j < size; j++) {
         if (j % 16 == 0)
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            zt_xorshift64(&x);
         p[j] = (unsigned char)((x >> ((j % 8) * 8)) & 0x3f) + (unsigned char)(j / 64);
     }
 }
