@@ -648,9 +648,11 @@ static int open_validate_files(zre_engine *e, uint64_t length)
         uint64_t need = length - s * ZRE_INT_SEG_ENTRIES;
         if (need > ZRE_INT_SEG_ENTRIES)
             need = ZRE_INT_SEG_ENTRIES;
-        /* zre_open_numbered already took the size (fstat at open). */
-        uint64_t size = atomic_load_explicit(&zre_fdtab_ent(&e->locs, s)->size,
-                                             memory_order_relaxed);
+        uint64_t size;
+        rc = zrp_file_size(zre_fdtab_get(&e->locs, s), &size);
+        if (rc < 0)
+            return zr_set_error(ZR_EIO, "open: cannot stat %s/%" PRIu64 ".loc: %s", e->path, s,
+                                strerror(-rc));
         if (size < need * ZRE_LOC_ENTRY_SIZE)
             return zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: %" PRIu64 ".loc holds %" PRIu64
                                 " bytes, expected at least %" PRIu64 " for length %" PRIu64,
@@ -670,8 +672,11 @@ static int open_validate_files(zre_engine *e, uint64_t length)
             continue;
         }
         if (is_tail) {
-            uint64_t size = atomic_load_explicit(&zre_fdtab_ent(&e->chunks, c)->size,
-                                                 memory_order_relaxed);
+            uint64_t size;
+            rc = zrp_file_size(zre_fdtab_get(&e->chunks, c), &size);
+            if (rc < 0)
+                return zr_set_error(ZR_EIO, "open: cannot stat %s/%" PRIu64 ".chunk: %s", e->path, c,
+                                    strerror(-rc));
             if (size < e->tail_offset)
                 return zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: tail chunk %" PRIu64
                                     ".chunk holds %" PRIu64 " bytes, expected at least tail_offset %u",

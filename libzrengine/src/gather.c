@@ -57,6 +57,8 @@ typedef struct gshard {
     size_t stage_cap;
 } gshard;
 
+int zre_read_one(zre_engine *e, uint64_t idx, const zre_loc *l, unsigned char *out);
+
 /* Messages about a record name its table entry, "<dir>/<seg>.loc entry
  * <n>": a damaged entry is the usual cause of a bad size or location.
  * These expand only inside error returns, so the per-record path is
@@ -247,17 +249,19 @@ static int gather_checked(zre_engine *e, const uint64_t *index, uint64_t count, 
     gjob j = {e, index, count, dst, record_size, dst_bounds, 1, 0, NULL};
     zre_err one = {0};
     uint64_t inline_max = e->codec == ZRE_CODEC_RAW ? INLINE_MAX_BYTES_RAW : INLINE_MAX_BYTES_ZSTD;
-    if (total >= inline_max && count >= INLINE_MAX_RECORDS && e->ncpu >= 2) {
-        j.nshards = count < e->ncpu ? (unsigned)count : e->ncpu;
-        j.errs = calloc(j.nshards, sizeof *j.errs);
-    }
-    if (j.errs) {
-        zre_pool_run(&e->pool, j.nshards, gather_shard, &j);
-    } else {
-        /* Inline, also when the per-shard error slots could not be had. */
-        j.nshards = 1;
+    if (total < inline_max || count < INLINE_MAX_RECORDS || e->ncpu < 2) {
         j.errs = &one;
         gather_shard(&j, 0);
+    } else {
+        j.nshards = count < e->ncpu ? (unsigned)count : e->ncpu;
+        j.errs = calloc(j.nshards, sizeof *j.errs);
+        if (!j.errs) {
+            j.nshards = 1;
+            j.errs = &one;
+            gather_shard(&j, 0);
+        } else {
+            zre_pool_run(&e->pool, j.nshards, gather_shard, &j);
+        }
     }
     int rc = ZR_OK;
     if (atomic_load(&j.failed)) {

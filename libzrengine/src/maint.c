@@ -385,13 +385,12 @@ static int flush_batch(zre_engine *e, cbatch *b)
 static int remove_from(zre_engine *e, zre_fdtab *t, uint64_t first, uint64_t at_least_to,
                        const char *ext)
 {
-    size_t cap = strlen(e->path) + 40; /* "<path>/<20 digits>.<ext>" */
-    char *p = malloc(cap);
+    char *p = malloc(strlen(e->path) + 40);
     if (!p)
         return zr_set_error(ZR_ENOMEM, "compact: out of memory for a path");
     int rc = ZR_OK;
     for (uint64_t id = first;; id++) {
-        zre_file_path(e, p, cap, id, ext);
+        zre_file_path(e, p, strlen(e->path) + 40, id, ext);
         bool open = zre_fdtab_get(t, id).fd >= 0;
         if (!open && id > at_least_to && !zrp_path_exists(p))
             break;
