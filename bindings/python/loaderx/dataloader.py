@@ -363,7 +363,6 @@ class DataLoader(_Closing):
         self._decoders = [(isinstance(s, DenseStore) or (not isinstance(s, RaggedStore) and not s.ragged),
                            s.dtype, getattr(s, "item_shape", None)) for s in stores]
         self._cfg = cfg
-        self._transform = transform
         self._step = start_step
         self._num_workers = num_workers
         self._prefetch = prefetch
@@ -375,7 +374,7 @@ class DataLoader(_Closing):
     def _start(self):
         """Create the native loader (and transform threads) at self._step."""
         cfg = self._cfg
-        nthreads = min(self._num_workers, self._prefetch) if self._transform else 0
+        nthreads = min(self._num_workers, self._prefetch) if self._tbox is not None else 0
         # With a transform, the transform threads hold up to nthreads
         # batches; the native ring gets the rest of the prefetch budget.
         native_prefetch = max(1, self._prefetch - nthreads)
@@ -450,7 +449,7 @@ class DataLoader(_Closing):
             native.leave()
             batch = _decode(parts, self._decoders, self._names, len(indices))
         self._step = step + 1
-        self.last_indices = indices.astype(np.int64)
+        self.last_indices = indices.view(np.int64)  # a fresh copy already; indices < 2**63
         return batch
 
     __next__ = next
