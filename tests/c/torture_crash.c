@@ -350,8 +350,12 @@ static void test_crash_consistency(void **state)
             assert_int_equal(done, p.nops);
             completed_runs++;
             /* Not killed: widen the window towards a whole plan. */
-            uint64_t took = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000 +
-                            (uint64_t)(t1.tv_nsec - t0.tv_nsec) / 1000;
+            /* Signed arithmetic: tv_nsec may be smaller in t1 than in t0,
+             * and a negative difference cast to unsigned once turned the
+             * window into years of sleep (a hung suite). */
+            int64_t took_ns = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 +
+                              (int64_t)(t1.tv_nsec - t0.tv_nsec);
+            uint64_t took = took_ns > 0 ? (uint64_t)took_ns / 1000 : 0;
             window_us = (window_us + took) / 2 + 100;
         } else {
             assert_true(WIFSIGNALED(status));
