@@ -33,6 +33,13 @@ enum {
     ZRP_EXCLUSIVE = 1u << 3  /* with ZRP_CREATE: fail if it exists */
 };
 
+/* Open a store file. The last path component is never followed if it is
+ * a symbolic link (fails with -ELOOP), and only a regular file is accepted
+ * (anything else, a FIFO, device or directory, fails with ZRP_ENOTREG):
+ * the open itself never blocks (O_NONBLOCK, then checked with fstat), so
+ * a FIFO planted in a store cannot hang it. A Windows port opens with
+ * FILE_FLAG_OPEN_REPARSE_POINT and checks GetFileType == FILE_TYPE_DISK. */
+#define ZRP_ENOTREG (-100002)
 int zrp_open(zrp_file *out, const char *path, unsigned flags);
 int zrp_close(zrp_file *f);
 
@@ -77,6 +84,8 @@ int zrp_path_exists(const char *path);
 int zrp_is_dir(const char *path);
 /* Create one directory level; fails if it exists. */
 int zrp_mkdir(const char *path);
+/* Remove an empty directory (the undo of zrp_mkdir). */
+int zrp_rmdir(const char *path);
 /* Create a directory and any missing parents (like mkdir -p).
  * Existing directories along the way are fine. */
 int zrp_mkdir_parents(const char *path);
@@ -84,10 +93,65 @@ int zrp_unlink(const char *path);
 /* fsync a directory so that entries created in it are durable. */
 int zrp_fsync_dir(const char *path);
 /* Write `len` bytes to `path` durably and atomically: a temporary file
- * beside it, fsync, rename over `path`, fsync of the directory. */
+ * beside it ("<path>.tmp.<pid>", created exclusively and never through a
+ * symbolic link: a stale one is unlinked first), fsync, rename over
+ * `path`, fsync of the directory. */
 int zrp_write_file_atomic(const char *path, const void *buf, size_t len);
-/* Read a whole (small) file into a malloc'd buffer; caller frees. */
+/* Read a whole (small) file into a malloc'd buffer; caller frees. Opens
+ * as zrp_open does (no-follow, regular files only). */
 int zrp_read_file(const char *path, void **out, size_t *len, size_t max_len);
+
+/* ----------------------------------------------- test-only failpoints */
+
+/* Compiled in only when the platform layer is built with ZRP_FAILPOINTS
+ * (the test-only variants of the libraries; never in an installed build).
+ * Each kind of call is counted; zrp_fp_arm makes call number `nth` (1 =
+ * the next one) of `kind` fail with `err` (a negative errno, or
+ * ZRP_FP_SHORT: a write transfers half its bytes and then fails with
+ * -ENOSPC, a read stops short), once or, with `sticky`, for every call
+ * from then on. An observer, when set, is told of every call that changes
+ * files (after it succeeded), so a test can record a workload's writes and
+ * barriers and build the states a power loss could leave. Without
+ * ZRP_FAILPOINTS these functions exist and do nothing (zrp_fp_enabled()
+ * returns 0). Not thread-safe against concurrent arming; the counters are
+ * atomic. A Windows port implements the same hooks around its calls. */
+typedef enum zrp_fp_kind {
+    ZRP_FP_OPEN, ZRP_FP_PREAD, ZRP_FP_PWRITE, ZRP_FP_FSYNC, ZRP_FP_FTRUNCATE,
+    ZRP_FP_RENAME, ZRP_FP_UNLINK, ZRP_FP_MMAP, ZRP_FP_MKDIR, ZRP_FP_KINDS
+} zrp_fp_kind;
+#define ZRP_FP_SHORT (-100003)
+
+typedef enum zrp_fp_event_kind {
+    ZRP_EV_CREATE,   /* path: a new empty file */
+    ZRP_EV_WRITE,    /* path, offset, data, len */
+    ZRP_EV_TRUNCATE, /* path, offset = new size */
+    ZRP_EV_FSYNC,    /* path: its data and size are durable */
+    ZRP_EV_FSYNC_DIR,/* path (a directory): its entries are durable */
+    ZRP_EV_RENAME,   /* path -> path2 */
+    ZRP_EV_UNLINK,   /* path */
+    ZRP_EV_MKDIR,    /* path */
+    ZRP_EV_RMDIR     /* path */
+} zrp_fp_event_kind;
+
+typedef struct zrp_fp_event {
+    zrp_fp_event_kind kind;
+    const char *path;
+    const char *path2;
+    uint64_t offset;
+    const void *data;
+    size_t len;
+} zrp_fp_event;
+
+int zrp_fp_enabled(void);
+void zrp_fp_arm(zrp_fp_kind kind, uint64_t nth, int err, int sticky);
+/* Disarm every failpoint and zero the counters. */
+void zrp_fp_reset(void);
+/* Calls of `kind` since the last reset. */
+uint64_t zrp_fp_count(zrp_fp_kind kind);
+/* Calls that failed by injection since the last reset. */
+uint64_t zrp_fp_injected(void);
+void zrp_fp_observe(void (*fn)(const zrp_fp_event *ev, void *arg), void *arg);
+const char *zrp_fp_kind_name(zrp_fp_kind kind);
 
 /* -------------------------------------------------------------- threads */
 

@@ -37,9 +37,139 @@ static int neg_errno(void) { return errno ? -errno : -EIO; }
 
 /* ---------------------------------------------------------------- files */
 
+/* ------------------------------------------------- failpoints (tests) */
+
+#ifdef ZRP_FAILPOINTS
+#include <stdatomic.h>
+
+typedef struct fp_slot {
+    _Atomic uint64_t count;
+    uint64_t nth;
+    int err;
+    int sticky;
+} fp_slot;
+
+static fp_slot fp_slots[ZRP_FP_KINDS];
+static _Atomic uint64_t fp_injected;
+static void (*fp_observer)(const zrp_fp_event *, void *);
+static void *fp_observer_arg;
+static pthread_mutex_t fp_lock = PTHREAD_MUTEX_INITIALIZER;
+#define FP_MAX_FD 4096
+static char *fp_paths[FP_MAX_FD];
+
+int zrp_fp_enabled(void) { return 1; }
+
+void zrp_fp_arm(zrp_fp_kind kind, uint64_t nth, int err, int sticky)
+{
+    if ((unsigned)kind >= ZRP_FP_KINDS)
+        return;
+    fp_slots[kind].nth = nth ? atomic_load(&fp_slots[kind].count) + nth : 0;
+    fp_slots[kind].err = err;
+    fp_slots[kind].sticky = sticky;
+}
+
+void zrp_fp_reset(void)
+{
+    for (int k = 0; k < ZRP_FP_KINDS; k++) {
+        fp_slots[k].nth = 0;
+        atomic_store(&fp_slots[k].count, 0);
+    }
+    atomic_store(&fp_injected, 0);
+}
+
+uint64_t zrp_fp_count(zrp_fp_kind kind)
+{
+    return (unsigned)kind < ZRP_FP_KINDS ? atomic_load(&fp_slots[kind].count) : 0;
+}
+
+uint64_t zrp_fp_injected(void) { return atomic_load(&fp_injected); }
+
+void zrp_fp_observe(void (*fn)(const zrp_fp_event *, void *), void *arg)
+{
+    pthread_mutex_lock(&fp_lock);
+    fp_observer = fn;
+    fp_observer_arg = arg;
+    pthread_mutex_unlock(&fp_lock);
+}
+
+/* 0, or the error to inject into this call of `kind`. */
+static int fp_hit(zrp_fp_kind kind)
+{
+    uint64_t n = atomic_fetch_add(&fp_slots[kind].count, 1) + 1;
+    uint64_t nth = fp_slots[kind].nth;
+    if (nth == 0 || n < nth || (n > nth && !fp_slots[kind].sticky))
+        return 0;
+    atomic_fetch_add(&fp_injected, 1);
+    return fp_slots[kind].err;
+}
+
+static void fp_event(zrp_fp_event_kind kind, const char *path, const char *path2, uint64_t off,
+                     const void *data, size_t len)
+{
+    pthread_mutex_lock(&fp_lock);
+    if (fp_observer) {
+        zrp_fp_event ev = {kind, path, path2, off, data, len};
+        fp_observer(&ev, fp_observer_arg);
+    }
+    pthread_mutex_unlock(&fp_lock);
+}
+
+static void fp_fd_path(int fd, const char *path)
+{
+    if (fd < 0 || fd >= FP_MAX_FD)
+        return;
+    pthread_mutex_lock(&fp_lock);
+    free(fp_paths[fd]);
+    fp_paths[fd] = path ? strdup(path) : NULL;
+    pthread_mutex_unlock(&fp_lock);
+}
+
+static void fp_fd_event(zrp_fp_event_kind kind, int fd, uint64_t off, const void *data, size_t len)
+{
+    if (!fp_observer || fd < 0 || fd >= FP_MAX_FD)
+        return;
+    pthread_mutex_lock(&fp_lock);
+    if (fp_observer && fp_paths[fd]) {
+        zrp_fp_event ev = {kind, fp_paths[fd], NULL, off, data, len};
+        fp_observer(&ev, fp_observer_arg);
+    }
+    pthread_mutex_unlock(&fp_lock);
+}
+#define FP_HIT(kind) fp_hit(kind)
+#define FP_EVENT(...) fp_event(__VA_ARGS__)
+#define FP_FD_EVENT(...) fp_fd_event(__VA_ARGS__)
+#define FP_FD_PATH(fd, path) fp_fd_path(fd, path)
+#else
+int zrp_fp_enabled(void) { return 0; }
+void zrp_fp_arm(zrp_fp_kind kind, uint64_t nth, int err, int sticky)
+{
+    (void)kind, (void)nth, (void)err, (void)sticky;
+}
+void zrp_fp_reset(void) {}
+uint64_t zrp_fp_count(zrp_fp_kind kind) { (void)kind; return 0; }
+uint64_t zrp_fp_injected(void) { return 0; }
+void zrp_fp_observe(void (*fn)(const zrp_fp_event *, void *), void *arg) { (void)fn, (void)arg; }
+#define FP_HIT(kind) 0
+#define FP_EVENT(...) ((void)0)
+#define FP_FD_EVENT(...) ((void)0)
+#define FP_FD_PATH(fd, path) ((void)0)
+#endif
+
+const char *zrp_fp_kind_name(zrp_fp_kind kind)
+{
+    static const char *const names[ZRP_FP_KINDS] = {"open", "pread", "pwrite", "fsync", "ftruncate",
+                                                    "rename", "unlink", "mmap", "mkdir"};
+    return (unsigned)kind < ZRP_FP_KINDS ? names[kind] : "?";
+}
+
+/* ---------------------------------------------------------------- files */
+
 int zrp_open(zrp_file *out, const char *path, unsigned flags)
 {
-    int oflags = O_CLOEXEC;
+    *out = ZRP_FILE_INVALID;
+    /* Never through a symbolic link, and never blocking in open() itself
+     * (a FIFO would wait for a writer forever); the type is checked below. */
+    int oflags = O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
     if ((flags & ZRP_READ) && (flags & ZRP_WRITE))
         oflags |= O_RDWR;
     else if (flags & ZRP_WRITE)
@@ -51,15 +181,39 @@ int zrp_open(zrp_file *out, const char *path, unsigned flags)
         if (flags & ZRP_EXCLUSIVE)
             oflags |= O_EXCL;
     }
+    int inj = FP_HIT(ZRP_FP_OPEN);
+    if (inj)
+        return inj == ZRP_FP_SHORT ? -EIO : inj;
+#ifdef ZRP_FAILPOINTS
+    struct stat pre;
+    int existed = (flags & ZRP_CREATE) ? lstat(path, &pre) == 0 : 1;
+#endif
     int fd;
     do {
         fd = open(path, oflags, 0666);
     } while (fd < 0 && errno == EINTR);
-    if (fd < 0) {
-        *out = ZRP_FILE_INVALID;
+    if (fd < 0)
         return neg_errno();
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int err = neg_errno();
+        close(fd);
+        return err;
     }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return ZRP_ENOTREG;
+    }
+    /* Regular files ignore O_NONBLOCK, but clear it so nothing depends on it. */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     out->fd = fd;
+    FP_FD_PATH(fd, path);
+#ifdef ZRP_FAILPOINTS
+    if (!existed)
+        FP_EVENT(ZRP_EV_CREATE, path, NULL, 0, NULL, 0);
+#endif
     return 0;
 }
 
@@ -68,6 +222,7 @@ int zrp_close(zrp_file *f)
     if (f->fd < 0)
         return 0;
     /* Never retry close on EINTR: the descriptor is already released. */
+    FP_FD_PATH((int)f->fd, NULL);
     int rc = close((int)f->fd);
     f->fd = -1;
     return rc < 0 && errno != EINTR ? neg_errno() : 0;
@@ -78,6 +233,9 @@ int zrp_pread_all(zrp_file f, void *buf, size_t len, uint64_t offset)
     unsigned char *p = buf;
     while (len > 0) {
         size_t want = len < ZRP_IO_MAX ? len : ZRP_IO_MAX;
+        int inj = FP_HIT(ZRP_FP_PREAD);
+        if (inj)
+            return inj == ZRP_FP_SHORT ? ZRP_ESHORT : inj;
         ssize_t n = pread((int)f.fd, p, want, (off_t)offset);
         if (n < 0) {
             if (errno == EINTR)
@@ -98,6 +256,18 @@ int zrp_pwrite_all(zrp_file f, const void *buf, size_t len, uint64_t offset)
     const unsigned char *p = buf;
     while (len > 0) {
         size_t want = len < ZRP_IO_MAX ? len : ZRP_IO_MAX;
+        int inj = FP_HIT(ZRP_FP_PWRITE);
+        if (inj == ZRP_FP_SHORT) {
+            /* A short write, then the device is full. */
+            if (want > 1) {
+                ssize_t h = pwrite((int)f.fd, p, want / 2, (off_t)offset);
+                if (h > 0)
+                    FP_FD_EVENT(ZRP_EV_WRITE, (int)f.fd, offset, p, (size_t)h);
+            }
+            return -ENOSPC;
+        }
+        if (inj)
+            return inj;
         ssize_t n = pwrite((int)f.fd, p, want, (off_t)offset);
         if (n < 0) {
             if (errno == EINTR)
@@ -106,6 +276,7 @@ int zrp_pwrite_all(zrp_file f, const void *buf, size_t len, uint64_t offset)
         }
         if (n == 0)
             return -EIO;
+        FP_FD_EVENT(ZRP_EV_WRITE, (int)f.fd, offset, p, (size_t)n);
         p += n;
         len -= (size_t)n;
         offset += (uint64_t)n;
@@ -124,20 +295,32 @@ int zrp_file_size(zrp_file f, uint64_t *out)
 
 int zrp_truncate(zrp_file f, uint64_t size)
 {
+    int inj = FP_HIT(ZRP_FP_FTRUNCATE);
+    if (inj)
+        return inj == ZRP_FP_SHORT ? -EIO : inj;
     int rc;
     do {
         rc = ftruncate((int)f.fd, (off_t)size);
     } while (rc < 0 && errno == EINTR);
-    return rc < 0 ? neg_errno() : 0;
+    if (rc < 0)
+        return neg_errno();
+    FP_FD_EVENT(ZRP_EV_TRUNCATE, (int)f.fd, size, NULL, 0);
+    return 0;
 }
 
 int zrp_fsync(zrp_file f)
 {
+    int inj = FP_HIT(ZRP_FP_FSYNC);
+    if (inj)
+        return inj == ZRP_FP_SHORT ? -EIO : inj;
     int rc;
     do {
         rc = fsync((int)f.fd);
     } while (rc < 0 && errno == EINTR);
-    return rc < 0 ? neg_errno() : 0;
+    if (rc < 0)
+        return neg_errno();
+    FP_FD_EVENT(ZRP_EV_FSYNC, (int)f.fd, 0, NULL, 0);
+    return 0;
 }
 
 int zrp_map_readonly(zrp_file f, uint64_t len, void **out)
@@ -145,6 +328,9 @@ int zrp_map_readonly(zrp_file f, uint64_t len, void **out)
     *out = NULL;
     if (len == 0 || len > (uint64_t)SIZE_MAX)
         return -EOVERFLOW;
+    int inj = FP_HIT(ZRP_FP_MMAP);
+    if (inj)
+        return inj == ZRP_FP_SHORT ? -ENOMEM : inj;
     void *p = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, (int)f.fd, 0);
     if (p == MAP_FAILED)
         return -errno;
@@ -194,7 +380,21 @@ int zrp_is_dir(const char *path)
 
 int zrp_mkdir(const char *path)
 {
-    return mkdir(path, 0777) < 0 ? neg_errno() : 0;
+    int inj = FP_HIT(ZRP_FP_MKDIR);
+    if (inj)
+        return inj == ZRP_FP_SHORT ? -ENOSPC : inj;
+    if (mkdir(path, 0777) < 0)
+        return neg_errno();
+    FP_EVENT(ZRP_EV_MKDIR, path, NULL, 0, NULL, 0);
+    return 0;
+}
+
+int zrp_rmdir(const char *path)
+{
+    if (rmdir(path) < 0)
+        return neg_errno();
+    FP_EVENT(ZRP_EV_RMDIR, path, NULL, 0, NULL, 0);
+    return 0;
 }
 
 int zrp_mkdir_parents(const char *path)
@@ -215,7 +415,9 @@ int zrp_mkdir_parents(const char *path)
             continue; /* repeated slashes */
         char saved = buf[i];
         buf[i] = '\0';
-        if (mkdir(buf, 0777) < 0) {
+        if (mkdir(buf, 0777) == 0) {
+            FP_EVENT(ZRP_EV_MKDIR, buf, NULL, 0, NULL, 0);
+        } else {
             int err = errno;
             if (err != EEXIST)
                 rc = -err;
@@ -230,23 +432,35 @@ int zrp_mkdir_parents(const char *path)
 
 int zrp_unlink(const char *path)
 {
-    return unlink(path) < 0 ? neg_errno() : 0;
+    int inj = FP_HIT(ZRP_FP_UNLINK);
+    if (inj)
+        return inj == ZRP_FP_SHORT ? -EIO : inj;
+    if (unlink(path) < 0)
+        return neg_errno();
+    FP_EVENT(ZRP_EV_UNLINK, path, NULL, 0, NULL, 0);
+    return 0;
 }
 
 int zrp_fsync_dir(const char *path)
 {
     int fd;
     do {
-        fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK);
     } while (fd < 0 && errno == EINTR);
     if (fd < 0)
         return neg_errno();
-    int rc;
+    int rc = FP_HIT(ZRP_FP_FSYNC);
+    if (rc) {
+        close(fd);
+        return rc == ZRP_FP_SHORT ? -EIO : rc;
+    }
     do {
         rc = fsync(fd);
     } while (rc < 0 && errno == EINTR);
     int err = rc < 0 ? neg_errno() : 0;
     close(fd);
+    if (err == 0)
+        FP_EVENT(ZRP_EV_FSYNC_DIR, path, NULL, 0, NULL, 0);
     return err;
 }
 
@@ -279,19 +493,31 @@ int zrp_write_file_atomic(const char *path, const void *buf, size_t len)
     }
     snprintf(tmp, n + 32, "%s.tmp.%ld", path, (long)getpid());
     zrp_file f;
-    rc = zrp_open(&f, tmp, ZRP_WRITE | ZRP_CREATE);
+    /* Exclusive creation: whatever stands at the temporary name (a file
+     * left by a crash, or a planted symbolic link) is removed, never
+     * written through. */
+    rc = zrp_open(&f, tmp, ZRP_WRITE | ZRP_CREATE | ZRP_EXCLUSIVE);
+    if (rc == -EEXIST) {
+        rc = zrp_unlink(tmp);
+        if (rc == 0)
+            rc = zrp_open(&f, tmp, ZRP_WRITE | ZRP_CREATE | ZRP_EXCLUSIVE);
+    }
     if (rc < 0)
         goto out;
-    rc = zrp_truncate(f, 0);
-    if (rc == 0)
-        rc = zrp_pwrite_all(f, buf, len, 0);
+    rc = zrp_pwrite_all(f, buf, len, 0);
     if (rc == 0)
         rc = zrp_fsync(f);
     int crc = zrp_close(&f);
     if (rc == 0)
         rc = crc;
-    if (rc == 0 && rename(tmp, path) < 0)
-        rc = neg_errno();
+    if (rc == 0 && (rc = FP_HIT(ZRP_FP_RENAME)) != 0)
+        rc = rc == ZRP_FP_SHORT ? -EIO : rc;
+    if (rc == 0) {
+        if (rename(tmp, path) < 0)
+            rc = neg_errno();
+        else
+            FP_EVENT(ZRP_EV_RENAME, tmp, path, 0, NULL, 0);
+    }
     if (rc < 0) {
         unlink(tmp);
         goto out;

@@ -277,6 +277,8 @@ static zmr_status check_lmdb_file(const char *path)
 {
     zrp_file fd;
     int rc = zrp_open(&fd, path, ZRP_READ);
+    if (rc == ZRP_ENOTREG)
+        return zmr_err(ZMR_ENOTCOLL, "not an mrec-lmdb collection: %s is not a regular file", path);
     if (rc < 0)
         return zmr_err(ZMR_EIO, "open: %s: cannot open the file (%s)", path,
                        rc == -ENOENT ? "no such file" : "permission denied or not a regular file");

@@ -94,13 +94,33 @@ ZRE_API const char *zr_strerror(int status);
  * when nothing failed yet on this thread. */
 ZRE_API const char *zr_last_error(void);
 
+/* The operating-system error number (errno: ENOSPC, EACCES, ENOENT...)
+ * behind the calling thread's most recent failure, or 0 when that failure
+ * did not come from the OS (a bad argument, a damaged file). Bindings use
+ * it to raise their language's OS error kinds. */
+ZRE_API int zr_last_errno(void);
+
 /* Set the calling thread's detail message (printf-style) and return
- * `status`. For the layers above the engine; not for general use. */
+ * `status`. For the layers above the engine; not for general use. The
+ * OS errno of the failure (zr_last_errno) is the one last passed to
+ * zr_os_strerror on this thread since the previous zr_set_error, else 0. */
 ZRE_API int zr_set_error(int status, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+
+/* strerror(-neg_errno) for a message argument, remembering the errno for
+ * the zr_set_error call it is an argument of. `neg_errno` is a platform
+ * status (-errno); a non-OS status gives a fixed text and no errno. For
+ * the layers above the engine; not for general use. */
+ZRE_API const char *zr_os_strerror(int neg_errno);
+
+/* Check a path handed in by a language binding: `len` is the length the
+ * language knows (its string may hold bytes past a NUL that C would cut
+ * at). ZR_EINVAL, naming `what`, for an embedded NUL or an empty path;
+ * ZR_OK otherwise. Every binding calls it for every path argument. */
+ZRE_API int zr_check_path(const char *path, size_t len, const char *what);
 
 /* ================================================================ codecs */
 
@@ -183,6 +203,13 @@ typedef struct zre_create_options {
 ZRE_API int zre_create_ex(zre_engine **out, const char *path,
                           const zre_create_options *options);
 
+/* Close a handle fresh from zre_create / zre_create_ex (no record
+ * appended) and remove what create made: meta.zr, dict.zr and the
+ * directory itself. For the layer above when its own create step fails,
+ * so a retry does not meet ZR_EEXIST. ZR_EINVAL (the handle is closed,
+ * nothing removed) for a read-only or non-empty handle. NULL is a no-op. */
+ZRE_API int zre_discard(zre_engine *e);
+
 /* Open flags. */
 #define ZRE_OPEN_READONLY 1u /* shared lock: many readers, no writer */
 
@@ -190,10 +217,12 @@ ZRE_API int zre_create_ex(zre_engine **out, const char *path,
  * waiting: any number of read-only handles (in any processes) coexist,
  * while a writable handle excludes them all (ZR_EBUSY either way). A
  * read-only handle refuses append/delete/compact (ZR_EUNSUPPORTED);
- * sync and close do nothing on disk. If a crashed writer left a
- * journal.zr, the store is first recovered through a brief writable open
- * (ZR_EBUSY if someone holds it). Errors as zre_open, plus ZR_ENOTSTORE
- * for a missing or damaged dict.zr of a zstd_dict store. */
+ * sync and close do nothing on disk: a read-only open never writes. If a
+ * crashed writer left a journal.zr that still applies, a read-only open
+ * refuses with ZR_ESTATE, saying that a writable open must recover the
+ * store first (a writable open replays it). Errors as zre_open, plus
+ * ZR_ENOTSTORE for a missing or damaged dict.zr of a zstd_dict store, and
+ * for a store file that is a symbolic link or not a regular file. */
 ZRE_API int zre_open_ex(zre_engine **out, const char *path, unsigned flags);
 
 /* 1 for a read-only handle, else 0. */

@@ -98,7 +98,7 @@ static int append_raw(zre_engine *e, const append_src *s, uint64_t count, uint64
                 if (prc < 0) {
                     rc = zr_set_error(ZR_EIO, "append: writing %" PRIu64 " bytes to %s/%u.chunk at "
                                       "offset %u failed: %s", to - from, e->path, run_chunk, run_off,
-                                      strerror(-prc));
+                                      zr_os_strerror(prc));
                     break;
                 }
                 /* The mapped read path checks records against this size. */
@@ -167,7 +167,7 @@ static void zjob_worker(void *arg, unsigned shard)
         if (prc < 0) {
             rc = zr_set_error(ZR_EIO, "append: writing record %" PRIu64 " (%zu bytes) to %s/%u.chunk "
                               "at offset %u failed: %s", j->first + i, csz, e->path, chunk, at,
-                              strerror(-prc));
+                              zr_os_strerror(prc));
             break;
         }
         zre_fdtab_grow(&e->chunks, chunk, (uint64_t)at + csz);
@@ -292,7 +292,10 @@ ZRE_API int zre_append(zre_engine *e, const void *src, uint64_t record_size, con
         return zr_set_error(ZR_EUNSUPPORTED, "append: store %s is open read-only", e->path);
     zrp_mutex_lock(&e->writer);
     uint64_t length = atomic_load_explicit(&e->length, memory_order_relaxed);
-    int rc = validate(&s, count, length);
+    int rc = zre_check_usable(e, "append");
+    e->op = "append";
+    if (rc == 0)
+        rc = validate(&s, count, length);
     if (rc == 0 && count > 0 && e->codec == ZRE_CODEC_ZSTD_DICT && !e->cdict) {
         /* Built once, here under the writer lock, before any worker needs
          * it; immutable afterwards, so compressing threads share it. */
@@ -311,7 +314,7 @@ ZRE_API int zre_append(zre_engine *e, const void *src, uint64_t record_size, con
         else
             rc = append_zstd(e, &s, count, length, &chunk, &off);
         if (rc == 0)
-            rc = zre_write_meta(e, length + count, chunk, off);
+            rc = zre_commit_meta(e, length + count, chunk, off);
         if (rc == 0) {
             /* Committed: publish. */
             e->tail_chunk = chunk;
@@ -319,6 +322,7 @@ ZRE_API int zre_append(zre_engine *e, const void *src, uint64_t record_size, con
             atomic_store_explicit(&e->length, length + count, memory_order_release);
         }
     }
+    e->op = NULL;
     zrp_mutex_unlock(&e->writer);
     if (rc == 0 && first_index)
         *first_index = length;

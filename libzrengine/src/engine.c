@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include "engine_internal.h"
@@ -166,6 +167,18 @@ static void fdtab_close_fds(zre_fdtab *t, bool release)
 #define ZRE_USE_MAP 0
 #endif
 
+/* The status and message for a failed zrp_open of store file `p`: a
+ * symbolic link or a non-regular file is a malformed store, not an I/O
+ * error. */
+static int zre_open_error(const zre_engine *e, const char *p, int prc)
+{
+    if (prc == -ELOOP || prc == ZRP_ENOTREG)
+        return zr_set_error(ZR_ENOTSTORE, "%s: %s is malformed: %s is %s; store files must be "
+                            "regular files (never followed through a link)", zre_op(e), e->path, p,
+                            prc == -ELOOP ? "a symbolic link" : "not a regular file");
+    return zr_set_error(ZR_EIO, "%s: cannot open %s: %s", zre_op(e), p, zr_os_strerror(prc));
+}
+
 /* Open (creating when `create`) file `id` of kind `ext` into table `t`.
  * Returns 1 when opened, 0 when missing and !create, or a negative status. */
 int zre_open_numbered(zre_engine *e, zre_fdtab *t, uint64_t id, const char *ext, bool create)
@@ -185,7 +198,7 @@ int zre_open_numbered(zre_engine *e, zre_fdtab *t, uint64_t id, const char *ext,
         return 0;
     }
     if (rc < 0) {
-        rc = zr_set_error(ZR_EIO, "engine: cannot open %s: %s", p, strerror(-rc));
+        rc = zre_open_error(e, p, rc);
         free(p);
         return rc;
     }
@@ -193,7 +206,7 @@ int zre_open_numbered(zre_engine *e, zre_fdtab *t, uint64_t id, const char *ext,
     rc = zrp_file_size(f, &size);
     if (rc < 0) {
         zrp_close(&f);
-        rc = zr_set_error(ZR_EIO, "engine: cannot stat %s: %s", p, strerror(-rc));
+        rc = zr_set_error(ZR_EIO, "%s: cannot stat %s: %s", zre_op(e), p, zr_os_strerror(rc));
         free(p);
         return rc;
     }
@@ -245,9 +258,9 @@ int zre_write_locs(zre_engine *e, uint64_t first, const unsigned char *buf, uint
         rc = zrp_pwrite_all(zre_fdtab_get(&e->locs, seg), buf, (size_t)(take * ZRE_LOC_ENTRY_SIZE),
                             in_seg * ZRE_LOC_ENTRY_SIZE);
         if (rc < 0)
-            return zr_set_error(ZR_EIO, "append: writing %" PRIu64 " entries to %s/%" PRIu64
-                                ".loc at entry %" PRIu64 " failed: %s",
-                                take, e->path, seg, in_seg, strerror(-rc));
+            return zr_set_error(ZR_EIO, "%s: writing %" PRIu64 " entries to %s/%" PRIu64
+                                ".loc at entry %" PRIu64 " failed: %s", zre_op(e),
+                                take, e->path, seg, in_seg, zr_os_strerror(rc));
         zre_fdtab_grow(&e->locs, seg, (in_seg + take) * ZRE_LOC_ENTRY_SIZE);
         buf += take * ZRE_LOC_ENTRY_SIZE;
         first += take;
@@ -285,7 +298,7 @@ int zre_read_locs(zre_engine *e, uint64_t first, unsigned char *buf, uint64_t n)
             return zr_set_error(zre_io_status(rc, ZR_ECORRUPT),
                                 "record table: reading entries %" PRIu64 "..%" PRIu64 " of %s/%" PRIu64
                                 ".loc failed: %s", in_seg, in_seg + take, e->path, seg,
-                                rc == ZRP_ESHORT ? "file too short" : strerror(-rc));
+                                rc == ZRP_ESHORT ? "file too short" : zr_os_strerror(rc));
         buf += take * ZRE_LOC_ENTRY_SIZE;
         first += take;
         n -= take;
@@ -315,8 +328,51 @@ int zre_write_meta(zre_engine *e, uint64_t length, uint32_t tail_chunk, uint32_t
      * single sector, and the lock lives on this file, so no rename. */
     int rc = zrp_pwrite_all(e->meta, buf, sizeof buf, 0);
     if (rc < 0)
-        return zr_set_error(ZR_EIO, "engine: writing %s/meta.zr failed: %s", e->path, strerror(-rc));
+        return zr_set_error(ZR_EIO, "%s: writing %s/meta.zr failed: %s", zre_op(e), e->path,
+                            zr_os_strerror(rc));
     return ZR_OK;
+}
+
+int zre_commit_meta(zre_engine *e, uint64_t length, uint32_t tail_chunk, uint32_t tail_offset)
+{
+    int rc = zre_write_meta(e, length, tail_chunk, tail_offset);
+    if (rc == ZR_OK)
+        return ZR_OK;
+    /* The write may have landed in part: put the committed image back so
+     * the header on disk is the one this handle still believes in. */
+    unsigned char buf[ZRE_META_SIZE];
+    zre_meta_encode(buf, atomic_load(&e->length), e->tail_chunk, e->tail_offset, e->codec,
+                    e->identity_tag);
+    zre_err err;
+    zre_err_capture(&err, rc);
+    int prc = zrp_pwrite_all(e->meta, buf, sizeof buf, 0);
+    if (prc == 0)
+        return zre_err_raise_with(&err, "; the previous header was written back, nothing committed");
+    zre_err_raise_with(&err, "; writing the previous header back failed too");
+    return zre_poison(e, rc);
+}
+
+const char *zre_op(const zre_engine *e) { return e->op ? e->op : "engine"; }
+
+int zre_poison(zre_engine *e, int status)
+{
+    zre_err err;
+    zre_err_capture(&err, status);
+    if (!atomic_load(&e->poisoned)) {
+        snprintf(e->poison_msg, sizeof e->poison_msg, "%s", err.msg);
+        atomic_store(&e->poisoned, 1);
+    }
+    return zre_err_raise_with(&err, "; this handle of %s now refuses every call until it is "
+                              "closed and the store reopened (a writable open recovers it)", e->path);
+}
+
+int zre_check_usable(zre_engine *e, const char *what)
+{
+    if (!atomic_load(&e->poisoned))
+        return ZR_OK;
+    return zr_set_error(ZR_ESTATE, "%s: this handle of %s refuses every call since an earlier "
+                        "failure (%s); close it and reopen the store (a writable open recovers it)",
+                        what, e->path, e->poison_msg);
 }
 
 /* ------------------------------------------------------- zstd contexts */
@@ -472,7 +528,7 @@ static int open_meta(zre_engine *e, bool create)
         if (!create && rc == -ENOENT)
             rc = zr_set_error(ZR_ENOTSTORE, "open: %s is not a store: meta.zr is missing", e->path);
         else
-            rc = zr_set_error(ZR_EIO, "engine: cannot open %s: %s", p, strerror(-rc));
+            rc = zre_open_error(e, p, rc);
         free(p);
         return rc;
     }
@@ -485,7 +541,7 @@ static int open_meta(zre_engine *e, bool create)
                                           : "another handle (in this or another process) holds "
                                             "its lock");
         else
-            rc = zr_set_error(ZR_EIO, "engine: cannot lock %s: %s", p, strerror(-rc));
+            rc = zr_set_error(ZR_EIO, "engine: cannot lock %s: %s", p, zr_os_strerror(rc));
         free(p);
         return rc;
     }
@@ -543,6 +599,36 @@ static int load_dict(zre_engine *e, const void *dict, uint64_t size, int bad_sta
     return ZR_OK;
 }
 
+/* Close `e`, a handle whose directory this process just made, and remove
+ * the directory with the files create writes in it; keeps the calling
+ * thread's error detail (for status `rc` < 0). */
+static void remove_created(zre_engine *e, int rc)
+{
+    zre_err err;
+    zre_err_capture(&err, rc);
+    char *path = strdup(e->path);
+    engine_free(e);
+    if (!path)
+        return;
+    static const char *const names[] = {"meta.zr", "dict.zr", "0.chunk", "0.loc"};
+    size_t cap = strlen(path) + 64;
+    char *p = malloc(cap);
+    for (size_t i = 0; p && i < sizeof names / sizeof names[0]; i++) {
+        snprintf(p, cap, "%s/%s", path, names[i]);
+        (void)zrp_unlink(p);
+    }
+    if (p) {
+        /* A temporary left by a failed atomic write of dict.zr. */
+        snprintf(p, cap, "%s/dict.zr.tmp.%ld", path, (long)getpid());
+        (void)zrp_unlink(p);
+    }
+    free(p);
+    (void)zrp_rmdir(path);
+    free(path);
+    if (rc < 0)
+        zre_err_raise(&err);
+}
+
 ZRE_API int zre_create_ex(zre_engine **out, const char *path, const zre_create_options *opt)
 {
     if (!out || !path || !*path || !opt)
@@ -579,19 +665,20 @@ ZRE_API int zre_create_ex(zre_engine **out, const char *path, const zre_create_o
         rc = zrp_mkdir_parents(parent);
         if (rc < 0) {
             rc = zr_set_error(ZR_EIO, "create: cannot create parent directory %s: %s", parent,
-                              strerror(-rc));
+                              zr_os_strerror(rc));
             free(parent);
             engine_free(e);
             return rc;
         }
     }
+    e->op = "create";
     rc = zrp_mkdir(path);
     if (rc < 0) {
         free(parent);
         engine_free(e);
         if (rc == -EEXIST)
             return zr_set_error(ZR_EEXIST, "create: %s already exists", path);
-        return zr_set_error(ZR_EIO, "create: cannot create directory %s: %s", path, strerror(-rc));
+        return zr_set_error(ZR_EIO, "create: cannot create directory %s: %s", path, zr_os_strerror(rc));
     }
 
     /* dict.zr is durable before meta.zr exists: no zstd_dict store is ever
@@ -603,7 +690,7 @@ ZRE_API int zre_create_ex(zre_engine **out, const char *path, const zre_create_o
         } else {
             int prc = zrp_write_file_atomic(dp, e->dict, e->dict_size);
             if (prc < 0)
-                rc = zr_set_error(ZR_EIO, "create: cannot write %s: %s", dp, strerror(-prc));
+                rc = zr_set_error(ZR_EIO, "create: cannot write %s: %s", dp, zr_os_strerror(prc));
             free(dp);
         }
     }
@@ -612,17 +699,34 @@ ZRE_API int zre_create_ex(zre_engine **out, const char *path, const zre_create_o
     if (rc == 0)
         rc = zre_write_meta(e, 0, 0, 0);
     if (rc == 0 && (rc = zrp_fsync(e->meta)) < 0)
-        rc = zr_set_error(ZR_EIO, "create: fsync of %s/meta.zr failed: %s", path, strerror(-rc));
+        rc = zr_set_error(ZR_EIO, "create: fsync of %s/meta.zr failed: %s", path, zr_os_strerror(rc));
     if (rc == 0 && (rc = zrp_fsync_dir(path)) < 0)
-        rc = zr_set_error(ZR_EIO, "create: fsync of directory %s failed: %s", path, strerror(-rc));
+        rc = zr_set_error(ZR_EIO, "create: fsync of directory %s failed: %s", path, zr_os_strerror(rc));
     if (rc == 0 && parent && (rc = zrp_fsync_dir(parent)) < 0)
-        rc = zr_set_error(ZR_EIO, "create: fsync of directory %s failed: %s", parent, strerror(-rc));
+        rc = zr_set_error(ZR_EIO, "create: fsync of directory %s failed: %s", parent, zr_os_strerror(rc));
     free(parent);
     if (rc < 0) {
+        /* Remove what this call made, so that a retry (once there is space
+         * again) does not meet "already exists". */
+        remove_created(e, rc);
+        return rc;
+    }
+    e->op = NULL;
+    *out = e;
+    return ZR_OK;
+}
+
+ZRE_API int zre_discard(zre_engine *e)
+{
+    if (!e)
+        return ZR_OK;
+    if (e->readonly || atomic_load(&e->length) != 0) {
+        int rc = zr_set_error(ZR_EINVAL, "discard: %s is not a fresh empty store; closed, not "
+                              "removed", e->path);
         engine_free(e);
         return rc;
     }
-    *out = e;
+    remove_created(e, ZR_OK);
     return ZR_OK;
 }
 
@@ -652,7 +756,7 @@ static int open_validate_files(zre_engine *e, uint64_t length)
         rc = zrp_file_size(zre_fdtab_get(&e->locs, s), &size);
         if (rc < 0)
             return zr_set_error(ZR_EIO, "open: cannot stat %s/%" PRIu64 ".loc: %s", e->path, s,
-                                strerror(-rc));
+                                zr_os_strerror(rc));
         if (size < need * ZRE_LOC_ENTRY_SIZE)
             return zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: %" PRIu64 ".loc holds %" PRIu64
                                 " bytes, expected at least %" PRIu64 " for length %" PRIu64,
@@ -676,7 +780,7 @@ static int open_validate_files(zre_engine *e, uint64_t length)
             rc = zrp_file_size(zre_fdtab_get(&e->chunks, c), &size);
             if (rc < 0)
                 return zr_set_error(ZR_EIO, "open: cannot stat %s/%" PRIu64 ".chunk: %s", e->path, c,
-                                    strerror(-rc));
+                                    zr_os_strerror(rc));
             if (size < e->tail_offset)
                 return zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: tail chunk %" PRIu64
                                     ".chunk holds %" PRIu64 " bytes, expected at least tail_offset %u",
@@ -710,7 +814,7 @@ static int open_dict(zre_engine *e)
         rc = zr_set_error(ZR_ENOTSTORE, "open: %s is larger than %" PRIu64 " bytes", dp,
                           (uint64_t)ZRE_DICT_MAX);
     else if (prc < 0)
-        rc = zr_set_error(ZR_EIO, "open: cannot read %s: %s", dp, strerror(-prc));
+        rc = zr_set_error(ZR_EIO, "open: cannot read %s: %s", dp, zr_os_strerror(prc));
     else
         rc = load_dict(e, buf, len, ZR_ENOTSTORE, dp);
     free(buf);
@@ -737,33 +841,11 @@ ZRE_API int zre_open_ex(zre_engine **out, const char *path, unsigned flags)
     if (rc < 0)
         goto fail;
 
-    if (readonly) {
-        /* A crashed writer's journal needs a writable open to replay; no
-         * reader can be in (a writer excluded them), so borrow the lock. */
-        char *jp = zre_join(e, "journal.zr");
-        if (!jp) {
-            rc = zr_set_error(ZR_ENOMEM, "open: out of memory for a path");
-            goto fail;
-        }
-        int pending = zrp_path_exists(jp);
-        free(jp);
-        if (pending) {
-            engine_free(e);
-            zre_engine *w;
-            rc = zre_open_ex(&w, path, 0);
-            if (rc < 0)
-                return rc;
-            rc = zre_close(w);
-            if (rc < 0)
-                return rc;
-            return zre_open_ex(out, path, flags);
-        }
-    }
-
+    e->op = "open";
     uint64_t size;
     rc = zrp_file_size(e->meta, &size);
     if (rc < 0) {
-        rc = zr_set_error(ZR_EIO, "open: cannot stat %s/meta.zr: %s", path, strerror(-rc));
+        rc = zr_set_error(ZR_EIO, "open: cannot stat %s/meta.zr: %s", path, zr_os_strerror(rc));
         goto fail;
     }
     if (size != ZRE_META_SIZE) {
@@ -774,7 +856,7 @@ ZRE_API int zre_open_ex(zre_engine **out, const char *path, unsigned flags)
     unsigned char m[ZRE_META_SIZE];
     rc = zrp_pread_all(e->meta, m, sizeof m, 0);
     if (rc < 0) {
-        rc = zr_set_error(ZR_EIO, "open: cannot read %s/meta.zr: %s", path, strerror(-rc));
+        rc = zr_set_error(ZR_EIO, "open: cannot read %s/meta.zr: %s", path, zr_os_strerror(rc));
         goto fail;
     }
     uint64_t length = zre_get_u64(m);
@@ -809,15 +891,17 @@ ZRE_API int zre_open_ex(zre_engine **out, const char *path, unsigned flags)
                           "capacity", path, e->tail_offset);
         goto fail;
     }
-    if (!readonly) {
-        rc = zre_journal_recover(e, &length);
-        if (rc < 0)
-            goto fail;
-    }
+    /* A journal left by an interrupted delete/compact: a writable open
+     * replays it (or removes it when stale); a read-only open writes
+     * nothing and refuses while one is pending. */
+    rc = zre_journal_recover(e, &length);
+    if (rc < 0)
+        goto fail;
     rc = open_validate_files(e, length);
     if (rc < 0)
         goto fail;
     atomic_store_explicit(&e->length, length, memory_order_release);
+    e->op = NULL;
     *out = e;
     return ZR_OK;
 fail:
@@ -832,6 +916,9 @@ ZRE_API uint32_t zre_identity_tag(const zre_engine *e) { return e ? e->identity_
 
 int zre_enter_read(zre_engine *e, const char *what)
 {
+    int prc = zre_check_usable(e, what);
+    if (prc < 0)
+        return prc;
     atomic_fetch_add(&e->readers, 1);
     if (atomic_load(&e->maint)) {
         atomic_fetch_sub(&e->readers, 1);
@@ -845,6 +932,9 @@ int zre_enter_maint(zre_engine *e, const char *what)
 {
     if (e->readonly)
         return zr_set_error(ZR_EUNSUPPORTED, "%s: store %s is open read-only", what, e->path);
+    int prc = zre_check_usable(e, what);
+    if (prc < 0)
+        return prc;
     atomic_store(&e->maint, 1);
     unsigned r = atomic_load(&e->readers);
     if (r != 0) {
@@ -865,9 +955,11 @@ int zre_sync_all(zre_engine *e)
         if (f.fd < 0)
             continue;
         int rc = zrp_fsync(f);
-        if (rc < 0)
-            return zr_set_error(ZR_EIO, "sync: fsync of %s/%" PRIu64 ".chunk failed: %s", e->path, c,
-                                strerror(-rc));
+        if (rc < 0) {
+            e->fsync_failed = true;
+            return zr_set_error(ZR_EIO, "%s: fsync of %s/%" PRIu64 ".chunk failed: %s", zre_op(e),
+                                e->path, c, zr_os_strerror(rc));
+        }
     }
     uint64_t nseg = (length + ZRE_INT_SEG_ENTRIES - 1) / ZRE_INT_SEG_ENTRIES;
     for (uint64_t s = 0; s < nseg; s++) {
@@ -875,18 +967,26 @@ int zre_sync_all(zre_engine *e)
         if (f.fd < 0)
             continue;
         int rc = zrp_fsync(f);
-        if (rc < 0)
-            return zr_set_error(ZR_EIO, "sync: fsync of %s/%" PRIu64 ".loc failed: %s", e->path, s,
-                                strerror(-rc));
+        if (rc < 0) {
+            e->fsync_failed = true;
+            return zr_set_error(ZR_EIO, "%s: fsync of %s/%" PRIu64 ".loc failed: %s", zre_op(e),
+                                e->path, s, zr_os_strerror(rc));
+        }
     }
     /* New chunk/loc files must have durable directory entries before the
      * header that refers to them. */
     int rc = zrp_fsync_dir(e->path);
-    if (rc < 0)
-        return zr_set_error(ZR_EIO, "sync: fsync of directory %s failed: %s", e->path, strerror(-rc));
+    if (rc < 0) {
+        e->fsync_failed = true;
+        return zr_set_error(ZR_EIO, "%s: fsync of directory %s failed: %s", zre_op(e), e->path,
+                            zr_os_strerror(rc));
+    }
     rc = zrp_fsync(e->meta);
-    if (rc < 0)
-        return zr_set_error(ZR_EIO, "sync: fsync of %s/meta.zr failed: %s", e->path, strerror(-rc));
+    if (rc < 0) {
+        e->fsync_failed = true;
+        return zr_set_error(ZR_EIO, "%s: fsync of %s/meta.zr failed: %s", zre_op(e), e->path,
+                            zr_os_strerror(rc));
+    }
     return ZR_OK;
 }
 
@@ -895,7 +995,17 @@ ZRE_API int zre_sync(zre_engine *e)
     if (!e)
         return zr_set_error(ZR_EINVAL, "sync: NULL handle");
     zrp_mutex_lock(&e->writer);
-    int rc = zre_sync_all(e);
+    int rc = zre_check_usable(e, "sync");
+    if (rc == 0) {
+        e->op = "sync";
+        rc = zre_sync_all(e);
+        /* A failed fsync is never retried: the kernel may have dropped the
+         * dirty pages and would report the next fsync clean. */
+        if (rc < 0 && e->fsync_failed)
+            rc = zre_poison(e, rc);
+        e->fsync_failed = false;
+        e->op = NULL;
+    }
     zrp_mutex_unlock(&e->writer);
     return rc;
 }
@@ -904,7 +1014,9 @@ ZRE_API int zre_close(zre_engine *e)
 {
     if (!e)
         return ZR_OK;
-    int rc = e->readonly ? ZR_OK : zre_sync(e);
+    /* A poisoned handle writes nothing more: the next writable open
+     * recovers the store from what is durable (and its journal). */
+    int rc = e->readonly || atomic_load(&e->poisoned) ? ZR_OK : zre_sync(e);
     engine_free(e);
     return rc;
 }
@@ -978,7 +1090,11 @@ ZRE_API int zre_get_stats(zre_engine *e, zre_stats *out)
     if (!buf)
         return zr_set_error(ZR_ENOMEM, "stats: out of memory");
     zre_stats s = {0};
-    int rc = ZR_OK;
+    int rc = zre_check_usable(e, "stats");
+    if (rc < 0) {
+        free(buf);
+        return rc;
+    }
     /* Hold the writer lock for a snapshot consistent with the frontier. */
     zrp_mutex_lock(&e->writer);
     s.records = atomic_load_explicit(&e->length, memory_order_acquire);

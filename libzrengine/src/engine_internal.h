@@ -158,6 +158,9 @@ static inline void zre_fdtab_set_size(zre_fdtab *t, uint64_t id, uint64_t size)
 
 /* -------------------------------------------------------------- engine */
 
+/* Size of an error detail message (zr_last_error). */
+#define ZRE_ERRMSG_CAP 512
+
 struct zre_engine {
     char *path;
     zre_codec codec;
@@ -191,6 +194,20 @@ struct zre_engine {
      * of two racing sides sees the other and fails with ZR_EBUSY. */
     _Atomic unsigned readers;
     _Atomic int maint;
+
+    /* The writer call in progress ("append", "delete", "compact", "sync",
+     * "open"), so shared helpers name the real call in their messages.
+     * Only read and written with `writer` held (or during open). */
+    const char *op;
+    /* Set when a failure left the handle unable to vouch for its in-memory
+     * state (a maintenance call that failed after its journal became
+     * durable and could not be redone, a failed fsync, a meta.zr write
+     * that could not be rolled back). Every later call then refuses with
+     * ZR_ESTATE and `poison_msg` (the original failure) until the store
+     * is reopened; a writable open recovers it through the journal. */
+    _Atomic int poisoned;
+    char poison_msg[ZRE_ERRMSG_CAP];
+    bool fsync_failed; /* an fsync failed during the current writer call */
 
     /* Reusable zstd contexts (free lists), so per-call setup is paid once. */
     zrp_mutex ctx_lock;
@@ -236,9 +253,30 @@ static inline void zre_leave_read(zre_engine *e)
 int zre_enter_maint(zre_engine *e, const char *what);
 static inline void zre_leave_maint(zre_engine *e) { atomic_store(&e->maint, 0); }
 
-/* Replay journal.zr if present (writable open, writer context). Updates
- * the in-memory length/frontier to what the journal commits. */
+/* Deal with journal.zr if present, the one recovery mechanism, used both
+ * by open (after a crash) and in-process (a maintenance call that failed
+ * after its journal became durable). `*length` with e->tail_chunk and
+ * e->tail_offset is the state meta.zr holds. A journal whose base state
+ * (the commit it was written against) and target state both differ from
+ * it is stale: a writable handle removes it, a read-only one ignores it.
+ * Otherwise a writable handle replays it (bytes, table entries, header,
+ * fsync, unlink) and updates *length and the frontier; a read-only handle
+ * writes nothing and refuses with ZR_ESTATE, saying a writable open must
+ * recover the store. */
 int zre_journal_recover(zre_engine *e, uint64_t *length);
+
+/* Mark the handle unusable (see `poisoned`), keeping the calling thread's
+ * current error (status `status`, which is returned) and adding that the
+ * handle now refuses every call until reopened. */
+int zre_poison(zre_engine *e, int status);
+/* The current writer call's name for messages ("engine" outside one). */
+const char *zre_op(const zre_engine *e);
+/* ZR_ESTATE with the poison message if the handle is poisoned, else OK. */
+int zre_check_usable(zre_engine *e, const char *what);
+/* Write meta.zr for a commit; on failure try to put the previous image
+ * back, and poison the handle when even that fails (the header on disk is
+ * then unknown). Writer only. */
+int zre_commit_meta(zre_engine *e, uint64_t length, uint32_t tail_chunk, uint32_t tail_offset);
 /* Unmap, close and forget chunk/segment `id` (maintenance only). */
 void zre_fdtab_drop(zre_fdtab *t, uint64_t id);
 /* Open numbered file, see engine.c: 1 opened, 0 missing (!create), <0. */
@@ -267,9 +305,9 @@ static inline int zre_io_status(int prc, int short_status)
 
 /* Copy of a thread's error detail, to carry it from a worker thread back to
  * the calling thread. */
-#define ZRE_ERRMSG_CAP 512
 typedef struct zre_err {
     int status;
+    int os_errno;
     char msg[ZRE_ERRMSG_CAP];
 } zre_err;
 
@@ -277,5 +315,11 @@ typedef struct zre_err {
 void zre_err_capture(zre_err *err, int status);
 /* Re-raise a captured error on the calling thread; returns its status. */
 int zre_err_raise(const zre_err *err);
+/* Re-raise it with a printf-style suffix appended to the message. */
+int zre_err_raise_with(const zre_err *err, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 #endif

@@ -10,6 +10,10 @@
 /* The only mutable state of the library outside handles: one detail
  * buffer per thread. */
 static _Thread_local char zr_error_detail[ZRE_ERRMSG_CAP];
+/* The OS errno of the last failure, and the one noted by zr_os_strerror
+ * for the zr_set_error call being formed. */
+static _Thread_local int zr_error_errno;
+static _Thread_local int zr_error_pending_errno;
 
 ZRE_API const char *zr_strerror(int status)
 {
@@ -46,16 +50,60 @@ ZRE_API int zr_set_error(int status, const char *fmt, ...)
     vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
     memcpy(zr_error_detail, tmp, sizeof tmp);
+    zr_error_errno = zr_error_pending_errno;
+    zr_error_pending_errno = 0;
     return status;
+}
+
+ZRE_API int zr_last_errno(void) { return zr_error_errno; }
+
+ZRE_API const char *zr_os_strerror(int neg_errno)
+{
+    if (neg_errno == ZRP_ESHORT)
+        return "unexpected end of file";
+    if (neg_errno == ZRP_ENOTREG)
+        return "not a regular file (a FIFO, device, directory or socket)";
+    if (neg_errno == ZRP_EBUSY)
+        return "locked by another handle";
+    if (neg_errno >= 0 || neg_errno < -4095)
+        return "unknown error";
+    zr_error_pending_errno = -neg_errno;
+    return strerror(-neg_errno);
+}
+
+ZRE_API int zr_check_path(const char *path, size_t len, const char *what)
+{
+    what = what ? what : "path";
+    if (!path || len == 0)
+        return zr_set_error(ZR_EINVAL, "%s: empty path", what);
+    const char *nul = memchr(path, '\0', len);
+    if (nul)
+        return zr_set_error(ZR_EINVAL, "%s: path \"%s\" holds an embedded NUL byte at position %zu "
+                            "(of %zu); refused rather than cut short", what, path,
+                            (size_t)(nul - path), len);
+    return ZR_OK;
 }
 
 void zre_err_capture(zre_err *err, int status)
 {
     err->status = status;
+    err->os_errno = zr_error_errno;
     snprintf(err->msg, sizeof err->msg, "%s", zr_error_detail);
+}
+
+int zre_err_raise_with(const zre_err *err, const char *fmt, ...)
+{
+    char suffix[ZRE_ERRMSG_CAP];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(suffix, sizeof suffix, fmt, ap);
+    va_end(ap);
+    zr_error_pending_errno = err->os_errno;
+    return zr_set_error(err->status, "%s%s", err->msg, suffix);
 }
 
 int zre_err_raise(const zre_err *err)
 {
+    zr_error_pending_errno = err->os_errno;
     return zr_set_error(err->status, "%s", err->msg);
 }

@@ -73,7 +73,7 @@ static int read_failed(zre_engine *e, uint64_t idx, const zre_loc *l, int prc)
     return zr_set_error(zre_io_status(prc, ZR_ECORRUPT), "gather: reading record %" PRIu64
                         " (%u bytes at %s/%u.chunk offset %u, per " LOC_FMT ") failed: %s",
                         idx, l->phys_length, e->path, l->chunk_id, l->offset, LOC_ARGS(e, idx),
-                        prc == ZRP_ESHORT ? "chunk file too short" : strerror(-prc));
+                        prc == ZRP_ESHORT ? "chunk file too short" : zr_os_strerror(prc));
 }
 
 static int read_record(zre_engine *e, gshard *sh, uint64_t idx, const zre_loc *l, unsigned char *out,

@@ -17,10 +17,13 @@
 
 #include "engine_internal.h"
 
-#define JOURNAL_MAGIC "ZRJ1"
-#define JOURNAL_HEAD 32u
+#define JOURNAL_MAGIC "ZRJ2"
+#define JOURNAL_MAGIC_V1 "ZRJ1"
+#define JOURNAL_HEAD 56u
 #define JOURNAL_ENTRY 24u
 #define JOURNAL_PAYLOADS 1u
+#define JOURNAL_OP_DELETE 1u
+#define JOURNAL_OP_COMPACT 2u
 /* Compact moves per batch (and journal), bounding memory. */
 #define COMPACT_BATCH_RECORDS 4096u
 #define COMPACT_BATCH_BYTES ((uint64_t)64 << 20)
@@ -32,6 +35,14 @@ typedef struct jentry {
 
 /* ------------------------------------------------------------- journal */
 
+static int journal_remove(zre_engine *e);
+
+/* Write journal.zr durably: the target state (`length`, tail), the base
+ * state it applies to (the committed header now: e->length and the
+ * frontier), the entries and payloads. On failure nothing may be left
+ * that a later open would replay (the call reports failure): a journal
+ * that may have landed is removed, and if even that fails the handle is
+ * poisoned. */
 static int journal_write(zre_engine *e, uint32_t flags, uint64_t length, uint32_t tail_chunk,
                          uint32_t tail_offset, const jentry *ent, uint64_t n,
                          const unsigned char *payload, uint64_t payload_bytes)
@@ -50,6 +61,11 @@ static int journal_write(zre_engine *e, uint32_t flags, uint64_t length, uint32_
     zre_put_u32(buf + 16, tail_chunk);
     zre_put_u32(buf + 20, tail_offset);
     zre_put_u64(buf + 24, n);
+    zre_put_u64(buf + 32, atomic_load(&e->length));
+    zre_put_u32(buf + 40, e->tail_chunk);
+    zre_put_u32(buf + 44, e->tail_offset);
+    zre_put_u32(buf + 48, strcmp(zre_op(e), "compact") == 0 ? JOURNAL_OP_COMPACT : JOURNAL_OP_DELETE);
+    zre_put_u32(buf + 52, 0);
     unsigned char *p = buf + JOURNAL_HEAD;
     for (uint64_t i = 0; i < n; i++, p += JOURNAL_ENTRY) {
         zre_put_u64(p, ent[i].index);
@@ -61,8 +77,17 @@ static int journal_write(zre_engine *e, uint32_t flags, uint64_t length, uint32_
     zre_put_u64(p, zre_fnv1a64(ZRE_FNV64_INIT, buf, (size_t)(total - 8)));
     int prc = zrp_write_file_atomic(jp, buf, (size_t)total);
     int rc = ZR_OK;
-    if (prc < 0)
-        rc = zr_set_error(ZR_EIO, "journal: cannot write %s: %s", jp, strerror(-prc));
+    if (prc < 0) {
+        rc = zr_set_error(ZR_EIO, "%s: cannot write journal %s: %s; nothing changed", zre_op(e), jp,
+                          zr_os_strerror(prc));
+        /* The rename may have landed before the directory fsync failed. */
+        zre_err err;
+        zre_err_capture(&err, rc);
+        int jrc = journal_remove(e);
+        zre_err_raise_with(&err, "%s", jrc < 0 ? " (and removing it failed)" : "");
+        if (jrc < 0)
+            rc = zre_poison(e, rc);
+    }
     free(buf);
     free(jp);
     return rc;
@@ -76,10 +101,11 @@ static int journal_remove(zre_engine *e)
     int prc = zrp_unlink(jp);
     int rc = ZR_OK;
     if (prc < 0 && prc != -ENOENT)
-        rc = zr_set_error(ZR_EIO, "journal: cannot remove %s: %s", jp, strerror(-prc));
+        rc = zr_set_error(ZR_EIO, "%s: cannot remove journal %s: %s", zre_op(e), jp,
+                          zr_os_strerror(prc));
     else if ((prc = zrp_fsync_dir(e->path)) < 0)
-        rc = zr_set_error(ZR_EIO, "journal: fsync of directory %s failed: %s", e->path,
-                          strerror(-prc));
+        rc = zr_set_error(ZR_EIO, "%s: fsync of directory %s (removing its journal) failed: %s",
+                          zre_op(e), e->path, zr_os_strerror(prc));
     free(jp);
     return rc;
 }
@@ -102,38 +128,78 @@ int zre_journal_recover(zre_engine *e, uint64_t *length)
 {
     char *jp = zre_join(e, "journal.zr");
     if (!jp)
-        return zr_set_error(ZR_ENOMEM, "open: out of memory for a path");
+        return zr_set_error(ZR_ENOMEM, "%s: out of memory for a path", zre_op(e));
     if (!zrp_path_exists(jp)) {
         free(jp);
         return ZR_OK;
     }
+    const char *op = zre_op(e);
     void *raw = NULL;
     size_t len = 0;
     int rc = ZR_OK;
-    int prc = zrp_read_file(jp, &raw, &len, SIZE_MAX);
+    /* Bounded: a journal never holds more entries than the store has
+     * records (delete: swaps into indices below the new length; compact:
+     * one per moved record), plus one compact batch's bytes. */
+    uint64_t cap = JOURNAL_HEAD + 8 + *length * JOURNAL_ENTRY + COMPACT_BATCH_BYTES + ZRE_RECORD_MAX;
+    int prc = zrp_read_file(jp, &raw, &len, cap < SIZE_MAX ? (size_t)cap : SIZE_MAX);
+    if (prc == -ELOOP || prc == ZRP_ENOTREG || prc == -EFBIG) {
+        rc = zr_set_error(ZR_ENOTSTORE, "%s: %s is malformed: %s is %s", op, e->path, jp,
+                          prc == -EFBIG ? "larger than any journal of this store"
+                          : prc == -ELOOP ? "a symbolic link" : "not a regular file");
+        goto out;
+    }
     if (prc < 0) {
-        rc = zr_set_error(ZR_EIO, "open: cannot read %s: %s", jp, strerror(-prc));
+        rc = zr_set_error(ZR_EIO, "%s: cannot read %s: %s", op, jp, zr_os_strerror(prc));
         goto out;
     }
     const unsigned char *b = raw;
     /* The journal was renamed into place whole, so any damage is real
      * corruption: refuse rather than guess. */
+    if (len >= 4 && memcmp(b, JOURNAL_MAGIC_V1, 4) == 0) {
+        rc = zr_set_error(ZR_ENOTSTORE, "%s: %s is an old-format journal (ZRJ1) that does not say "
+                          "which commit it applies to; it cannot be replayed safely", op, jp);
+        goto out;
+    }
     if (len < JOURNAL_HEAD + 8 || memcmp(b, JOURNAL_MAGIC, 4) != 0) {
-        rc = zr_set_error(ZR_ENOTSTORE, "open: %s is damaged: %zu bytes without a valid header",
-                          jp, len);
+        rc = zr_set_error(ZR_ENOTSTORE, "%s: %s is damaged: %zu bytes without a valid header",
+                          op, jp, len);
         goto out;
     }
     if (zre_get_u64(b + len - 8) != zre_fnv1a64(ZRE_FNV64_INIT, b, len - 8)) {
-        rc = zr_set_error(ZR_ENOTSTORE, "open: %s is damaged: checksum mismatch", jp);
+        rc = zr_set_error(ZR_ENOTSTORE, "%s: %s is damaged: checksum mismatch", op, jp);
         goto out;
     }
     uint32_t flags = zre_get_u32(b + 4);
     uint64_t new_len = zre_get_u64(b + 8);
     uint32_t tchunk = zre_get_u32(b + 16), toff = zre_get_u32(b + 20);
     uint64_t n = zre_get_u64(b + 24);
+    uint64_t base_len = zre_get_u64(b + 32);
+    uint32_t base_chunk = zre_get_u32(b + 40), base_off = zre_get_u32(b + 44);
+    uint32_t jop = zre_get_u32(b + 48);
+    const char *jname = jop == JOURNAL_OP_COMPACT ? "compact" : "delete";
     if ((flags & ~JOURNAL_PAYLOADS) || n > (len - JOURNAL_HEAD - 8) / JOURNAL_ENTRY ||
-        toff > ZRE_CHUNK_USABLE) {
-        rc = zr_set_error(ZR_ENOTSTORE, "open: %s is damaged: bad flags, entry count or tail", jp);
+        toff > ZRE_CHUNK_USABLE || (jop != JOURNAL_OP_DELETE && jop != JOURNAL_OP_COMPACT) ||
+        zre_get_u32(b + 52) != 0) {
+        rc = zr_set_error(ZR_ENOTSTORE, "%s: %s is damaged: bad flags, entry count, operation or "
+                          "tail", op, jp);
+        goto out;
+    }
+    /* Which commit is it for? Only the header it was written against (the
+     * call never reached meta.zr) or the one it ends with (it did, but the
+     * journal was not yet removed) may be redone; any other header means
+     * later commits happened after the call completed, and replaying the
+     * journal's header would drop them. */
+    bool at_base = *length == base_len && e->tail_chunk == base_chunk && e->tail_offset == base_off;
+    bool at_target = *length == new_len && e->tail_chunk == tchunk && e->tail_offset == toff;
+    if (!at_base && !at_target) {
+        if (!e->readonly)
+            rc = journal_remove(e);
+        goto out;
+    }
+    if (e->readonly) {
+        rc = zr_set_error(ZR_ESTATE, "%s: store %s has an unfinished %s recorded in %s (a writer "
+                          "stopped before completing it); a read-only open never writes, so open "
+                          "the store writable once to recover it", op, e->path, jname, jp);
         goto out;
     }
     const unsigned char *ents = b + JOURNAL_HEAD;
@@ -154,13 +220,13 @@ int zre_journal_recover(zre_engine *e, uint64_t *length)
             pay_used += l.phys_length;
         }
         if (why) {
-            rc = zr_set_error(ZR_ENOTSTORE, "open: %s is damaged: entry %" PRIu64 " (index %" PRIu64
-                              "): %s", jp, i, idx, why);
+            rc = zr_set_error(ZR_ENOTSTORE, "%s: %s is damaged: entry %" PRIu64 " (index %" PRIu64
+                              "): %s", op, jp, i, idx, why);
             goto out;
         }
     }
     if (pay_used != pay_avail) {
-        rc = zr_set_error(ZR_ENOTSTORE, "open: %s is damaged: %" PRIu64 " stray payload bytes", jp,
+        rc = zr_set_error(ZR_ENOTSTORE, "%s: %s is damaged: %" PRIu64 " stray payload bytes", op, jp,
                           pay_avail - pay_used);
         goto out;
     }
@@ -176,8 +242,8 @@ int zre_journal_recover(zre_engine *e, uint64_t *length)
             prc = zrp_pwrite_all(zre_fdtab_get(&e->chunks, l.chunk_id), pay + pay_used,
                                  l.phys_length, l.offset);
             if (prc < 0)
-                rc = zr_set_error(ZR_EIO, "open: replaying %s into %s/%u.chunk failed: %s", jp,
-                                  e->path, l.chunk_id, strerror(-prc));
+                rc = zr_set_error(ZR_EIO, "%s: replaying %s into %s/%u.chunk failed: %s", op, jp,
+                                  e->path, l.chunk_id, zr_os_strerror(prc));
             else
                 zre_fdtab_grow(&e->chunks, l.chunk_id, (uint64_t)l.offset + l.phys_length);
             pay_used += l.phys_length;
@@ -192,16 +258,38 @@ int zre_journal_recover(zre_engine *e, uint64_t *length)
         e->tail_chunk = tchunk;
         e->tail_offset = toff;
         atomic_store(&e->length, new_len);
+        *length = new_len;
         rc = zre_sync_all(e);
     }
     if (rc == 0)
         rc = journal_remove(e);
-    if (rc == 0)
-        *length = new_len;
 out:
     free(raw);
     free(jp);
     return rc;
+}
+
+/* A maintenance call failed (status `rc`, detail set) after its journal
+ * became durable, so the table or bytes may be half-updated. Finish it
+ * in-process through the same replay a crash recovery uses; if that is
+ * impossible (an fsync already failed: the kernel may have dropped dirty
+ * pages, so nothing it reports now can be trusted) or fails too, poison
+ * the handle. Returns ZR_OK when the redo completed the call, else the
+ * (poisoning) error. */
+static int redo_or_poison(zre_engine *e, int rc)
+{
+    if (e->fsync_failed)
+        return zre_poison(e, rc);
+    zre_err err;
+    zre_err_capture(&err, rc);
+    uint64_t len = atomic_load(&e->length);
+    int rrc = zre_journal_recover(e, &len);
+    if (rrc == 0 && !e->fsync_failed)
+        return ZR_OK;
+    zre_err redo;
+    zre_err_capture(&redo, rrc);
+    zre_err_raise_with(&err, "; redoing it from its journal failed too: %s", redo.msg);
+    return zre_poison(e, rc);
 }
 
 /* -------------------------------------------------------------- delete */
@@ -256,23 +344,34 @@ static int delete_locked(zre_engine *e, const uint64_t *index, uint64_t count)
             }
         }
     }
-    if (rc == 0 && nout > 0)
-        rc = journal_write(e, 0, new_len, e->tail_chunk, e->tail_offset, out, nout, NULL, 0);
-    for (uint64_t i = 0; rc == 0 && i < nout; i++) {
-        unsigned char enc[ZRE_LOC_ENTRY_SIZE];
-        zre_loc_encode(enc, &out[i].loc);
-        rc = zre_write_locs(e, out[i].index, enc, 1);
-    }
-    if (rc == 0)
-        rc = zre_write_meta(e, new_len, e->tail_chunk, e->tail_offset);
-    if (rc == 0)
-        atomic_store(&e->length, new_len);
-    if (rc == 0 && nout > 0) {
-        /* The applied state must be durable before the journal goes, or a
-         * power loss could replay it over later appends. */
-        rc = zre_sync_all(e);
+    if (rc == 0 && nout == 0) {
+        /* Only the last records go: a header write, nothing to journal. */
+        rc = zre_commit_meta(e, new_len, e->tail_chunk, e->tail_offset);
         if (rc == 0)
-            rc = journal_remove(e);
+            atomic_store(&e->length, new_len);
+    } else if (rc == 0) {
+        rc = journal_write(e, 0, new_len, e->tail_chunk, e->tail_offset, out, nout, NULL, 0);
+        if (rc == 0) {
+            /* From here on the journal is durable: whatever fails, the
+             * call is finished from it (or the handle refuses). */
+            for (uint64_t i = 0; rc == 0 && i < nout; i++) {
+                unsigned char enc[ZRE_LOC_ENTRY_SIZE];
+                zre_loc_encode(enc, &out[i].loc);
+                rc = zre_write_locs(e, out[i].index, enc, 1);
+            }
+            if (rc == 0)
+                rc = zre_write_meta(e, new_len, e->tail_chunk, e->tail_offset);
+            if (rc == 0)
+                atomic_store(&e->length, new_len);
+            /* The applied state must be durable before the journal goes, or
+             * a power loss could replay it over later appends. */
+            if (rc == 0)
+                rc = zre_sync_all(e);
+            if (rc == 0)
+                rc = journal_remove(e);
+            if (rc < 0)
+                rc = redo_or_poison(e, rc);
+        }
     }
     free(t);
     free(tail);
@@ -291,7 +390,11 @@ ZRE_API int zre_delete(zre_engine *e, const uint64_t *index, uint64_t count)
     zrp_mutex_lock(&e->writer);
     int rc = zre_enter_maint(e, "delete");
     if (rc == 0) {
+        e->op = "delete";
+        e->fsync_failed = false;
         rc = delete_locked(e, index, count);
+        e->fsync_failed = false;
+        e->op = NULL;
         zre_leave_maint(e);
     }
     zrp_mutex_unlock(&e->writer);
@@ -330,9 +433,11 @@ static int fsync_open(zre_engine *e, zre_fdtab *t, uint64_t id, const char *ext)
     if (f.fd < 0)
         return ZR_OK;
     int prc = zrp_fsync(f);
-    if (prc < 0)
+    if (prc < 0) {
+        e->fsync_failed = true;
         return zr_set_error(ZR_EIO, "compact: fsync of %s/%" PRIu64 ".%s failed: %s", e->path, id,
-                            ext, strerror(-prc));
+                            ext, zr_os_strerror(prc));
+    }
     return ZR_OK;
 }
 
@@ -356,7 +461,7 @@ static int flush_batch(zre_engine *e, cbatch *b)
         if (prc < 0)
             rc = zr_set_error(ZR_EIO, "compact: writing record %" PRIu64 " to %s/%u.chunk at offset "
                               "%u failed: %s", b->ent[i].index, e->path, b->chunk,
-                              b->ent[i].loc.offset, strerror(-prc));
+                              b->ent[i].loc.offset, zr_os_strerror(prc));
         else
             zre_fdtab_grow(&e->chunks, b->chunk,
                            (uint64_t)b->ent[i].loc.offset + b->ent[i].loc.phys_length);
@@ -397,7 +502,7 @@ static int remove_from(zre_engine *e, zre_fdtab *t, uint64_t first, uint64_t at_
         zre_fdtab_drop(t, id);
         int prc = zrp_unlink(p);
         if (prc < 0 && prc != -ENOENT) {
-            rc = zr_set_error(ZR_EIO, "compact: cannot delete %s: %s", p, strerror(-prc));
+            rc = zr_set_error(ZR_EIO, "compact: cannot delete %s: %s", p, zr_os_strerror(prc));
             break;
         }
     }
@@ -416,11 +521,11 @@ static int truncate_file(zre_engine *e, zre_fdtab *t, uint64_t id, const char *e
      * known size follows the file at once, so no later read passes it. */
     if (prc == 0)
         zre_fdtab_set_size(t, id, size);
-    if (prc == 0)
-        prc = zrp_fsync(f);
+    if (prc == 0 && (prc = zrp_fsync(f)) < 0)
+        e->fsync_failed = true;
     if (prc < 0)
         return zr_set_error(ZR_EIO, "compact: cannot truncate %s/%" PRIu64 ".%s to %" PRIu64
-                            " bytes: %s", e->path, id, ext, size, strerror(-prc));
+                            " bytes: %s", e->path, id, ext, size, zr_os_strerror(prc));
     return ZR_OK;
 }
 
@@ -511,7 +616,7 @@ static int compact_locked(zre_engine *e)
             rc = zr_set_error(zre_io_status(prc, ZR_ECORRUPT), "compact: reading record %" PRIu64
                               " (%u bytes at %s/%u.chunk offset %u) failed: %s", r[i].index, size,
                               e->path, old->chunk_id, old->offset,
-                              prc == ZRP_ESHORT ? "chunk file too short" : strerror(-prc));
+                              prc == ZRP_ESHORT ? "chunk file too short" : zr_os_strerror(prc));
             break;
         }
         if (old->chunk_id == fc) {
@@ -535,13 +640,29 @@ static int compact_locked(zre_engine *e)
      * replay would restore the old frontier over truncated chunks. */
     if (rc == 0 && b.journaled)
         rc = journal_remove(e);
+    if (rc < 0 && b.journaled) {
+        zre_err err;
+        zre_err_capture(&err, rc);
+        /* A batch may be half-applied: finish it from its journal (the same
+         * replay a crash recovery runs), which also removes the journal;
+         * the store is then intact at its last commit. */
+        int rrc = redo_or_poison(e, rc);
+        if (rrc == 0) {
+            zre_err_raise_with(&err, "; the interrupted batch was completed from its journal and "
+                               "every record is intact: run compact again to finish");
+        } else {
+            rc = rrc;
+        }
+    }
     uint32_t old_tail = e->tail_chunk;
     if (rc == 0) {
-        rc = zre_write_meta(e, len, fc, fo);
+        rc = zre_commit_meta(e, len, fc, fo);
         int prc = rc == 0 ? zrp_fsync(e->meta) : 0;
-        if (prc < 0)
+        if (prc < 0) {
+            e->fsync_failed = true;
             rc = zr_set_error(ZR_EIO, "compact: fsync of %s/meta.zr failed: %s", e->path,
-                              strerror(-prc));
+                              zr_os_strerror(prc));
+        }
     }
     if (rc == 0) {
         e->tail_chunk = fc;
@@ -558,10 +679,15 @@ static int compact_locked(zre_engine *e)
                            (len - (nseg - 1) * ZRE_INT_SEG_ENTRIES) * ZRE_LOC_ENTRY_SIZE);
     if (rc == 0) {
         int prc = zrp_fsync_dir(e->path);
-        if (prc < 0)
+        if (prc < 0) {
+            e->fsync_failed = true;
             rc = zr_set_error(ZR_EIO, "compact: fsync of directory %s failed: %s", e->path,
-                              strerror(-prc));
+                              zr_os_strerror(prc));
+        }
     }
+    /* A failed fsync is never retried (its dirty pages may be gone). */
+    if (rc < 0 && e->fsync_failed && !atomic_load(&e->poisoned))
+        rc = zre_poison(e, rc);
     free(r);
     free(buf);
     free(b.ent);
@@ -578,7 +704,11 @@ ZRE_API int zre_compact(zre_engine *e)
     zrp_mutex_lock(&e->writer);
     int rc = zre_enter_maint(e, "compact");
     if (rc == 0) {
+        e->op = "compact";
+        e->fsync_failed = false;
         rc = compact_locked(e);
+        e->fsync_failed = false;
+        e->op = NULL;
         zre_leave_maint(e);
     }
     zrp_mutex_unlock(&e->writer);

@@ -241,9 +241,98 @@ static int read_map(const msgpack_object *root, zrs_identity *id, char *why)
     return zrs__identity_check(id, why);
 }
 
+/* Walk one msgpack object in buf[0, len) without allocating, checking
+ * that every declared length and element count fits in the bytes that
+ * follow (each element takes at least one byte). msgpack-c allocates a
+ * container's elements by its declared count before reading them, so a
+ * 5-byte "map of 2^32 entries" would otherwise ask for 128 GiB. Returns
+ * the object's end offset, or 0 with `why` set. */
+static size_t msgpack_bounded_end(const unsigned char *b, size_t len, char *why)
+{
+    uint64_t need = 1; /* objects still to read */
+    size_t pos = 0;
+    while (need > 0) {
+        if (pos >= len || need > len - pos) {
+            snprintf(why, ZRS_WHY_MAX, "truncated msgpack (%zu bytes; %llu more object(s) "
+                     "declared than the bytes could hold)", len, (unsigned long long)need);
+            return 0;
+        }
+        unsigned t = b[pos++];
+        need--;
+        uint64_t skip = 0, add = 0;
+        unsigned lenbytes = 0;
+        if (t <= 0x7f || t >= 0xe0 || t == 0xc0 || t == 0xc2 || t == 0xc3) {
+            /* fixint, nil, bool */
+        } else if (t <= 0x8f) {
+            add = 2u * (t & 0x0f);
+        } else if (t <= 0x9f) {
+            add = t & 0x0f;
+        } else if (t <= 0xbf) {
+            skip = t & 0x1f;
+        } else {
+            switch (t) {
+            case 0xc4: case 0xd9: lenbytes = 1; break;            /* bin8, str8 */
+            case 0xc5: case 0xda: lenbytes = 2; break;            /* bin16, str16 */
+            case 0xc6: case 0xdb: lenbytes = 4; break;            /* bin32, str32 */
+            case 0xc7: lenbytes = 1; skip = 1; break;             /* ext8 (+type) */
+            case 0xc8: lenbytes = 2; skip = 1; break;
+            case 0xc9: lenbytes = 4; skip = 1; break;
+            case 0xca: skip = 4; break;
+            case 0xcb: skip = 8; break;
+            case 0xcc: case 0xd0: skip = 1; break;
+            case 0xcd: case 0xd1: skip = 2; break;
+            case 0xce: case 0xd2: skip = 4; break;
+            case 0xcf: case 0xd3: skip = 8; break;
+            case 0xd4: skip = 2; break;
+            case 0xd5: skip = 3; break;
+            case 0xd6: skip = 5; break;
+            case 0xd7: skip = 9; break;
+            case 0xd8: skip = 17; break;
+            case 0xdc: case 0xde: lenbytes = 2; break;            /* array16, map16 */
+            case 0xdd: case 0xdf: lenbytes = 4; break;            /* array32, map32 */
+            default:
+                snprintf(why, ZRS_WHY_MAX, "not valid msgpack (byte 0x%02x at offset %zu)", t,
+                         pos - 1);
+                return 0;
+            }
+        }
+        if (lenbytes) {
+            if (len - pos < lenbytes) {
+                snprintf(why, ZRS_WHY_MAX, "truncated msgpack (%zu bytes)", len);
+                return 0;
+            }
+            uint64_t n = 0;
+            for (unsigned k = 0; k < lenbytes; k++)
+                n = n << 8 | b[pos + k];
+            pos += lenbytes;
+            if (t == 0xdc || t == 0xdd)
+                add = n;
+            else if (t == 0xde || t == 0xdf)
+                add = 2 * n;
+            else
+                skip += n;
+        }
+        if (skip > len - pos) {
+            snprintf(why, ZRS_WHY_MAX, "truncated msgpack (%zu bytes; an item at offset %zu "
+                     "declares %llu bytes)", len, pos, (unsigned long long)skip);
+            return 0;
+        }
+        pos += (size_t)skip;
+        need += add;
+    }
+    return pos;
+}
+
 int zrs__identity_decode(const void *buf, size_t len, const char *file,
                          zrs_identity *out)
 {
+    {
+        char bwhy[ZRS_WHY_MAX];
+        if (len == 0)
+            return zr_set_error(ZR_ENOTSTORE, "open: not a store: %s is empty", file);
+        if (msgpack_bounded_end(buf, len, bwhy) == 0)
+            return zr_set_error(ZR_ENOTSTORE, "open: not a store: %s is %s", file, bwhy);
+    }
     char why[ZRS_WHY_MAX];
     zrs_identity id;
     memset(&id, 0, sizeof id);

@@ -6,6 +6,7 @@
  * immutable after create/open, so concurrent gathers and appends on it
  * are as safe as the engine's.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +57,23 @@ static int close_engine_keep_error(zre_engine *e, int rc)
 {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", zr_last_error());
+    int os_errno = zr_last_errno();
     zre_close(e);
+    if (os_errno)
+        (void)zr_os_strerror(-os_errno); /* keep the errno with the message */
+    return zr_set_error(rc, "%s", msg);
+}
+
+/* A create that failed after the engine made its directory: remove what
+ * it made (so a retry does not meet "already exists"), keeping the error. */
+static int discard_engine_keep_error(zre_engine *e, int rc)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", zr_last_error());
+    int os_errno = zr_last_errno();
+    zre_discard(e);
+    if (os_errno)
+        (void)zr_os_strerror(-os_errno);
     return zr_set_error(rc, "%s", msg);
 }
 
@@ -241,14 +258,15 @@ static int create_store(zrs_store **out, const char *path, zrs_identity *id,
      * be durable before it appears. */
     rc = zre_sync(s->engine);
     if (rc != ZR_OK) {
-        rc = close_engine_keep_error(s->engine, rc);
+        rc = discard_engine_keep_error(s->engine, rc);
         goto fail;
     }
     int prc = zrp_write_file_atomic(zr_path, buf, len);
     if (prc != 0) {
-        zr_set_error(ZR_EIO, "create: cannot write %s (platform error %d); "
-                     "the directory is not a store", zr_path, prc);
-        rc = close_engine_keep_error(s->engine, ZR_EIO);
+        zr_set_error(ZR_EIO, "create: cannot write %s: %s; "
+                     "the directory is not a store", zr_path, zr_os_strerror(prc));
+        (void)zrp_unlink(zr_path); /* in case the rename landed */
+        rc = discard_engine_keep_error(s->engine, ZR_EIO);
         goto fail;
     }
     s->id = *id;
@@ -351,10 +369,12 @@ int zrs_open_ex(zrs_store **out, const char *path, unsigned flags)
     }
     int prc = zrp_read_file(zr_path, &buf, &len, STORE_ZR_MAX_BYTES);
     if (prc != 0) {
-        zr_set_error(ZR_EIO, "open: cannot read %s (platform error %d; "
-                     "a store.zr is at most %u bytes)", zr_path, prc,
-                     STORE_ZR_MAX_BYTES);
-        rc = close_engine_keep_error(e, ZR_EIO);
+        if (prc == -EFBIG)
+            zr_set_error(ZR_ENOTSTORE, "open: %s is not a store: its store.zr is larger than "
+                         "%u bytes", zr_path, STORE_ZR_MAX_BYTES);
+        else
+            zr_set_error(ZR_EIO, "open: cannot read %s: %s", zr_path, zr_os_strerror(prc));
+        rc = close_engine_keep_error(e, prc == -EFBIG ? ZR_ENOTSTORE : ZR_EIO);
         buf = NULL;
         goto done;
     }

@@ -836,7 +836,7 @@ static void test_truncated(void **state)
     OK(zmr_validate(cut, 0));
     /* not a regular collection at all */
     assert_int_equal(zmr_validate("/dev/null", ZMR_OPEN_NOLOCK), ZMR_ENOTCOLL);
-    HAS("/dev/null is empty");
+    HAS("/dev/null"); /* "is empty" or "is not a regular file", by which check meets it first */
     char missing[700];
     snprintf(missing, sizeof missing, "%s/none.mrec.lmdb", fx->dir);
     assert_int_equal(zmr_validate(missing, 0), ZMR_EIO);
