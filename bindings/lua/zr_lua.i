@@ -706,6 +706,15 @@ ZR_INDEX_TO_U64(sizes)
 %ignore zld_free;
 %ignore zrs_train_dict;
 
+/* Every path argument: a Lua string may hold a NUL that C would cut at
+ * ("a\0/x" would open "a"); the one C check (zr_check_path) refuses it. */
+%typemap(in, checkfn="lua_isstring") const char *path {
+    size_t zr_path_len = 0;
+    $1 = ($1_ltype)lua_tolstring(L, $input, &zr_path_len);
+    if (zr_check_path($1, zr_path_len, "$symname") < 0)
+        return zr_lua_fail(L, ZR_EINVAL);
+}
+
 %include "zr_core.i"
 
 %native(buffer) int zr_lua_buffer_new(lua_State *L);

@@ -48,7 +48,7 @@ static void zr_py_raise(int status)
         Py_DECREF(msg);
         return;
     }
-    PyObject *exc = PyObject_CallMethod(mod, "from_status", "iO", status, msg);
+    PyObject *exc = PyObject_CallMethod(mod, "from_status", "iOi", status, msg, zr_last_errno());
     Py_DECREF(mod);
     Py_DECREF(msg);
     if (exc == NULL)
@@ -532,6 +532,25 @@ ZR_INDEX_TO_U64(sizes)
 %thread zld_next;
 %thread zld_close;
 %thread zld_stop;
+
+/* Every path argument: a Python str may hold a NUL that C would cut at
+ * ("a\0/x" would open "a"); the one C check (zr_check_path) refuses it. */
+%typemap(in) const char *path (char *buf = NULL, size_t size = 0, int alloc = 0) {
+    int res = SWIG_AsCharPtrAndSize($input, &buf, &size, &alloc);
+    if (!SWIG_IsOK(res) || buf == NULL) {
+        PyErr_SetString(PyExc_TypeError, "$symname: path must be a str");
+        SWIG_fail;
+    }
+    if (zr_check_path(buf, size ? size - 1 : 0, "$symname") < 0) {
+        zr_py_raise(ZR_EINVAL);
+        SWIG_fail;
+    }
+    $1 = buf;
+}
+%typemap(freearg) const char *path {
+    if (alloc$argnum == SWIG_NEWOBJ)
+        free(buf$argnum);
+}
 
 %include "zr_core.i"
 %include "zmrec_python.i"  /* libzmrec: mrec-lmdb collections (loaderx.mrec) */

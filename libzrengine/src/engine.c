@@ -703,7 +703,8 @@ ZRE_API int zre_create_ex(zre_engine **out, const char *path, const zre_create_o
     if (rc == 0 && (rc = zrp_fsync_dir(path)) < 0)
         rc = zr_set_error(ZR_EIO, "create: fsync of directory %s failed: %s", path, zr_os_strerror(rc));
     if (rc == 0 && parent && (rc = zrp_fsync_dir(parent)) < 0)
-        rc = zr_set_error(ZR_EIO, "create: fsync of directory %s failed: %s", parent, zr_os_strerror(rc));
+        rc = zr_set_error(ZR_EIO, "create: fsync of directory %s (the parent of %s) failed: %s",
+                          parent, path, zr_os_strerror(rc));
     free(parent);
     if (rc < 0) {
         /* Remove what this call made, so that a retry (once there is space

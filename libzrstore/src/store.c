@@ -258,6 +258,13 @@ static int create_store(zrs_store **out, const char *path, zrs_identity *id,
      * be durable before it appears. */
     rc = zre_sync(s->engine);
     if (rc != ZR_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", zr_last_error());
+        int os_errno = zr_last_errno();
+        if (os_errno)
+            (void)zr_os_strerror(-os_errno);
+        zr_set_error(rc, "create: making the new store %s durable failed (%s); nothing was kept",
+                     path, msg);
         rc = discard_engine_keep_error(s->engine, rc);
         goto fail;
     }

@@ -22,6 +22,9 @@ ZR_ESTATE          RuntimeError
 =================  ============================================  =========
 
 Every exception raised this way carries the native code as ``.status``.
+A failure the operating system reported (ZR_EIO with ENOSPC, EACCES,
+ENOENT...) also carries its ``.errno`` and is raised as the matching
+``OSError`` subclass (``PermissionError``, ``FileNotFoundError``, ...).
 The loaderx-specific classes also derive from :class:`ZrError`, so
 ``except loaderx.errors.ZrError`` catches exactly those.
 
@@ -95,16 +98,26 @@ def exception_class(status):
     return _CLASSES.get(int(status), RuntimeError)
 
 
-def from_status(status, message):
+def from_status(status, message, os_errno=0):
     """Build (not raise) the exception for ``status`` with ``message``.
 
     Called by the native module on every failing call; also usable from
-    Python. The returned instance has ``.status`` set to the code.
+    Python. The returned instance has ``.status`` set to the code. When the
+    operating system gave an error number (``os_errno``, from
+    ``zr_last_errno()``), an ``OSError``-family exception carries it as
+    ``.errno`` and becomes the matching subclass (``PermissionError`` for
+    EACCES, ``FileNotFoundError`` for ENOENT, ...), as ``OSError(errno,
+    message)`` does.
     """
     cls = exception_class(status)
     if cls is ClosedError and "closed" not in message:
         message = message + " (closed)"
-    exc = cls(message)
+    if os_errno and cls in (OSError, FileExistsError):
+        exc = OSError(int(os_errno), message)
+    elif os_errno and issubclass(cls, OSError):
+        exc = cls(int(os_errno), message)
+    else:
+        exc = cls(message)
     try:
         exc.status = int(status)
     except AttributeError:  # pragma: no cover - builtins all take attributes
