@@ -120,4 +120,13 @@ T.test("sampler errors name the mode", function()
            zr.sampler, { length = 3, size = 1 })
 end)
 
+T.test("paths with an embedded NUL are refused, not cut short", function()
+  local base = T.path("nul")
+  T.raises("^EINVAL: .*embedded NUL", zr.create_dense, base .. "\0evil", "uint8", { 1 }, "raw")
+  T.raises("^EINVAL: .*embedded NUL", zr.create_ragged, base .. "\0evil", "uint8", "raw")
+  zr.create_dense(base, "uint8", { 1 }, "raw"):close()
+  T.raises("^EINVAL: .*embedded NUL", zr.open, base .. "\0/x")
+  T.raises("^EINVAL: .*embedded NUL", zr.open, base .. "\0/x", { readonly = true })
+end)
+
 T.run()
