@@ -212,6 +212,14 @@ ZRE_API int zre_discard(zre_engine *e);
 
 /* Open flags. */
 #define ZRE_OPEN_READONLY 1u /* shared lock: many readers, no writer */
+/* Recovery after a crash or power loss that lost appends never synced:
+ * when meta.zr claims records whose table entries or bytes did not reach
+ * the disk (a plain open then refuses with ZR_ENOTSTORE, naming this
+ * flag), keep the longest prefix of records whose entries are valid and
+ * whose bytes lie inside the chunk files, and rewrite meta.zr to it. Every
+ * record whose zre_sync returned is in that prefix. Writable opens only
+ * (ZR_EINVAL with ZRE_OPEN_READONLY). */
+#define ZRE_OPEN_RECOVER 2u
 
 /* zre_open with flags. ZRE_OPEN_READONLY takes a shared lock without
  * waiting: any number of read-only handles (in any processes) coexist,

@@ -747,9 +747,11 @@ static int open_validate_files(zre_engine *e, uint64_t length)
         int rc = zre_open_numbered(e, &e->locs, s, "loc", false);
         if (rc < 0)
             return rc;
-        if (rc == 0)
+        if (rc == 0) {
+            e->files_short = true;
             return zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: record table segment %" PRIu64
                                 ".loc is missing for length %" PRIu64, e->path, s, length);
+        }
         uint64_t need = length - s * ZRE_INT_SEG_ENTRIES;
         if (need > ZRE_INT_SEG_ENTRIES)
             need = ZRE_INT_SEG_ENTRIES;
@@ -759,7 +761,8 @@ static int open_validate_files(zre_engine *e, uint64_t length)
             return zr_set_error(ZR_EIO, "open: cannot stat %s/%" PRIu64 ".loc: %s", e->path, s,
                                 zr_os_strerror(rc));
         if (size < need * ZRE_LOC_ENTRY_SIZE)
-            return zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: %" PRIu64 ".loc holds %" PRIu64
+            return e->files_short = true,
+                   zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: %" PRIu64 ".loc holds %" PRIu64
                                 " bytes, expected at least %" PRIu64 " for length %" PRIu64,
                                 e->path, s, size, need * ZRE_LOC_ENTRY_SIZE, length);
     }
@@ -771,7 +774,8 @@ static int open_validate_files(zre_engine *e, uint64_t length)
             return rc;
         if (rc == 0) {
             if (required)
-                return zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: chunk %" PRIu64
+                return e->files_short = true,
+                       zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: chunk %" PRIu64
                                     ".chunk is missing (tail chunk %u, length %" PRIu64 ")",
                                     e->path, c, e->tail_chunk, length);
             continue;
@@ -783,12 +787,73 @@ static int open_validate_files(zre_engine *e, uint64_t length)
                 return zr_set_error(ZR_EIO, "open: cannot stat %s/%" PRIu64 ".chunk: %s", e->path, c,
                                     zr_os_strerror(rc));
             if (size < e->tail_offset)
-                return zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: tail chunk %" PRIu64
+                return e->files_short = true,
+                       zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: tail chunk %" PRIu64
                                     ".chunk holds %" PRIu64 " bytes, expected at least tail_offset %u",
                                     e->path, c, size, e->tail_offset);
         }
     }
     return ZR_OK;
+}
+
+/* ZRE_OPEN_RECOVER: meta.zr claims more than the files hold (appends that
+ * never reached the disk). Keep the longest prefix of records whose table
+ * entries are valid and whose bytes lie within the chunk files, set the
+ * frontier past the last of them, and make that header durable. Synced
+ * records are all durable, so they are all in the prefix. */
+static int recover_durable_prefix(zre_engine *e, uint64_t *length)
+{
+    uint64_t keep = 0;
+    uint32_t tc = 0, to = 0;
+    int rc = ZR_OK;
+    for (uint64_t i = 0; i < *length; i++) {
+        uint64_t s = i / ZRE_INT_SEG_ENTRIES;
+        int orc = zre_open_numbered(e, &e->locs, s, "loc", false);
+        if (orc < 0)
+            return orc;
+        if (orc == 0)
+            break;
+        unsigned char buf[ZRE_LOC_ENTRY_SIZE];
+        int prc = zrp_pread_all(zre_fdtab_get(&e->locs, s), buf, sizeof buf,
+                                (i % ZRE_INT_SEG_ENTRIES) * ZRE_LOC_ENTRY_SIZE);
+        if (prc == ZRP_ESHORT)
+            break;
+        if (prc < 0)
+            return zr_set_error(ZR_EIO, "open: recovery cannot read %s/%" PRIu64 ".loc: %s", e->path,
+                                s, zr_os_strerror(prc));
+        zre_loc l;
+        zre_loc_decode(&l, buf);
+        if (zre_loc_problem(&l, e->codec))
+            break;
+        orc = zre_open_numbered(e, &e->chunks, l.chunk_id, "chunk", false);
+        if (orc < 0)
+            return orc;
+        uint64_t size = 0;
+        if (orc == 0 || zrp_file_size(zre_fdtab_get(&e->chunks, l.chunk_id), &size) < 0 ||
+            (uint64_t)l.offset + l.phys_length > size)
+            break;
+        keep = i + 1;
+        uint32_t end = l.offset + l.phys_length;
+        if (l.chunk_id > tc || (l.chunk_id == tc && end > to)) {
+            tc = l.chunk_id;
+            to = end;
+        }
+    }
+    /* Chunks up to the new tail must all exist (earlier ones may hold no
+     * live record after a compact): create any missing, empty. */
+    for (uint32_t c = 0; c <= tc && rc == 0; c++)
+        rc = zre_ensure_chunk(e, c);
+    if (rc == 0)
+        rc = zre_write_meta(e, keep, tc, to);
+    if (rc == 0) {
+        e->tail_chunk = tc;
+        e->tail_offset = to;
+        atomic_store(&e->length, keep);
+        rc = zre_sync_all(e);
+    }
+    if (rc == 0)
+        *length = keep;
+    return rc;
 }
 
 /* Load dict.zr of a zstd_dict store, or refuse a stray one elsewhere. */
@@ -828,8 +893,11 @@ ZRE_API int zre_open_ex(zre_engine **out, const char *path, unsigned flags)
     if (!out || !path || !*path)
         return zr_set_error(ZR_EINVAL, "open: NULL or empty argument");
     *out = NULL;
-    if (flags & ~ZRE_OPEN_READONLY)
+    if (flags & ~(ZRE_OPEN_READONLY | ZRE_OPEN_RECOVER))
         return zr_set_error(ZR_EINVAL, "open: unknown flags 0x%x for %s", flags, path);
+    if ((flags & ZRE_OPEN_READONLY) && (flags & ZRE_OPEN_RECOVER))
+        return zr_set_error(ZR_EINVAL, "open: recovery writes, so it needs a writable open, not "
+                            "a read-only one (%s)", path);
     if (!zrp_is_dir(path))
         return zr_set_error(ZR_ENOTSTORE, "open: %s is not a store: not a directory", path);
     bool readonly = (flags & ZRE_OPEN_READONLY) != 0;
@@ -899,6 +967,19 @@ ZRE_API int zre_open_ex(zre_engine **out, const char *path, unsigned flags)
     if (rc < 0)
         goto fail;
     rc = open_validate_files(e, length);
+    if (rc == ZR_ENOTSTORE && e->files_short) {
+        if (flags & ZRE_OPEN_RECOVER) {
+            rc = recover_durable_prefix(e, &length);
+            if (rc == 0)
+                rc = open_validate_files(e, length);
+        } else {
+            zre_err err;
+            zre_err_capture(&err, rc);
+            zre_err_raise_with(&err, "; if the store crashed or lost power after appends that were "
+                               "never synced, a writable open with recovery (ZRE_OPEN_RECOVER) "
+                               "keeps every record that reached the disk");
+        }
+    }
     if (rc < 0)
         goto fail;
     atomic_store_explicit(&e->length, length, memory_order_release);

@@ -208,6 +208,7 @@ struct zre_engine {
     _Atomic int poisoned;
     char poison_msg[ZRE_ERRMSG_CAP];
     bool fsync_failed; /* an fsync failed during the current writer call */
+    bool files_short;  /* open: the files hold less than meta.zr claims */
 
     /* Reusable zstd contexts (free lists), so per-call setup is paid once. */
     zrp_mutex ctx_lock;
@@ -264,6 +265,9 @@ static inline void zre_leave_maint(zre_engine *e) { atomic_store(&e->maint, 0); 
  * writes nothing and refuses with ZR_ESTATE, saying a writable open must
  * recover the store. */
 int zre_journal_recover(zre_engine *e, uint64_t *length);
+
+/* What is wrong with one table entry's own fields, or NULL. */
+const char *zre_loc_problem(const zre_loc *l, zre_codec codec);
 
 /* Mark the handle unusable (see `poisoned`), keeping the calling thread's
  * current error (status `status`, which is returned) and adding that the

@@ -111,7 +111,7 @@ static int journal_remove(zre_engine *e)
 }
 
 /* Check one table entry's own fields (not the files). */
-static const char *loc_problem(const zre_loc *l, zre_codec codec)
+const char *zre_loc_problem(const zre_loc *l, zre_codec codec)
 {
     if (l->logic_length == 0 || l->logic_length > ZRE_RECORD_MAX)
         return "logical length outside 1..2^31";
@@ -209,7 +209,7 @@ int zre_journal_recover(zre_engine *e, uint64_t *length)
         zre_loc l;
         zre_loc_decode(&l, ents + i * JOURNAL_ENTRY + 8);
         uint64_t idx = zre_get_u64(ents + i * JOURNAL_ENTRY);
-        const char *why = loc_problem(&l, e->codec);
+        const char *why = zre_loc_problem(&l, e->codec);
         if (!why && idx >= new_len)
             why = "index beyond the journal's length";
         if (!why && l.chunk_id > tchunk)
@@ -549,7 +549,7 @@ static int compact_locked(zre_engine *e)
             r[i + j].index = i + j;
             zre_loc_decode(&r[i + j].loc, buf + j * ZRE_LOC_ENTRY_SIZE);
             const zre_loc *l = &r[i + j].loc;
-            const char *why = loc_problem(l, e->codec);
+            const char *why = zre_loc_problem(l, e->codec);
             if (!why && (l->chunk_id > e->tail_chunk ||
                          zre_fdtab_get(&e->chunks, l->chunk_id).fd < 0))
                 why = "points at a chunk the store does not hold";
@@ -733,7 +733,7 @@ static int check_locked(zre_engine *e, uint64_t index)
     zrp_mutex_lock(&e->writer);
     uint32_t tc = e->tail_chunk, to = e->tail_offset;
     zrp_mutex_unlock(&e->writer);
-    const char *why = loc_problem(&l, e->codec);
+    const char *why = zre_loc_problem(&l, e->codec);
     zrp_file f = zre_fdtab_get(&e->chunks, l.chunk_id);
     if (!why && (l.chunk_id > tc || f.fd < 0))
         why = "points at a chunk the store does not hold";
