@@ -27,6 +27,7 @@
 /* POSIX (unistd.h stays inside platform/; these are the CLI's own). */
 int execvp(const char *file, char *const argv[]);
 pid_t fork(void);
+unsigned alarm(unsigned seconds);
 void _exit(int status);
 
 static int usage(void)
@@ -295,7 +296,15 @@ static int cmd_validate(const char *path)
         fprintf(stderr, "zr mrec validate: cannot fork (%s); validating in this process\n", strerror(errno));
         return validate_here(path);
     }
+    /* liblmdb's page walk trusts the file: a damaged one can send it
+     * into a loop, so the child has a time limit (SIGALRM ends it). */
+    unsigned limit = 60;
+    const char *env = getenv("ZR_MREC_VALIDATE_TIMEOUT");
+    if (env && *env)
+        limit = (unsigned)strtoul(env, NULL, 10);
     if (pid == 0) {
+        if (limit > 0)
+            alarm(limit);
         int rc = validate_here(path);
         fflush(stdout);
         fflush(stderr);
@@ -307,6 +316,11 @@ static int cmd_validate(const char *path)
             fprintf(stderr, "zr mrec validate: waitpid: %s\n", strerror(errno));
             return 1;
         }
+    }
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
+        fprintf(stderr, "zr mrec validate: %s: timed out after %u s (the LMDB structure is damaged, "
+                "or the file needs longer: set ZR_MREC_VALIDATE_TIMEOUT)\n", path, limit);
+        return 1;
     }
     if (WIFSIGNALED(status)) {
         fprintf(stderr, "zr mrec validate: %s: the LMDB structure is damaged (reader crashed with signal %d)\n",
