@@ -23,8 +23,19 @@
  * A reader trusts only what meta.zr says is committed.
  *
  * Errors: functions return 0 (ZR_OK) or a negative zr_status. The calling
- * thread's detail message, zr_last_error(), then says what and where.
- * Nothing here prints or aborts.
+ * thread's detail message, zr_last_error(), then says what and where, and
+ * zr_last_errno() the OS error number behind it (0 if none). Nothing here
+ * prints or aborts.
+ *
+ * Failures: a call that fails leaves the store at its last commit. The
+ * handle then either still works, or, when it can no longer vouch for its
+ * state (a delete or compact that failed after its journal became durable
+ * and could not be finished in-process, a failed fsync, a header write
+ * that could not be rolled back), refuses every later call with ZR_ESTATE
+ * naming the original failure until the store is closed and reopened; the
+ * next writable open recovers it. A read-only open never writes. Store
+ * files are opened without following symbolic links and only as regular
+ * files.
  *
  * Threads: zre_append and zre_gather may be called concurrently from many
  * threads on one handle. zre_delete and zre_compact need exclusive use of

@@ -77,3 +77,26 @@ def test_symlinked_chunk_and_fifo_refused(tmp_path):
     os.rename(chunk + ".real", chunk)
     with DenseStore.open(p) as s:
         assert len(s) == 3
+
+
+def test_recover_after_lost_unsynced_appends(tmp_path):
+    p = str(tmp_path / "s")
+    s = DenseStore.create(p, "<f4", (2,))
+    data = np.arange(30, dtype="<f4").reshape(15, 2)
+    s.append(data[:10])
+    s.sync()
+    s.append(data[10:])
+    s.close()
+    # A power loss kept meta.zr (15 records) but only 12 table entries.
+    with open(os.path.join(p, "0.loc"), "r+b") as f:
+        f.truncate(12 * 16)
+    with pytest.raises(errors.NotAStoreError, match="recovery"):
+        DenseStore.open(p)
+    with pytest.raises(ValueError):
+        DenseStore.open(p, readonly=True, recover=True)
+    with DenseStore.open(p, recover=True) as s:
+        assert len(s) == 12
+        np.testing.assert_array_equal(s[np.arange(12)], data[:12])
+        s.append(data[12:])
+    with DenseStore.open(p, readonly=True) as s:
+        assert len(s) == 15

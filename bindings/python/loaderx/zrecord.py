@@ -300,16 +300,23 @@ class _Store(_Closing):
         return cls(handle)
 
     @classmethod
-    def open(cls, path, readonly=False):
+    def open(cls, path, readonly=False, recover=False):
         """Open an existing store for reading and appending, or with
         ``readonly=True`` for reading only under a shared lock (any number
         of read-only handles, in any processes, and no writer).
+
+        ``recover=True`` (writable only): after a crash or power loss lost
+        appends that were never synced, keep every record that reached the
+        disk (every record whose ``sync()`` returned) and rewrite the
+        header to them; a plain open refuses such a store, naming this.
 
         Raises NotAStoreError if ``path`` is not a store (missing path,
         missing or malformed store.zr), StoreBusy if another handle holds
         a conflicting lock, ValueError if it is a store of the other kind."""
         path = _fspath(path)
         flags = _zr.ZRE_OPEN_READONLY if readonly else 0
+        if recover:
+            flags |= _zr.ZRE_OPEN_RECOVER
         return cls._from_open_handle(_zr.zrs_open_ex(path, flags), path)
 
     # ---------------------------------------------------------- lifecycle
