@@ -906,11 +906,11 @@ ZRE_API int zre_open_ex(zre_engine **out, const char *path, unsigned flags)
     if (rc < 0)
         return rc;
     e->readonly = readonly;
+    e->op = "open";
     rc = open_meta(e, false);
     if (rc < 0)
         goto fail;
 
-    e->op = "open";
     uint64_t size;
     rc = zrp_file_size(e->meta, &size);
     if (rc < 0) {
