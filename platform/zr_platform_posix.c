@@ -537,7 +537,7 @@ int zrp_read_file(const char *path, void **out, size_t *len, size_t max_len)
     int rc = zrp_open(&f, path, ZRP_READ);
     if (rc < 0)
         return rc;
-    uint64_t size;
+    uint64_t size = 0;
     rc = zrp_file_size(f, &size);
     if (rc == 0 && size > max_len)
         rc = -EFBIG;

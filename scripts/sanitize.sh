@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 lanes=("$@")
 [ ${#lanes[@]} -gt 0 ] || lanes=(asan tsan)
-common=(-Dpython=disabled -Dlua=disabled -Dbuildtype=debugoptimized -Db_lundef=false -Dwerror=true)
+common=(-Dpython=disabled -Dlua=disabled -Dbuildtype=debugoptimized -Db_lundef=false)
 
 setup() { # dir, sanitize, extra c_args
     if [ ! -f "$1/build.ninja" ]; then
