@@ -204,7 +204,8 @@ func createStore(dtype, codec string,
 }
 
 // Open opens an existing store of either kind for reading and appending
-// (taking its exclusive lock: ErrBusy if another handle holds it).
+// (taking its writer lock: ErrBusy if another writable handle has it open or
+// a Delete or Compact runs; read-only handles may be open beside it).
 func Open(path string) (*Store, error) {
 	out := []uintptr{0}
 	if err := call(func() int { return zrcore.Zrs_open(out, path) }); err != nil {

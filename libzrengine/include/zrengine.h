@@ -31,6 +31,14 @@
  * the handle: they fail with ZR_EBUSY (saying so) while a gather or
  * record_sizes runs on it, and a gather started during them fails with
  * ZR_EBUSY too. zre_close must not race with any other call.
+ *
+ * Processes (as LMDB): at most one writable handle and any number of
+ * read-only handles, in any processes, at once. Appends never disturb a
+ * reader; a reader sees the commits made up to its open and, after
+ * zre_refresh, up to that call. delete and compact need the store to
+ * themselves: ZR_EBUSY at once while any read-only handle is open, and
+ * read-only opens fail with ZR_EBUSY while they run. Nothing waits.
+ * Locks belong to handles, not processes (see zre_forget_after_fork).
  */
 #ifndef ZRENGINE_H
 #define ZRENGINE_H
@@ -133,13 +141,16 @@ typedef struct zre_engine zre_engine;
 /* Create a new, empty store directory at `path` with `codec`.
  * The path must not exist (ZR_EEXIST otherwise); parent directories are
  * created as needed. Writes meta.zr and makes it durable. The handle is
- * writable and holds the store's exclusive lock.
+ * writable and holds the store's writer lock (lock.zr).
  * On success *out owns the handle: release it with zre_close. */
 ZRE_API int zre_create(zre_engine **out, const char *path, zre_codec codec);
 
 /* Open an existing store directory for reading and appending, taking its
- * exclusive lock without waiting: ZR_EBUSY if another handle (in this or
- * any process) holds it. ZR_ENOTSTORE if meta.zr is missing or malformed
+ * writer lock without waiting: ZR_EBUSY if another writable handle (in
+ * this or any process) has it open, or a delete/compact is running.
+ * Read-only handles may be open beside it, and may open later (at most
+ * one writer plus any number of readers, as LMDB). Creates lock.zr in a
+ * store that has none. ZR_ENOTSTORE if meta.zr is missing or malformed
  * (wrong size, unknown codec, non-zero reserved bytes, tail beyond the
  * chunk files, table shorter than length). */
 ZRE_API int zre_open(zre_engine **out, const char *path);
@@ -184,17 +195,36 @@ ZRE_API int zre_create_ex(zre_engine **out, const char *path,
                           const zre_create_options *options);
 
 /* Open flags. */
-#define ZRE_OPEN_READONLY 1u /* shared lock: many readers, no writer */
+#define ZRE_OPEN_READONLY 1u /* a reader: beside other readers and one writer */
 
-/* zre_open with flags. ZRE_OPEN_READONLY takes a shared lock without
- * waiting: any number of read-only handles (in any processes) coexist,
- * while a writable handle excludes them all (ZR_EBUSY either way). A
- * read-only handle refuses append/delete/compact (ZR_EUNSUPPORTED);
+/* zre_open with flags. ZRE_OPEN_READONLY opens a reader without waiting:
+ * any number of read-only handles (in any processes) coexist with each
+ * other and with one writable handle; ZR_EBUSY only while a delete or
+ * compact runs (they need the store to themselves). The reader sees the
+ * records committed when it opened, and later ones after zre_refresh.
+ * It writes nothing on disk. A read-only handle refuses
+ * append/delete/compact (ZR_EUNSUPPORTED);
  * sync and close do nothing on disk. If a crashed writer left a
  * journal.zr, the store is first recovered through a brief writable open
  * (ZR_EBUSY if someone holds it). Errors as zre_open, plus ZR_ENOTSTORE
  * for a missing or damaged dict.zr of a zstd_dict store. */
 ZRE_API int zre_open_ex(zre_engine **out, const char *path, unsigned flags);
+
+/* Move a read-only handle's view to the store's latest commit.
+ *
+ * A read-only handle sees the committed prefix of the moment it opened
+ * (zre_length stays fixed) until it calls zre_refresh, which reads meta.zr
+ * again (retrying while the writer is rewriting it, so a torn header is
+ * never trusted), opens the chunk and table files the writer added and
+ * learns their new sizes, then publishes the new length. Records below
+ * the old length never change while the handle is open (delete and
+ * compact cannot run beside it), so gathers running on other threads
+ * during a refresh are unaffected. Never waits for the writer.
+ * A writable handle always sees its own commits: a no-op returning ZR_OK.
+ * Errors: ZR_EINVAL (NULL), ZR_EIO, ZR_ENOTSTORE (damaged header or
+ * files), ZR_ECORRUPT (the store went back, i.e. was changed behind the
+ * locks). On error the view stays as it was. */
+ZRE_API int zre_refresh(zre_engine *e);
 
 /* 1 for a read-only handle, else 0. */
 ZRE_API int zre_is_readonly(const zre_engine *e);
@@ -276,7 +306,8 @@ ZRE_API uint64_t zre_chunk_bytes(zre_engine *e);
  * crash leaves the store before or after the whole call (journal.zr).
  * The bytes of deleted records stay in the chunks until zre_compact.
  * ZR_ERANGE (nothing deleted) if any index >= length; ZR_EUNSUPPORTED on
- * a read-only handle; ZR_EBUSY while a gather runs on this handle. */
+ * a read-only handle; ZR_EBUSY (nothing deleted) while a gather runs on
+ * this handle or any read-only handle (any process) has the store open. */
 ZRE_API int zre_delete(zre_engine *e, const uint64_t *index, uint64_t count);
 
 /* Reclaim the bytes of deleted records, in place: records are visited in

@@ -302,12 +302,15 @@ class _Store(_Closing):
     @classmethod
     def open(cls, path, readonly=False):
         """Open an existing store for reading and appending, or with
-        ``readonly=True`` for reading only under a shared lock (any number
-        of read-only handles, in any processes, and no writer).
+        ``readonly=True`` for reading only. As in LMDB, one writable handle
+        and any number of read-only handles, in any processes, may be open
+        at once. A read-only handle sees the records committed when it
+        opened; :meth:`refresh` shows it later commits.
 
         Raises NotAStoreError if ``path`` is not a store (missing path,
-        missing or malformed store.zr), StoreBusy if another handle holds
-        a conflicting lock, ValueError if it is a store of the other kind."""
+        missing or malformed store.zr), StoreBusy if another writable handle
+        has it open (for a writable open) or a delete/compact runs on it,
+        ValueError if it is a store of the other kind."""
         path = _fspath(path)
         flags = _zr.ZRE_OPEN_READONLY if readonly else 0
         return cls._from_open_handle(_zr.zrs_open_ex(path, flags), path)
@@ -350,13 +353,23 @@ class _Store(_Closing):
         return self._h
 
     def __reduce__(self):
-        # Pickling (e.g. the spawn start method) reopens a read-only store
-        # by path in the receiving process; a writable one cannot be shared.
-        if self._h is None or not self._is_readonly():
-            raise TypeError(f"cannot pickle {type(self).__name__} {self._path!r}: only an "
-                            "open read-only store (readonly=True) can be pickled; it "
-                            "reopens by path")
+        # Pickling (e.g. the spawn start method) reopens the store by path,
+        # read-only, in the receiving process: a writable store pickled for
+        # spawn workers becomes a reader there (the one writer stays with
+        # this process), seeing the records committed when it reopens.
+        if self._h is None:
+            raise TypeError(f"cannot pickle {type(self).__name__} {self._path!r}: it is closed")
         return (_reopen_readonly, (type(self), self._path))
+
+    def refresh(self):
+        """See the records committed since this handle opened or last
+        refreshed; returns the new ``len(self)``. A read-only handle's
+        length changes only here (it grows to the writer's committed
+        length, never past it). A writable handle always sees its own
+        appends, so this only returns its length."""
+        h = self._handle()
+        _zr.zrs_refresh(h)
+        return int(_zr.zrs_length(h))
 
     @property
     def closed(self):
@@ -442,6 +455,8 @@ class _Store(_Closing):
         return self._path
 
     def __len__(self):
+        # Fixed between refresh() calls on a read-only handle; a writable
+        # handle's length grows with its own appends.
         return int(_zr.zrs_length(self._handle()))
 
     def info(self):
