@@ -219,3 +219,28 @@ def test_training_example_beside_info_and_reader(tmp_path):
     text = "".join(out) + rest
     assert ex.returncode == 0, text
     assert "test accuracy:" in text
+
+
+def test_loader_length_fixed_at_creation(tmp_path):
+    """A DataLoader draws from the length its streams had when it was
+    created; appends beside it (same process or a reader's refresh) enter
+    only a new loader."""
+    from loaderx.dataloader import DataLoader
+    p = str(tmp_path / "l")
+    w = DenseStore.create(p, np.int64, ())
+    w.append(np.arange(100, dtype=np.int64))
+    r = DenseStore.open(p, readonly=True)
+    loaders = [DataLoader({"x": w}, batch_size=16, mode="iid", seed=3, num_workers=2),
+               DataLoader({"x": r}, batch_size=16, mode="iid", seed=3, num_workers=2)]
+    its = [iter(ld) for ld in loaders]
+    w.append(np.arange(1000, 1100, dtype=np.int64))
+    assert r.refresh() == 200
+    for _ in range(30):
+        for it in its:
+            assert int(next(it)["x"].max()) < 100
+    for ld in loaders:
+        ld.close()
+    with DataLoader({"x": r}, batch_size=64, mode="iid", seed=3) as ld:
+        assert max(int(next(iter(ld))["x"].max()) for _ in range(10)) >= 1000
+    r.close()
+    w.close()
