@@ -17,6 +17,7 @@
  *   dict.zr   the zstd dictionary of a zstd_dict store (only there).
  *   journal.zr  present only while a delete or compact is being applied;
  *             replayed by the next writable open.
+ *   lock.zr   empty; the writer's lock (writable opens create it).
  *   store.zr  the typed identity, written by libzrstore, not by the engine.
  *
  * Commit protocol: payload bytes, then record-table entries, then meta.zr.

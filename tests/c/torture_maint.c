@@ -361,17 +361,25 @@ static void test_refresh(void **s)
     free(m);
 }
 
+/* Create store `name` with `codec`, append n records (recorded in m),
+ * close it; its path goes to path[700]. */
+static void make_closed(const char *name, zre_codec codec, model *m, uint64_t n, char *path)
+{
+    snprintf(path, 700, "%s", sp(name));
+    zre_engine *w = make(name, codec);
+    append_n(w, m, n);
+    assert_int_equal(zre_close(w), 0);
+}
+
 /* While a delete or compact runs (it holds meta.zr exclusively, as this
  * test does by hand), readers and writers are refused at once. */
 static void test_busy_during_maint(void **s)
 {
     (void)s;
     char path[700];
-    snprintf(path, sizeof path, "%s", sp("bm"));
     model *m = calloc(1, sizeof *m);
-    zre_engine *w = make("bm", ZRE_CODEC_RAW), *x = NULL;
-    append_n(w, m, 10);
-    assert_int_equal(zre_close(w), 0);
+    zre_engine *x = NULL;
+    make_closed("bm", ZRE_CODEC_RAW, m, 10, path);
     zrp_file f;
     assert_int_equal(zrp_open(&f, in_store(path, "meta.zr"), ZRP_READ), 0);
     assert_int_equal(zrp_lock_exclusive(f), 0);
@@ -392,11 +400,9 @@ static void test_legacy_header(void **s)
 {
     (void)s;
     char path[700];
-    snprintf(path, sizeof path, "%s", sp("lg"));
     model *m = calloc(1, sizeof *m);
-    zre_engine *w = make("lg", ZRE_CODEC_ZSTD), *x = NULL;
-    append_n(w, m, 12);
-    assert_int_equal(zre_close(w), 0);
+    zre_engine *w = NULL, *x = NULL;
+    make_closed("lg", ZRE_CODEC_ZSTD, m, 12, path);
     unsigned char zero[8] = {0};
     zt_patch_file(in_store(path, "meta.zr"), 24, zero, sizeof zero);
     assert_int_equal(zre_open_ex(&x, path, ZRE_OPEN_READONLY), 0);

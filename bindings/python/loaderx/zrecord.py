@@ -336,7 +336,7 @@ class _Store(_Closing):
         mutexes, memory) is the parent's state copied mid-flight, so it is
         dropped without zrs_close (which would sync and free it) and leaks
         in the child by design. A read-only store reopens itself by path; a
-        writable one raises, since its exclusive lock stays with the
+        writable one raises, since the store's one writer stays the
         parent."""
         readonly = self._is_readonly()
         parent = self._pid
@@ -345,7 +345,7 @@ class _Store(_Closing):
             raise RuntimeError(
                 f"store {self._path!r} was opened writable in process {parent} and is "
                 f"used in process {os.getpid()} after fork(): a writable handle cannot "
-                "cross a fork (its exclusive lock stays with the parent); open the store "
+                "cross a fork (the store's one writer stays the parent); open the store "
                 "again in the child, or open it read-only (readonly=True) to share it")
         fresh = type(self).open(self._path, readonly=True)
         self._h, fresh._h = fresh._h, None
