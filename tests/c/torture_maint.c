@@ -427,6 +427,7 @@ static void test_legacy_header(void **s)
 enum { TW_RECORDS = 3000, TW_READERS = 3 };
 typedef struct tw_state {
     zre_engine *w;
+    zre_engine *shared; /* one read-only handle: refreshed by one thread, read by another */
     const char *path;
     _Atomic int done;
     _Atomic uint64_t verified;
@@ -491,6 +492,25 @@ static void tw_same_handle(void *arg)
     }
 }
 
+static void tw_shared_refresher(void *arg)
+{
+    tw_state *t = arg;
+    while (!atomic_load(&t->done) && !atomic_load(&t->failed))
+        if (zre_refresh(t->shared) != 0)
+            tw_fail(t, "shared refresh", zre_length(t->shared));
+}
+
+static void tw_shared_reader(void *arg)
+{
+    tw_state *t = arg;
+    uint64_t seen = 0;
+    while (!atomic_load(&t->done) && !atomic_load(&t->failed)) {
+        uint64_t n = zre_length(t->shared);
+        tw_verify(t, t->shared, seen, n);
+        seen = n;
+    }
+}
+
 static void test_threads_writer_readers(void **s)
 {
     (void)s;
@@ -498,17 +518,23 @@ static void test_threads_writer_readers(void **s)
     char path[700];
     snprintf(path, sizeof path, "%s", sp("tw"));
     tw_state t = {.w = make("tw", ZRE_CODEC_ZSTD), .path = path};
-    zrp_thread th[TW_READERS + 1];
+    assert_int_equal(zre_open_ex(&t.shared, path, ZRE_OPEN_READONLY), 0);
+    zrp_thread th[TW_READERS + 3];
     for (int i = 0; i < TW_READERS; i++)
         assert_int_equal(zrp_thread_start(&th[i], tw_reader, &t), 0);
     assert_int_equal(zrp_thread_start(&th[TW_READERS], tw_same_handle, &t), 0);
+    assert_int_equal(zrp_thread_start(&th[TW_READERS + 1], tw_shared_refresher, &t), 0);
+    assert_int_equal(zrp_thread_start(&th[TW_READERS + 2], tw_shared_reader, &t), 0);
     while (m->len < TW_RECORDS)
         append_n(t.w, m, m->len + 37 <= TW_RECORDS ? 37 : TW_RECORDS - m->len);
     atomic_store(&t.done, 1);
-    for (int i = 0; i <= TW_READERS; i++)
+    for (int i = 0; i < TW_READERS + 3; i++)
         assert_int_equal(zrp_thread_join(th[i]), 0);
     if (atomic_load(&t.failed))
         fail_msg("%s", t.err);
+    assert_int_equal(zre_refresh(t.shared), 0);
+    assert_int_equal(zre_length(t.shared), TW_RECORDS);
+    assert_int_equal(zre_close(t.shared), 0);
     assert_true(atomic_load(&t.verified) >= (uint64_t)TW_READERS * TW_RECORDS);
     assert_int_equal(zre_close(t.w), 0);
     free(m);
