@@ -249,7 +249,8 @@ func (s *Store) ItemShape() []uint64 { return append([]uint64(nil), s.shape...) 
 // RecordSize is the byte size of one dense record (0 for ragged).
 func (s *Store) RecordSize() int { return int(s.recsize) }
 
-// Len is the number of committed records (0 once closed).
+// Len is the number of committed records (0 once closed): for a read-only
+// handle, those committed when it opened or last called Refresh.
 func (s *Store) Len() int {
 	h, err := s.acquire("len")
 	if err != nil {

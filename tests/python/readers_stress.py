@@ -62,10 +62,12 @@ def open_kind(root, name, kind, readonly):
     return cls.open(os.path.join(root, name), readonly=readonly)
 
 
-def writer_main(root, seed):
-    """Append batches of 1..48 records to every store, forever (killed)."""
+def writer_main(root, seed, ready):
+    """Append batches of 1..48 records to every store, forever (killed).
+    Sets `ready` once the first round is committed."""
     rng = random.Random(seed)
     stores = [(open_kind(root, n, k, False), k) for n, k, _ in STORES]
+    rounds = 0
     while True:
         for s, kind in stores:
             n0, k = len(s), rng.randint(1, 48)
@@ -75,6 +77,9 @@ def writer_main(root, seed):
                 s.append([ragged_record(i) for i in range(n0, n0 + k)])
             if rng.random() < 0.05:
                 s.sync()
+        rounds += 1
+        if rounds == 1:
+            ready.set()
 
 
 def verify(s, kind, lo, hi, where):
@@ -141,9 +146,14 @@ def run(root, seconds, readers=4, seed=None):
         p.start()
     kills, deadline = 0, time.monotonic() + seconds
     while time.monotonic() < deadline:
-        w = ctx.Process(target=writer_main, args=(root, rng.randrange(1 << 30)))
+        ready = ctx.Event()
+        w = ctx.Process(target=writer_main, args=(root, rng.randrange(1 << 30), ready))
         w.start()
-        time.sleep(rng.uniform(0.3, 1.5))
+        # Mostly mid-append (after the first committed round), sometimes
+        # while it opens and recovers.
+        if rng.random() < 0.85:
+            ready.wait(120)
+        time.sleep(rng.uniform(0.0, 1.0))
         os.kill(w.pid, signal.SIGKILL)
         w.join()
         kills += 1

@@ -149,6 +149,7 @@ def _append_forever(path):
         while True:
             s.append(np.full((50, 8), i, np.int64))
             i += 50
+            time.sleep(0.01)
 
 
 def test_zr_info_and_verify_beside_writer(tmp_path):
@@ -159,8 +160,12 @@ def test_zr_info_and_verify_beside_writer(tmp_path):
     w = ctx.Process(target=_append_forever, args=(p,))
     w.start()
     try:
+        with DenseStore.open(p, readonly=True) as r:  # until it appends
+            deadline = time.monotonic() + 120
+            while r.refresh() == 50 and time.monotonic() < deadline:
+                time.sleep(0.05)
         seen = []
-        for _ in range(8):
+        for _ in range(5):
             info = subprocess.run(["zr", "info", p], capture_output=True, text=True, timeout=60)
             assert info.returncode == 0, info.stderr
             m = re.search(r"records:\s+(\d+) \(committed when read", info.stdout)
@@ -178,7 +183,8 @@ def test_zr_info_and_verify_beside_writer(tmp_path):
         w.join()
 
 
-def _second_reader(path, q):
+def _second_reader(path, go, q):
+    go.wait(600)  # started early, so it answers at once when asked
     with DenseStore.open(path, readonly=True) as s:
         x = s[[0, len(s) - 1]]
         q.put((len(s), x.shape, str(x.dtype)))
@@ -190,7 +196,12 @@ def test_training_example_beside_info_and_reader(tmp_path):
     """The README's training example opens its stores writable (the
     default); zr info and a second read-only process work beside it."""
     stores = tmp_path / "stores"
-    ex = subprocess.Popen([sys.executable, EXAMPLE, "--store-dir", str(stores), "--steps", "4000"],
+    images = str(stores / "train" / "images")
+    ctx = mp.get_context("spawn")
+    go, q = ctx.Event(), ctx.Queue()
+    r = ctx.Process(target=_second_reader, args=(images, go, q))
+    r.start()
+    ex = subprocess.Popen([sys.executable, EXAMPLE, "--store-dir", str(stores), "--steps", "400"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out = []
     try:
@@ -199,23 +210,23 @@ def test_training_example_beside_info_and_reader(tmp_path):
             if line.startswith("loader:"):
                 break
         assert ex.poll() is None, "".join(out)
-        images = str(stores / "train" / "images")
         info = subprocess.run(["zr", "info", images], capture_output=True, text=True, timeout=60)
         assert info.returncode == 0, info.stderr
         assert "records:   60000" in info.stdout
-        ctx = mp.get_context("spawn")
-        q = ctx.Queue()
-        r = ctx.Process(target=_second_reader, args=(images, q))
-        r.start()
+        assert ex.poll() is None, "the example ended before zr info was done"
+        go.set()
         assert q.get(timeout=60) == (60000, (2, 28, 28), "uint8")
         r.join(60)
         assert r.exitcode == 0
         assert ex.poll() is None, "the example ended before the readers were done"
         rest, _ = ex.communicate(timeout=600)
     finally:
+        go.set()
         if ex.poll() is None:
             ex.kill()
             ex.wait()
+        if r.is_alive():
+            r.kill()
     text = "".join(out) + rest
     assert ex.returncode == 0, text
     assert "test accuracy:" in text
