@@ -763,7 +763,7 @@ static int open_dict(zre_engine *e)
  * (and an identity tag): it is accepted once two reads in a row agree. A
  * mismatch is retried (another process may be rewriting the header right
  * now), so a reader never fails on, nor trusts, a torn header. */
-static int meta_read(zre_engine *e, zre_meta_state *out)
+static int meta_read(zre_engine *e, const char *what, zre_meta_state *out)
 {
     unsigned char m[ZRE_META_SIZE], prev[ZRE_META_SIZE];
     bool have_prev = false;
@@ -771,13 +771,13 @@ static int meta_read(zre_engine *e, zre_meta_state *out)
         uint64_t size;
         int rc = zrp_file_size(e->meta, &size);
         if (rc < 0)
-            return zr_set_error(ZR_EIO, "open: cannot stat %s/meta.zr: %s", e->path, strerror(-rc));
+            return zr_set_error(ZR_EIO, "%s: cannot stat %s/meta.zr: %s", what, e->path, strerror(-rc));
         if (size != ZRE_META_SIZE)
-            return zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: meta.zr is %" PRIu64
-                                " bytes, expected %u", e->path, size, ZRE_META_SIZE);
+            return zr_set_error(ZR_ENOTSTORE, "%s: %s is malformed: meta.zr is %" PRIu64
+                                " bytes, expected %u", what, e->path, size, ZRE_META_SIZE);
         rc = zrp_pread_all(e->meta, m, sizeof m, 0);
         if (rc < 0)
-            return zr_set_error(ZR_EIO, "open: cannot read %s/meta.zr: %s", e->path, strerror(-rc));
+            return zr_set_error(ZR_EIO, "%s: cannot read %s/meta.zr: %s", what, e->path, strerror(-rc));
         bool legacy = zre_get_u64(m + 24) == 0;
         bool ok = legacy ? have_prev && memcmp(m, prev, sizeof m) == 0
                          : zre_get_u32(m + 28) == zre_fnv1a32(m, 28);
@@ -785,10 +785,10 @@ static int meta_read(zre_engine *e, zre_meta_state *out)
             break;
         if (attempt >= ZRE_META_RETRIES) {
             if (legacy)
-                return zr_set_error(ZR_ENOTSTORE, "open: %s: meta.zr (a header without checksum) "
-                                    "kept changing over %u reads", e->path, attempt + 1);
-            return zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: meta.zr checksum is 0x%08x, "
-                                "expected 0x%08x (the header is damaged)", e->path,
+                return zr_set_error(ZR_ENOTSTORE, "%s: %s: meta.zr (a header without checksum) "
+                                    "kept changing over %u reads", what, e->path, attempt + 1);
+            return zr_set_error(ZR_ENOTSTORE, "%s: %s is malformed: meta.zr checksum is 0x%08x, "
+                                "expected 0x%08x (the header is damaged)", what, e->path,
                                 zre_get_u32(m + 28), zre_fnv1a32(m, 28));
         }
         memcpy(prev, m, sizeof m);
@@ -798,20 +798,20 @@ static int meta_read(zre_engine *e, zre_meta_state *out)
     }
     unsigned codec = m[16];
     if (codec > ZRE_CODEC_ZSTD_DICT)
-        return zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: meta.zr codec byte is %u, "
-                            "expected 0 (raw), 1 (zstd) or 2 (zstd_dict)", e->path, codec);
+        return zr_set_error(ZR_ENOTSTORE, "%s: %s is malformed: meta.zr codec byte is %u, "
+                            "expected 0 (raw), 1 (zstd) or 2 (zstd_dict)", what, e->path, codec);
     for (unsigned i = 17; i < 24; i++)
         if (m[i] != 0)
-            return zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: meta.zr reserved byte %u is "
-                                "0x%02x, expected 0", e->path, i, m[i]);
+            return zr_set_error(ZR_ENOTSTORE, "%s: %s is malformed: meta.zr reserved byte %u is "
+                                "0x%02x, expected 0", what, e->path, i, m[i]);
     out->length = zre_get_u64(m);
     out->tail_chunk = zre_get_u32(m + 8);
     out->tail_offset = zre_get_u32(m + 12);
     out->codec = (zre_codec)codec;
     out->identity_tag = zre_get_u32(m + 24);
     if (out->tail_offset > ZRE_CHUNK_USABLE)
-        return zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: meta.zr tail_offset %u beyond "
-                            "chunk capacity", e->path, out->tail_offset);
+        return zr_set_error(ZR_ENOTSTORE, "%s: %s is malformed: meta.zr tail_offset %u beyond "
+                            "chunk capacity", what, e->path, out->tail_offset);
     return ZR_OK;
 }
 
@@ -861,7 +861,7 @@ ZRE_API int zre_open_ex(zre_engine **out, const char *path, unsigned flags)
     }
 
     zre_meta_state ms;
-    rc = meta_read(e, &ms);
+    rc = meta_read(e, "open", &ms);
     if (rc < 0)
         goto fail;
     uint64_t length = ms.length;
@@ -898,7 +898,7 @@ ZRE_API int zre_refresh(zre_engine *e)
         return ZR_OK; /* the one writer: its view is always the newest */
     zrp_mutex_lock(&e->writer);
     zre_meta_state ms;
-    int rc = meta_read(e, &ms);
+    int rc = meta_read(e, "refresh", &ms);
     uint64_t old = atomic_load_explicit(&e->length, memory_order_relaxed);
     if (rc == 0 && (ms.length < old || ms.codec != e->codec ||
                     ms.identity_tag != e->identity_tag || ms.tail_chunk < e->tail_chunk ||
