@@ -162,8 +162,8 @@ ZRE_API int zre_open(zre_engine **out, const char *path);
 ZRE_API int zre_close(zre_engine *e);
 
 /* For the child of fork() only: abandon a handle inherited from the
- * parent. Closes the handle's file descriptors (meta.zr with its lock, the
- * chunk and record-table files) so the child no longer pins the parent's
+ * parent. Closes the handle's file descriptors (meta.zr and lock.zr with
+ * their locks, the chunk and record-table files) so the child no longer pins the parent's
  * store lock, and does nothing else: no sync, no thread, mutex or memory
  * is touched (the parent's threads may have held them at the fork). The
  * handle is unusable afterwards: only accessors that read its fields
