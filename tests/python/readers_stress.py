@@ -133,7 +133,7 @@ def reader_main(root, stop, final_q, out_q, seed):
         out_q.put({"ok": False, "error": f"{type(exc).__name__}: {exc}", "verified": verified})
 
 
-def run(root, seconds, readers=4, seed=None):
+def run(root, seconds, readers=4, seed=None, min_kills=3):
     seed = int(time.time()) if seed is None else seed
     rng = random.Random(seed)
     create_stores(root)
@@ -145,7 +145,7 @@ def run(root, seconds, readers=4, seed=None):
     for p in procs:
         p.start()
     kills, deadline = 0, time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline or kills < min_kills:
         ready = ctx.Event()
         w = ctx.Process(target=writer_main, args=(root, rng.randrange(1 << 30), ready))
         w.start()
