@@ -70,11 +70,31 @@ int zrp_map_readonly(zrp_file f, uint64_t len, void **out);
 /* Undo zrp_map_readonly (same `len`). NULL is a no-op. */
 void zrp_unmap(void *p, uint64_t len);
 
-/* Non-blocking whole-file locks; return -EWOULDBLOCK/-EAGAIN style
- * failure (ZRP_EBUSY) when another holder conflicts. */
+/* Non-blocking, advisory whole-file locks; ZRP_EBUSY when another holder
+ * conflicts. Nothing ever waits for a lock.
+ *
+ * A lock belongs to the open file handle (the open file description on
+ * POSIX, the HANDLE on Windows), never to the process: two handles of one
+ * process on the same file conflict exactly like two processes, and
+ * closing some other descriptor of the file never drops it (no fcntl
+ * process-association trap). It is released by zrp_unlock or by closing
+ * the handle. A handle holds at most one lock: to change its mode, unlock
+ * first (the change is not atomic; a caller that loses the race re-takes
+ * what it had). Advisory: a lock never restricts reading or writing the
+ * file's bytes.
+ * POSIX: flock(LOCK_NB). Windows: LockFileEx(LOCKFILE_FAIL_IMMEDIATELY)
+ * of one fixed byte range far beyond any data (e.g. offset 2^62, length
+ * 1), so the mandatory Windows range lock never overlaps bytes that are
+ * read or written. */
 #define ZRP_EBUSY (-100001)
 int zrp_lock_exclusive(zrp_file f);
 int zrp_lock_shared(zrp_file f);
+/* Release this handle's lock (a no-op when it holds none). */
+int zrp_unlock(zrp_file f);
+
+/* Let other threads run (sched_yield; SwitchToThread on Windows). Used to
+ * retry a read that met another process's write in progress. */
+void zrp_yield(void);
 
 /* ---------------------------------------------------------- directories */
 

@@ -363,6 +363,9 @@ static int do_flock(zrp_file f, int op)
 
 int zrp_lock_exclusive(zrp_file f) { return do_flock(f, LOCK_EX); }
 int zrp_lock_shared(zrp_file f) { return do_flock(f, LOCK_SH); }
+int zrp_unlock(zrp_file f) { return do_flock(f, LOCK_UN); }
+
+void zrp_yield(void) { (void)sched_yield(); }
 
 /* ---------------------------------------------------------- directories */
 

@@ -204,7 +204,8 @@ func createStore(dtype, codec string,
 }
 
 // Open opens an existing store of either kind for reading and appending
-// (taking its exclusive lock: ErrBusy if another handle holds it).
+// (taking its writer lock: ErrBusy if another writable handle has it open or
+// a Delete or Compact runs; read-only handles may be open beside it).
 func Open(path string) (*Store, error) {
 	out := []uintptr{0}
 	if err := call(func() int { return zrcore.Zrs_open(out, path) }); err != nil {
@@ -248,7 +249,8 @@ func (s *Store) ItemShape() []uint64 { return append([]uint64(nil), s.shape...) 
 // RecordSize is the byte size of one dense record (0 for ragged).
 func (s *Store) RecordSize() int { return int(s.recsize) }
 
-// Len is the number of committed records (0 once closed).
+// Len is the number of committed records (0 once closed): for a read-only
+// handle, those committed when it opened or last called Refresh.
 func (s *Store) Len() int {
 	h, err := s.acquire("len")
 	if err != nil {

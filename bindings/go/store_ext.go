@@ -2,15 +2,33 @@ package zrecord
 
 import "loaderx.invalid/zrecord/internal/zrcore"
 
-// OpenReadOnly opens an existing store with its shared lock: any number of
-// read-only handles coexist, while a writer excludes them (ErrBusy either
-// way). Append, Delete and Compact return ErrUnsupported on it.
+// OpenReadOnly opens an existing store for reading: any number of
+// read-only handles coexist with each other and with one writable handle,
+// in any processes (ErrBusy only while a Delete or Compact runs). The
+// handle sees the records committed when it opened; Refresh shows later
+// commits. Append, Delete and Compact return ErrUnsupported on it.
 func OpenReadOnly(path string) (*Store, error) {
 	out := []uintptr{0}
 	if err := call(func() int { return zrcore.Zrs_open_ex(out, path, uint(zrcore.ZRE_OPEN_READONLY)) }); err != nil {
 		return nil, err
 	}
 	return wrapStore(out[0]), nil
+}
+
+// Refresh moves a read-only handle to the latest commit and returns the
+// new Len: a reader's length changes only here, growing to the writer's
+// committed length, never past it. On a writable handle (which sees its own
+// appends at once) it only returns Len.
+func (s *Store) Refresh() (int, error) {
+	h, err := s.acquire("refresh")
+	if err != nil {
+		return 0, err
+	}
+	defer s.release()
+	if err := call(func() int { return zrcore.Zrs_refresh(h) }); err != nil {
+		return 0, err
+	}
+	return int(zrcore.Zrs_length(h)), nil
 }
 
 // ReadOnly reports whether the handle was opened with OpenReadOnly.

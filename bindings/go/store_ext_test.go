@@ -43,11 +43,35 @@ func TestDeleteCompactReadOnly(t *testing.T) {
 	if !a.ReadOnly() || b.Len() != 3 {
 		t.Fatalf("readonly %v len %d", a.ReadOnly(), b.Len())
 	}
+	// One writer beside the readers (as LMDB), but only one.
+	w, err := zrecord.Open(p)
+	if err != nil {
+		t.Fatalf("writer beside readers: %v", err)
+	}
+	defer w.Close()
 	if _, err := zrecord.Open(p); !errors.Is(err, zrecord.ErrBusy) {
-		t.Fatalf("writer over readers: %v", err)
+		t.Fatalf("second writer: %v", err)
 	}
 	if _, err := a.Append([]byte("ee")); !errors.Is(err, zrecord.ErrUnsupported) {
 		t.Fatalf("append to read-only: %v", err)
+	}
+	if _, err := w.Append([]byte("eeff")); err != nil {
+		t.Fatal(err)
+	}
+	// A reader's length changes only on Refresh.
+	if a.Len() != 3 {
+		t.Fatalf("reader length before refresh: %d", a.Len())
+	}
+	if n, err := a.Refresh(); err != nil || n != 5 || a.Len() != 5 {
+		t.Fatalf("refresh: %d %v", n, err)
+	}
+	got := make([]byte, 4)
+	if err := a.Gather([]int64{3, 4}, got); err != nil || string(got) != "eeff" {
+		t.Fatalf("after refresh: %q %v", got, err)
+	}
+	// delete/compact need the store to themselves.
+	if err := w.Compact(); !errors.Is(err, zrecord.ErrBusy) {
+		t.Fatalf("compact beside readers: %v", err)
 	}
 }
 

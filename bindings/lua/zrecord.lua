@@ -216,6 +216,15 @@ function Store:sync()
   if raw.zrs_sync then raw.zrs_sync(handle(self)) else raw.zre_sync(raw.zrs_engine(handle(self))) end
 end
 
+--- Read-only handle: see the records committed since it opened or last
+--- refreshed; returns the new length. A reader's length changes only
+--- here. Writable handle: sees its own appends already; returns its length.
+function Store:refresh()
+  local h = handle(self)
+  raw.zrs_refresh(h)
+  return raw.zrs_length(h)
+end
+
 --- True for a handle opened with {readonly = true}.
 function Store:readonly()
   return raw.zrs_is_readonly ~= nil and raw.zrs_is_readonly(handle(self)) or false

@@ -525,6 +525,7 @@ ZR_INDEX_TO_U64(sizes)
 %thread zrs_create_ragged_dict;
 %thread zrs_open_ex;
 %thread zrs_sync;
+%thread zrs_refresh;
 %thread zrs_delete;
 %thread zrs_compact;
 %thread zre_check_record;

@@ -17,6 +17,7 @@
  *   dict.zr   the zstd dictionary of a zstd_dict store (only there).
  *   journal.zr  present only while a delete or compact is being applied;
  *             replayed by the next writable open.
+ *   lock.zr   empty; the writer's lock (writable opens create it).
  *   store.zr  the typed identity, written by libzrstore, not by the engine.
  *
  * Commit protocol: payload bytes, then record-table entries, then meta.zr.
@@ -42,6 +43,14 @@
  * the handle: they fail with ZR_EBUSY (saying so) while a gather or
  * record_sizes runs on it, and a gather started during them fails with
  * ZR_EBUSY too. zre_close must not race with any other call.
+ *
+ * Processes (as LMDB): at most one writable handle and any number of
+ * read-only handles, in any processes, at once. Appends never disturb a
+ * reader; a reader sees the commits made up to its open and, after
+ * zre_refresh, up to that call. delete and compact need the store to
+ * themselves: ZR_EBUSY at once while any read-only handle is open, and
+ * read-only opens fail with ZR_EBUSY while they run. Nothing waits.
+ * Locks belong to handles, not processes (see zre_forget_after_fork).
  */
 #ifndef ZRENGINE_H
 #define ZRENGINE_H
@@ -164,13 +173,16 @@ typedef struct zre_engine zre_engine;
 /* Create a new, empty store directory at `path` with `codec`.
  * The path must not exist (ZR_EEXIST otherwise); parent directories are
  * created as needed. Writes meta.zr and makes it durable. The handle is
- * writable and holds the store's exclusive lock.
+ * writable and holds the store's writer lock (lock.zr).
  * On success *out owns the handle: release it with zre_close. */
 ZRE_API int zre_create(zre_engine **out, const char *path, zre_codec codec);
 
 /* Open an existing store directory for reading and appending, taking its
- * exclusive lock without waiting: ZR_EBUSY if another handle (in this or
- * any process) holds it. ZR_ENOTSTORE if meta.zr is missing or malformed
+ * writer lock without waiting: ZR_EBUSY if another writable handle (in
+ * this or any process) has it open, or a delete/compact is running.
+ * Read-only handles may be open beside it, and may open later (at most
+ * one writer plus any number of readers, as LMDB). Creates lock.zr in a
+ * store that has none. ZR_ENOTSTORE if meta.zr is missing or malformed
  * (wrong size, unknown codec, non-zero reserved bytes, tail beyond the
  * chunk files, table shorter than length). */
 ZRE_API int zre_open(zre_engine **out, const char *path);
@@ -181,8 +193,8 @@ ZRE_API int zre_open(zre_engine **out, const char *path);
 ZRE_API int zre_close(zre_engine *e);
 
 /* For the child of fork() only: abandon a handle inherited from the
- * parent. Closes the handle's file descriptors (meta.zr with its lock, the
- * chunk and record-table files) so the child no longer pins the parent's
+ * parent. Closes the handle's file descriptors (meta.zr and lock.zr with
+ * their locks, the chunk and record-table files) so the child no longer pins the parent's
  * store lock, and does nothing else: no sync, no thread, mutex or memory
  * is touched (the parent's threads may have held them at the fork). The
  * handle is unusable afterwards: only accessors that read its fields
@@ -222,7 +234,7 @@ ZRE_API int zre_create_ex(zre_engine **out, const char *path,
 ZRE_API int zre_discard(zre_engine *e);
 
 /* Open flags. */
-#define ZRE_OPEN_READONLY 1u /* shared lock: many readers, no writer */
+#define ZRE_OPEN_READONLY 1u /* a reader: beside other readers and one writer */
 /* Recovery after a crash or power loss that lost appends never synced:
  * when meta.zr claims records whose table entries or bytes did not reach
  * the disk (a plain open then refuses with ZR_ENOTSTORE, naming this
@@ -232,10 +244,12 @@ ZRE_API int zre_discard(zre_engine *e);
  * (ZR_EINVAL with ZRE_OPEN_READONLY). */
 #define ZRE_OPEN_RECOVER 2u
 
-/* zre_open with flags. ZRE_OPEN_READONLY takes a shared lock without
- * waiting: any number of read-only handles (in any processes) coexist,
- * while a writable handle excludes them all (ZR_EBUSY either way). A
- * read-only handle refuses append/delete/compact (ZR_EUNSUPPORTED);
+/* zre_open with flags. ZRE_OPEN_READONLY opens a reader without waiting:
+ * any number of read-only handles (in any processes) coexist with each
+ * other and with one writable handle; ZR_EBUSY only while a delete or
+ * compact runs (they need the store to themselves). The reader sees the
+ * records committed when it opened, and later ones after zre_refresh.
+ * A read-only handle refuses append/delete/compact (ZR_EUNSUPPORTED);
  * sync and close do nothing on disk: a read-only open never writes. If a
  * crashed writer left a journal.zr that still applies, a read-only open
  * refuses with ZR_ESTATE, saying that a writable open must recover the
@@ -243,6 +257,22 @@ ZRE_API int zre_discard(zre_engine *e);
  * ZR_ENOTSTORE for a missing or damaged dict.zr of a zstd_dict store, and
  * for a store file that is a symbolic link or not a regular file. */
 ZRE_API int zre_open_ex(zre_engine **out, const char *path, unsigned flags);
+
+/* Move a read-only handle's view to the store's latest commit.
+ *
+ * A read-only handle sees the committed prefix of the moment it opened
+ * (zre_length stays fixed) until it calls zre_refresh, which reads meta.zr
+ * again (retrying while the writer is rewriting it, so a torn header is
+ * never trusted), opens the chunk and table files the writer added and
+ * learns their new sizes, then publishes the new length. Records below
+ * the old length never change while the handle is open (delete and
+ * compact cannot run beside it), so gathers running on other threads
+ * during a refresh are unaffected. Never waits for the writer.
+ * A writable handle always sees its own commits: a no-op returning ZR_OK.
+ * Errors: ZR_EINVAL (NULL), ZR_EIO, ZR_ENOTSTORE (damaged header or
+ * files), ZR_ECORRUPT (the store went back, i.e. was changed behind the
+ * locks). On error the view stays as it was. */
+ZRE_API int zre_refresh(zre_engine *e);
 
 /* 1 for a read-only handle, else 0. */
 ZRE_API int zre_is_readonly(const zre_engine *e);
@@ -324,7 +354,8 @@ ZRE_API uint64_t zre_chunk_bytes(zre_engine *e);
  * crash leaves the store before or after the whole call (journal.zr).
  * The bytes of deleted records stay in the chunks until zre_compact.
  * ZR_ERANGE (nothing deleted) if any index >= length; ZR_EUNSUPPORTED on
- * a read-only handle; ZR_EBUSY while a gather runs on this handle. */
+ * a read-only handle; ZR_EBUSY (nothing deleted) while a gather runs on
+ * this handle or any read-only handle (any process) has the store open. */
 ZRE_API int zre_delete(zre_engine *e, const uint64_t *index, uint64_t count);
 
 /* Reclaim the bytes of deleted records, in place: records are visited in

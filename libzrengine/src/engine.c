@@ -456,6 +456,7 @@ static void engine_close_files(zre_engine *e, bool release)
     fdtab_close_fds(&e->chunks, release);
     fdtab_close_fds(&e->locs, release);
     zrp_close(&e->meta);
+    zrp_close(&e->wlock);
 }
 
 static void engine_free(zre_engine *e)
@@ -485,6 +486,7 @@ static int engine_alloc(zre_engine **out, const char *path, zre_codec codec)
     if (!e)
         return zr_set_error(ZR_ENOMEM, "engine: out of memory for handle of %s", path);
     e->meta = ZRP_FILE_INVALID;
+    e->wlock = ZRP_FILE_INVALID;
     e->codec = codec;
     atomic_init(&e->length, 0);
     e->path = malloc(strlen(path) + 1);
@@ -513,17 +515,43 @@ static int engine_alloc(zre_engine **out, const char *path, zre_codec codec)
     return ZR_OK;
 }
 
-/* Open `<path>/meta.zr` (optionally creating it) and lock it. */
-static int open_meta(zre_engine *e, bool create)
+/* The store's locks (docs/FORMAT.md, Locks). Every handle holds a shared
+ * lock on meta.zr for its lifetime: it marks "someone reads this store".
+ * A writable handle also holds the exclusive lock on lock.zr, which only
+ * writers touch, so writers exclude each other while readers come and go.
+ * delete and compact turn the writer's shared meta.zr lock exclusive for
+ * their duration (zre_enter_maint), which fails at once while any other
+ * handle is open, and keeps new ones out until they finish. Handles of
+ * older versions (exclusive meta.zr lock for writers, shared for readers)
+ * are excluded or counted by the same meta.zr lock. */
+static int open_locks(zre_engine *e, bool create)
 {
     size_t cap = path_cap(e);
     char *p = malloc(cap);
     if (!p)
         return zr_set_error(ZR_ENOMEM, "engine: out of memory for a path");
+    int rc = ZR_OK;
+    if (!e->readonly) {
+        snprintf(p, cap, "%s/lock.zr", e->path);
+        rc = zrp_open(&e->wlock, p, ZRP_READ | ZRP_WRITE | ZRP_CREATE);
+        if (rc < 0)
+            rc = zre_open_error(e, p, rc);
+        else if ((rc = zrp_lock_exclusive(e->wlock)) < 0)
+            rc = rc == ZRP_EBUSY
+                     ? zr_set_error(ZR_EBUSY, "store %s is busy: another writable handle (in this "
+                                    "or another process) has it open; open it read-only to read "
+                                    "beside that writer", e->path)
+                     : zr_set_error(ZR_EIO, "%s: cannot lock %s: %s", zre_op(e), p,
+                                    zr_os_strerror(rc));
+        if (rc < 0) {
+            free(p);
+            return rc;
+        }
+    }
     snprintf(p, cap, "%s/meta.zr", e->path);
     unsigned mode = e->readonly ? ZRP_READ
                                 : ZRP_READ | ZRP_WRITE | (create ? ZRP_CREATE | ZRP_EXCLUSIVE : 0u);
-    int rc = zrp_open(&e->meta, p, mode);
+    rc = zrp_open(&e->meta, p, mode);
     if (rc < 0) {
         if (!create && rc == -ENOENT)
             rc = zr_set_error(ZR_ENOTSTORE, "open: %s is not a store: meta.zr is missing", e->path);
@@ -532,16 +560,14 @@ static int open_meta(zre_engine *e, bool create)
         free(p);
         return rc;
     }
-    rc = e->readonly ? zrp_lock_shared(e->meta) : zrp_lock_exclusive(e->meta);
+    rc = zrp_lock_shared(e->meta);
     if (rc < 0) {
         if (rc == ZRP_EBUSY)
-            rc = zr_set_error(ZR_EBUSY, "store %s is busy: %s", e->path,
-                              e->readonly ? "a writable handle (in this or another process) holds "
-                                            "its exclusive lock"
-                                          : "another handle (in this or another process) holds "
-                                            "its lock");
+            rc = zr_set_error(ZR_EBUSY, "store %s is busy: a delete or compact is running on it "
+                              "(they need the store to themselves; retry when it ends), or a "
+                              "writable handle of an older version holds it", e->path);
         else
-            rc = zr_set_error(ZR_EIO, "engine: cannot lock %s: %s", p, zr_os_strerror(rc));
+            rc = zr_set_error(ZR_EIO, "%s: cannot lock %s: %s", zre_op(e), p, zr_os_strerror(rc));
         free(p);
         return rc;
     }
@@ -610,7 +636,7 @@ static void remove_created(zre_engine *e, int rc)
     engine_free(e);
     if (!path)
         return;
-    static const char *const names[] = {"meta.zr", "dict.zr", "0.chunk", "0.loc"};
+    static const char *const names[] = {"meta.zr", "dict.zr", "0.chunk", "0.loc", "lock.zr"};
     size_t cap = strlen(path) + 64;
     char *p = malloc(cap);
     for (size_t i = 0; p && i < sizeof names / sizeof names[0]; i++) {
@@ -695,7 +721,7 @@ ZRE_API int zre_create_ex(zre_engine **out, const char *path, const zre_create_o
         }
     }
     if (rc == 0)
-        rc = open_meta(e, true);
+        rc = open_locks(e, true);
     if (rc == 0)
         rc = zre_write_meta(e, 0, 0, 0);
     if (rc == 0 && (rc = zrp_fsync(e->meta)) < 0)
@@ -739,8 +765,14 @@ ZRE_API int zre_create(zre_engine **out, const char *path, zre_codec codec)
     return zre_create_ex(out, path, &o);
 }
 
-/* Validate the record table and chunk files against the header. */
-static int open_validate_files(zre_engine *e, uint64_t length)
+/* Validate the record table and chunk files against a header (length,
+ * tail_chunk, tail_offset) and raise the known sizes of the files that may
+ * have grown since they were opened: every segment, and chunks from
+ * `from_chunk` up (open: the tail chunk; refresh: the view's old tail
+ * chunk, which may have grown before a rollover). Opens files not yet
+ * open. */
+static int open_validate_files(zre_engine *e, uint64_t length, uint32_t tail_chunk,
+                               uint32_t tail_offset, uint32_t from_chunk)
 {
     uint64_t nseg = (length + ZRE_INT_SEG_ENTRIES - 1) / ZRE_INT_SEG_ENTRIES;
     for (uint64_t s = 0; s < nseg; s++) {
@@ -765,10 +797,11 @@ static int open_validate_files(zre_engine *e, uint64_t length)
                    zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: %" PRIu64 ".loc holds %" PRIu64
                                 " bytes, expected at least %" PRIu64 " for length %" PRIu64,
                                 e->path, s, size, need * ZRE_LOC_ENTRY_SIZE, length);
+        zre_fdtab_grow(&e->locs, s, size);
     }
-    for (uint64_t c = 0; c <= e->tail_chunk; c++) {
-        bool is_tail = c == e->tail_chunk;
-        bool required = !is_tail || length > 0 || e->tail_offset > 0;
+    for (uint64_t c = 0; c <= tail_chunk; c++) {
+        bool is_tail = c == tail_chunk;
+        bool required = !is_tail || length > 0 || tail_offset > 0;
         int rc = zre_open_numbered(e, &e->chunks, c, "chunk", false);
         if (rc < 0)
             return rc;
@@ -777,20 +810,21 @@ static int open_validate_files(zre_engine *e, uint64_t length)
                 return e->files_short = true,
                        zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: chunk %" PRIu64
                                     ".chunk is missing (tail chunk %u, length %" PRIu64 ")",
-                                    e->path, c, e->tail_chunk, length);
+                                    e->path, c, tail_chunk, length);
             continue;
         }
-        if (is_tail) {
+        if (c >= from_chunk) {
             uint64_t size;
             rc = zrp_file_size(zre_fdtab_get(&e->chunks, c), &size);
             if (rc < 0)
                 return zr_set_error(ZR_EIO, "open: cannot stat %s/%" PRIu64 ".chunk: %s", e->path, c,
                                     zr_os_strerror(rc));
-            if (size < e->tail_offset)
+            if (is_tail && size < tail_offset)
                 return e->files_short = true,
                        zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: tail chunk %" PRIu64
                                     ".chunk holds %" PRIu64 " bytes, expected at least tail_offset %u",
-                                    e->path, c, size, e->tail_offset);
+                                    e->path, c, size, tail_offset);
+            zre_fdtab_grow(&e->chunks, c, size);
         }
     }
     return ZR_OK;
@@ -888,6 +922,70 @@ static int open_dict(zre_engine *e)
     return rc;
 }
 
+/* How many times a read of meta.zr that met a write in progress (a bad
+ * checksum, or an unchecked header that changed between two reads) is
+ * retried before the header counts as damaged. A 32-byte write is over in
+ * well under a microsecond; the budget, with a yield between tries, covers
+ * a writer descheduled mid-copy. */
+#define ZRE_META_RETRIES 2000
+
+/* Read and check meta.zr: size, field checks, checksum. A header whose
+ * bytes 24..31 are all zero was written before headers carried a checksum
+ * (and an identity tag): it is accepted once two reads in a row agree. A
+ * mismatch is retried (another process may be rewriting the header right
+ * now), so a reader never fails on, nor trusts, a torn header. */
+static int meta_read(zre_engine *e, const char *what, zre_meta_state *out)
+{
+    unsigned char m[ZRE_META_SIZE], prev[ZRE_META_SIZE];
+    bool have_prev = false;
+    for (unsigned attempt = 0;; attempt++) {
+        uint64_t size;
+        int rc = zrp_file_size(e->meta, &size);
+        if (rc < 0)
+            return zr_set_error(ZR_EIO, "%s: cannot stat %s/meta.zr: %s", what, e->path, zr_os_strerror(rc));
+        if (size != ZRE_META_SIZE)
+            return zr_set_error(ZR_ENOTSTORE, "%s: %s is malformed: meta.zr is %" PRIu64
+                                " bytes, expected %u", what, e->path, size, ZRE_META_SIZE);
+        rc = zrp_pread_all(e->meta, m, sizeof m, 0);
+        if (rc < 0)
+            return zr_set_error(ZR_EIO, "%s: cannot read %s/meta.zr: %s", what, e->path, zr_os_strerror(rc));
+        bool legacy = zre_get_u64(m + 24) == 0;
+        bool ok = legacy ? have_prev && memcmp(m, prev, sizeof m) == 0
+                         : zre_get_u32(m + 28) == zre_fnv1a32(m, 28);
+        if (ok)
+            break;
+        if (attempt >= ZRE_META_RETRIES) {
+            if (legacy)
+                return zr_set_error(ZR_ENOTSTORE, "%s: %s: meta.zr (a header without checksum) "
+                                    "kept changing over %u reads", what, e->path, attempt + 1);
+            return zr_set_error(ZR_ENOTSTORE, "%s: %s is malformed: meta.zr checksum is 0x%08x, "
+                                "expected 0x%08x (the header is damaged)", what, e->path,
+                                zre_get_u32(m + 28), zre_fnv1a32(m, 28));
+        }
+        memcpy(prev, m, sizeof m);
+        have_prev = true;
+        if (!legacy || attempt > 0)
+            zrp_yield();
+    }
+    unsigned codec = m[16];
+    if (codec > ZRE_CODEC_ZSTD_DICT)
+        return zr_set_error(ZR_ENOTSTORE, "%s: %s is malformed: meta.zr codec byte is %u, "
+                            "expected 0 (raw), 1 (zstd) or 2 (zstd_dict)", what, e->path, codec);
+    for (unsigned i = 17; i < 24; i++)
+        if (m[i] != 0)
+            return zr_set_error(ZR_ENOTSTORE, "%s: %s is malformed: meta.zr reserved byte %u is "
+                                "0x%02x, expected 0", what, e->path, i, m[i]);
+    out->length = zre_get_u64(m);
+    out->tail_chunk = zre_get_u32(m + 8);
+    out->tail_offset = zre_get_u32(m + 12);
+    out->codec = (zre_codec)codec;
+    out->identity_tag = zre_get_u32(m + 24);
+    if (out->tail_offset > ZRE_CHUNK_USABLE)
+        return zr_set_error(ZR_ENOTSTORE, "%s: %s is malformed: meta.zr tail_offset %u beyond "
+                            "chunk capacity", what, e->path, out->tail_offset);
+    return ZR_OK;
+}
+
 ZRE_API int zre_open_ex(zre_engine **out, const char *path, unsigned flags)
 {
     if (!out || !path || !*path)
@@ -907,71 +1005,36 @@ ZRE_API int zre_open_ex(zre_engine **out, const char *path, unsigned flags)
         return rc;
     e->readonly = readonly;
     e->op = "open";
-    rc = open_meta(e, false);
+    rc = open_locks(e, false);
     if (rc < 0)
         goto fail;
 
-    uint64_t size;
-    rc = zrp_file_size(e->meta, &size);
-    if (rc < 0) {
-        rc = zr_set_error(ZR_EIO, "open: cannot stat %s/meta.zr: %s", path, zr_os_strerror(rc));
+    zre_meta_state ms;
+    rc = meta_read(e, "open", &ms);
+    if (rc < 0)
         goto fail;
-    }
-    if (size != ZRE_META_SIZE) {
-        rc = zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: meta.zr is %" PRIu64
-                          " bytes, expected %u", path, size, ZRE_META_SIZE);
-        goto fail;
-    }
-    unsigned char m[ZRE_META_SIZE];
-    rc = zrp_pread_all(e->meta, m, sizeof m, 0);
-    if (rc < 0) {
-        rc = zr_set_error(ZR_EIO, "open: cannot read %s/meta.zr: %s", path, zr_os_strerror(rc));
-        goto fail;
-    }
-    uint64_t length = zre_get_u64(m);
-    e->tail_chunk = zre_get_u32(m + 8);
-    e->tail_offset = zre_get_u32(m + 12);
-    unsigned codec = m[16];
-    e->identity_tag = zre_get_u32(m + 24);
-    if (codec > ZRE_CODEC_ZSTD_DICT) {
-        rc = zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: meta.zr codec byte is %u, "
-                          "expected 0 (raw), 1 (zstd) or 2 (zstd_dict)", path, codec);
-        goto fail;
-    }
-    for (unsigned i = 17; i < 24; i++) {
-        if (m[i] != 0) {
-            rc = zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: meta.zr reserved byte %u is "
-                              "0x%02x, expected 0", path, i, m[i]);
-            goto fail;
-        }
-    }
-    if (zre_get_u32(m + 28) != zre_fnv1a32(m, 28)) {
-        rc = zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: meta.zr checksum is 0x%08x, "
-                          "expected 0x%08x (the header is damaged)", path, zre_get_u32(m + 28),
-                          zre_fnv1a32(m, 28));
-        goto fail;
-    }
-    e->codec = (zre_codec)codec;
+    uint64_t length = ms.length;
+    e->tail_chunk = ms.tail_chunk;
+    e->tail_offset = ms.tail_offset;
+    e->identity_tag = ms.identity_tag;
+    e->codec = ms.codec;
     rc = open_dict(e);
     if (rc < 0)
         goto fail;
-    if (e->tail_offset > ZRE_CHUNK_USABLE) {
-        rc = zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: meta.zr tail_offset %u beyond chunk "
-                          "capacity", path, e->tail_offset);
-        goto fail;
-    }
     /* A journal left by an interrupted delete/compact: a writable open
      * replays it (or removes it when stale); a read-only open writes
-     * nothing and refuses while one is pending. */
+     * nothing and refuses while one is pending. No delete or compact can
+     * be running while this handle holds its shared meta.zr lock, so a
+     * journal seen here was left by a crash. */
     rc = zre_journal_recover(e, &length);
     if (rc < 0)
         goto fail;
-    rc = open_validate_files(e, length);
+    rc = open_validate_files(e, length, e->tail_chunk, e->tail_offset, e->tail_chunk);
     if (rc == ZR_ENOTSTORE && e->files_short) {
         if (flags & ZRE_OPEN_RECOVER) {
             rc = recover_durable_prefix(e, &length);
             if (rc == 0)
-                rc = open_validate_files(e, length);
+                rc = open_validate_files(e, length, e->tail_chunk, e->tail_offset, e->tail_chunk);
         } else {
             zre_err err;
             zre_err_capture(&err, rc);
@@ -992,6 +1055,38 @@ fail:
 }
 
 ZRE_API int zre_open(zre_engine **out, const char *path) { return zre_open_ex(out, path, 0); }
+
+ZRE_API int zre_refresh(zre_engine *e)
+{
+    if (!e)
+        return zr_set_error(ZR_EINVAL, "refresh: NULL handle");
+    if (!e->readonly)
+        return ZR_OK; /* the one writer: its view is always the newest */
+    zrp_mutex_lock(&e->writer);
+    zre_meta_state ms;
+    int rc = meta_read(e, "refresh", &ms);
+    uint64_t old = atomic_load_explicit(&e->length, memory_order_relaxed);
+    if (rc == 0 && (ms.length < old || ms.codec != e->codec ||
+                    ms.identity_tag != e->identity_tag || ms.tail_chunk < e->tail_chunk ||
+                    (ms.tail_chunk == e->tail_chunk && ms.tail_offset < e->tail_offset)))
+        rc = zr_set_error(ZR_ECORRUPT, "refresh: store %s went back under a read-only handle "
+                          "(length %" PRIu64 " -> %" PRIu64 ", frontier %u:%u -> %u:%u): it was "
+                          "changed by something that ignores the store's locks; reopen it",
+                          e->path, old, ms.length, e->tail_chunk, e->tail_offset, ms.tail_chunk,
+                          ms.tail_offset);
+    /* Known file sizes are measured after the header was read, so they
+     * cover everything it commits (the writer writes payloads and table
+     * entries before the header). */
+    if (rc == 0)
+        rc = open_validate_files(e, ms.length, ms.tail_chunk, ms.tail_offset, e->tail_chunk);
+    if (rc == 0) {
+        e->tail_chunk = ms.tail_chunk;
+        e->tail_offset = ms.tail_offset;
+        atomic_store_explicit(&e->length, ms.length, memory_order_release);
+    }
+    zrp_mutex_unlock(&e->writer);
+    return rc;
+}
 
 ZRE_API int zre_is_readonly(const zre_engine *e) { return e && e->readonly ? 1 : 0; }
 ZRE_API uint32_t zre_identity_tag(const zre_engine *e) { return e ? e->identity_tag : 0; }
@@ -1024,7 +1119,35 @@ int zre_enter_maint(zre_engine *e, const char *what)
         return zr_set_error(ZR_EBUSY, "%s: needs exclusive use of store %s, but %u gather(s) are "
                             "running on this handle", what, e->path, r);
     }
+    /* Other handles: turn this handle's shared meta.zr lock exclusive. It
+     * fails at once while any other handle holds its shared lock, and
+     * keeps new read-only opens out until zre_leave_maint. */
+    prc = zrp_unlock(e->meta);
+    if (prc == 0)
+        prc = zrp_lock_exclusive(e->meta);
+    if (prc < 0) {
+        /* Take back the shared lock (nobody else can hold it exclusive:
+         * that needs lock.zr, which this handle holds). */
+        (void)zrp_lock_shared(e->meta);
+        atomic_store(&e->maint, 0);
+        if (prc == ZRP_EBUSY)
+            return zr_set_error(ZR_EBUSY, "%s: needs store %s to itself, but read-only handles "
+                                "(in this or another process) have it open; nothing was changed, "
+                                "close them and retry", what, e->path);
+        return zr_set_error(ZR_EIO, "%s: cannot lock %s/meta.zr: %s", what, e->path,
+                            strerror(-prc));
+    }
     return ZR_OK;
+}
+
+void zre_leave_maint(zre_engine *e)
+{
+    /* Back to shared: readers may open again. Only a writer of an older
+     * version could take the lock in between; lock.zr still keeps every
+     * writer of this version out. */
+    (void)zrp_unlock(e->meta);
+    (void)zrp_lock_shared(e->meta);
+    atomic_store(&e->maint, 0);
 }
 
 int zre_sync_all(zre_engine *e)

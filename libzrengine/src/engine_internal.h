@@ -166,7 +166,8 @@ struct zre_engine {
     zre_codec codec;
     bool readonly;           /* shared lock; files opened read-only */
     uint32_t identity_tag;   /* meta.zr bytes 24..27, for the layer above */
-    zrp_file meta;           /* open and locked for the lifetime */
+    zrp_file meta;           /* open, shared-locked for the lifetime */
+    zrp_file wlock;          /* lock.zr, exclusive-locked: writers only */
     _Atomic uint64_t length; /* committed records; release-stored on commit */
 
     /* The committed frontier: only touched with `writer` held. */
@@ -237,6 +238,15 @@ uint32_t zre_fnv1a32(const void *buf, size_t len);
 uint64_t zre_fnv1a64(uint64_t h, const void *buf, size_t len);
 #define ZRE_FNV64_INIT UINT64_C(0xcbf29ce484222325)
 
+/* The fields of a meta.zr header, decoded. */
+typedef struct zre_meta_state {
+    uint64_t length;
+    uint32_t tail_chunk;
+    uint32_t tail_offset;
+    zre_codec codec;
+    uint32_t identity_tag;
+} zre_meta_state;
+
 /* Encode a meta.zr image (checksum included). */
 void zre_meta_encode(unsigned char out[ZRE_META_SIZE], uint64_t length, uint32_t tail_chunk,
                      uint32_t tail_offset, zre_codec codec, uint32_t identity_tag);
@@ -250,9 +260,11 @@ static inline void zre_leave_read(zre_engine *e)
 {
     atomic_fetch_sub(&e->readers, 1);
 }
-/* Writer lock held. ZR_EBUSY if a reader is in; else maint is raised. */
+/* Writer lock held. ZR_EBUSY if a gather runs on this handle or any
+ * other handle (read-only, any process) has the store open; else maint is
+ * raised and meta.zr is locked exclusively until zre_leave_maint. */
 int zre_enter_maint(zre_engine *e, const char *what);
-static inline void zre_leave_maint(zre_engine *e) { atomic_store(&e->maint, 0); }
+void zre_leave_maint(zre_engine *e);
 
 /* Deal with journal.zr if present, the one recovery mechanism, used both
  * by open (after a crash) and in-process (a maintenance call that failed

@@ -97,9 +97,10 @@ ZRS_API int zrs_create_dense(zrs_store **out, const char *path,
 ZRS_API int zrs_create_ragged(zrs_store **out, const char *path,
                               zrs_dtype dtype, zre_codec codec);
 
-/* Open an existing store (dense or ragged, as store.zr says).
+/* Open an existing store (dense or ragged, as store.zr says), writable.
  * ZR_ENOTSTORE: missing or invalid store.zr or engine files.
- * ZR_EBUSY: another handle holds the store. */
+ * ZR_EBUSY: another writable handle has the store open, or a delete or
+ * compact runs on it. Read-only handles may be open beside it. */
 ZRS_API int zrs_open(zrs_store **out, const char *path);
 
 /* zrs_create_dense / zrs_create_ragged with a dictionary: for codec
@@ -116,8 +117,10 @@ ZRS_API int zrs_create_ragged_dict(zrs_store **out, const char *path,
                                    zrs_dtype dtype, zre_codec codec,
                                    const void *dict, uint64_t dict_size);
 
-/* zrs_open with flags: ZRE_OPEN_READONLY takes the store's shared lock
- * (any number of read-only handles, no writer; ZR_EBUSY on conflict).
+/* zrs_open with flags: ZRE_OPEN_READONLY opens a reader (any number of
+ * read-only handles beside one writable handle, in any processes; ZR_EBUSY
+ * only while a delete or compact runs). The reader sees the records
+ * committed when it opened; zrs_refresh moves it to the latest commit.
  * store.zr must match the identity hash kept in meta.zr (ZR_ENOTSTORE
  * "store.zr ... does not match" otherwise). */
 ZRS_API int zrs_open_ex(zrs_store **out, const char *path, unsigned flags);
@@ -156,6 +159,13 @@ ZRS_API uint64_t zrs_data_bytes(zrs_store *s);
  * is leaked in the child by design: never zrs_close it there. NULL is a
  * no-op. */
 ZRS_API void zrs_forget_after_fork(zrs_store *s);
+
+/* Read-only handle: see the records committed since it opened or last
+ * refreshed (zre_refresh): zrs_length grows to the writer's committed
+ * length, never past it, and never without this call. Writable handle:
+ * a no-op (it sees its own appends at once). Errors as zre_refresh; the
+ * view is unchanged on error. */
+ZRS_API int zrs_refresh(zrs_store *s);
 
 /* Make every committed record durable (zre_sync). */
 ZRS_API int zrs_sync(zrs_store *s);

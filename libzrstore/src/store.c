@@ -433,6 +433,13 @@ zre_codec zrs_get_codec(const zrs_store *s)
 
 uint64_t zrs_length(const zrs_store *s) { return s ? zre_length(s->engine) : 0; }
 
+int zrs_refresh(zrs_store *s)
+{
+    if (!s)
+        return zr_set_error(ZR_EINVAL, "refresh: NULL store");
+    return zre_refresh(s->engine);
+}
+
 size_t zrs_item_ndim(const zrs_store *s)
 {
     return (s && s->id.kind == ZRS_DENSE) ? s->id.ndim : 0;

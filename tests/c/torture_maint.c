@@ -5,6 +5,7 @@
  * chunk and segment boundaries.
  */
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +18,7 @@
 #include <cmocka.h>
 #include <zdict.h>
 
+#include "zr_platform.h"
 #include "zr_test_util.h"
 #include "zrengine.h"
 
@@ -273,17 +275,24 @@ static void test_readonly_locks(void **s)
     append_n(w, m, 20);
     char path[700];
     snprintf(path, sizeof path, "%s", sp("ro"));
-    assert_int_equal(zre_open_ex(&r1, path, ZRE_OPEN_READONLY), ZR_EBUSY); /* writer holds it */
-    assert_error_mentions("busy");
-    assert_int_equal(zre_close(w), 0);
+    /* Readers beside the writer (one writer, many readers, as LMDB). */
     assert_int_equal(zre_open_ex(&r1, path, ZRE_OPEN_READONLY), 0);
-    assert_int_equal(zre_open_ex(&r2, path, ZRE_OPEN_READONLY), 0); /* many readers */
+    assert_int_equal(zre_open_ex(&r2, path, ZRE_OPEN_READONLY), 0);
     assert_int_equal(zre_is_readonly(r1), 1);
-    assert_int_equal(zre_open(&x, path), ZR_EBUSY); /* no writer beside readers */
+    assert_int_equal(zre_open(&x, path), ZR_EBUSY); /* still one writer */
+    assert_error_mentions("another writable handle");
     check_model(r1, m);
     check_model(r2, m);
-    unsigned char b[4] = {1, 2, 3, 4};
+    /* delete and compact need the store to themselves: refused at once,
+     * nothing changed. */
     uint64_t i0 = 0;
+    assert_int_equal(zre_delete(w, &i0, 1), ZR_EBUSY);
+    assert_error_mentions("read-only handles");
+    assert_int_equal(zre_compact(w), ZR_EBUSY);
+    assert_error_mentions("nothing was changed");
+    check_model(w, m);
+    check_model(r1, m);
+    unsigned char b[4] = {1, 2, 3, 4};
     assert_int_equal(zre_append(r1, b, 4, NULL, 1, NULL), ZR_EUNSUPPORTED);
     assert_error_mentions("read-only");
     assert_int_equal(zre_delete(r1, &i0, 1), ZR_EUNSUPPORTED);
@@ -291,11 +300,243 @@ static void test_readonly_locks(void **s)
     assert_int_equal(zre_sync(r1), 0);
     assert_int_equal(zre_open_ex(&x, path, 7), ZR_EINVAL);
     assert_int_equal(zre_close(r1), 0);
-    assert_int_equal(zre_open(&x, path), ZR_EBUSY); /* r2 still reads */
+    assert_int_equal(zre_compact(w), ZR_EBUSY); /* r2 still reads */
     assert_int_equal(zre_close(r2), 0);
+    /* Alone again: maintenance runs, and readers may open afterwards. */
+    del(w, m, &i0, 1);
+    assert_int_equal(zre_compact(w), 0);
+    assert_int_equal(zre_open_ex(&r1, path, ZRE_OPEN_READONLY), 0);
+    check_model(r1, m);
+    assert_int_equal(zre_close(r1), 0);
+    assert_int_equal(zre_close(w), 0);
     assert_int_equal(zre_open(&x, path), 0);
     assert_int_equal(zre_is_readonly(x), 0);
     assert_int_equal(zre_close(x), 0);
+    free(m);
+}
+
+/* A reader sees the prefix committed at its open; refresh() shows later
+ * commits, across chunk rollovers and new record-table segments (shrunk
+ * geometry: 64 KiB chunks, 64-entry segments). */
+static void test_refresh(void **s)
+{
+    (void)s;
+    model *m = calloc(1, sizeof *m);
+    zre_engine *w = make("rf", ZRE_CODEC_ZSTD), *r = NULL;
+    append_n(w, m, 5);
+    char path[700];
+    snprintf(path, sizeof path, "%s", sp("rf"));
+    assert_int_equal(zre_open_ex(&r, path, ZRE_OPEN_READONLY), 0);
+    for (int round = 0; round < 6; round++) {
+        uint64_t seen = zre_length(r);
+        assert_int_equal(seen, m->len);
+        append_n(w, m, 40 + (uint64_t)round * 30);
+        assert_int_equal(zre_length(r), seen); /* fixed until refresh */
+        unsigned char got[2100];
+        assert_int_equal(zre_gather(r, &seen, 1, got, sizeof got, 0, NULL), ZR_ERANGE);
+        assert_int_equal(zre_refresh(w), 0); /* the writer: a no-op */
+        assert_int_equal(zre_refresh(r), 0);
+        check_model(r, m);
+    }
+    zre_stats st;
+    assert_int_equal(zre_get_stats(r, &st), 0);
+    assert_int_equal(st.records, m->len);
+    assert_true(file_exists(path, "3.chunk") && file_exists(path, "4.loc"));
+    /* A header that fails its checksum (damaged, or a write that never
+     * finishes) fails the refresh after the retries; the view stays. */
+    uint64_t before = zre_length(r);
+    append_n(w, m, 3);
+    unsigned char hdr[32];
+    assert_int_equal(zt_read_file(in_store(path, "meta.zr"), hdr, sizeof hdr), 32);
+    unsigned char bad = hdr[0] ^ 0x40;
+    zt_patch_file(in_store(path, "meta.zr"), 0, &bad, 1);
+    assert_int_equal(zre_refresh(r), ZR_ENOTSTORE);
+    assert_error_mentions("checksum");
+    assert_int_equal(zre_length(r), before);
+    zt_patch_file(in_store(path, "meta.zr"), 0, hdr, 1);
+    assert_int_equal(zre_refresh(r), 0);
+    check_model(r, m);
+    assert_int_equal(zre_close(r), 0);
+    assert_int_equal(zre_close(w), 0);
+    free(m);
+}
+
+/* Create store `name` with `codec`, append n records (recorded in m),
+ * close it; its path goes to path[700]. */
+static void make_closed(const char *name, zre_codec codec, model *m, uint64_t n, char *path)
+{
+    snprintf(path, 700, "%s", sp(name));
+    zre_engine *w = make(name, codec);
+    append_n(w, m, n);
+    assert_int_equal(zre_close(w), 0);
+}
+
+/* While a delete or compact runs (it holds meta.zr exclusively, as this
+ * test does by hand), readers and writers are refused at once. */
+static void test_busy_during_maint(void **s)
+{
+    (void)s;
+    char path[700];
+    model *m = calloc(1, sizeof *m);
+    zre_engine *x = NULL;
+    make_closed("bm", ZRE_CODEC_RAW, m, 10, path);
+    zrp_file f;
+    assert_int_equal(zrp_open(&f, in_store(path, "meta.zr"), ZRP_READ), 0);
+    assert_int_equal(zrp_lock_exclusive(f), 0);
+    assert_int_equal(zre_open_ex(&x, path, ZRE_OPEN_READONLY), ZR_EBUSY);
+    assert_error_mentions("delete or compact");
+    assert_int_equal(zre_open(&x, path), ZR_EBUSY);
+    assert_int_equal(zrp_unlock(f), 0);
+    assert_int_equal(zre_open_ex(&x, path, ZRE_OPEN_READONLY), 0);
+    check_model(x, m);
+    assert_int_equal(zre_close(x), 0);
+    zrp_close(&f);
+    free(m);
+}
+
+/* Headers written before meta.zr carried a checksum (bytes 24..31 zero)
+ * still open; the first commit stamps the checksum. */
+static void test_legacy_header(void **s)
+{
+    (void)s;
+    char path[700];
+    model *m = calloc(1, sizeof *m);
+    zre_engine *w = NULL, *x = NULL;
+    make_closed("lg", ZRE_CODEC_ZSTD, m, 12, path);
+    unsigned char zero[8] = {0};
+    zt_patch_file(in_store(path, "meta.zr"), 24, zero, sizeof zero);
+    assert_int_equal(zre_open_ex(&x, path, ZRE_OPEN_READONLY), 0);
+    check_model(x, m);
+    assert_int_equal(zre_close(x), 0);
+    assert_int_equal(zre_open(&w, path), 0);
+    append_n(w, m, 2);
+    assert_int_equal(zre_close(w), 0);
+    unsigned char hdr[32];
+    assert_int_equal(zt_read_file(in_store(path, "meta.zr"), hdr, sizeof hdr), 32);
+    assert_int_equal(zt_get_le32(hdr + 28), zt_fnv1a32(hdr, 28));
+    assert_int_equal(zre_open_ex(&x, path, ZRE_OPEN_READONLY), 0);
+    check_model(x, m);
+    assert_int_equal(zre_close(x), 0);
+    free(m);
+}
+
+/* Threads: one writer appending while reader handles (one per thread, as
+ * separate processes would have) refresh and verify every record they
+ * see, and one thread gathers on the writer's own handle. Run under TSan
+ * too. Record i is rfill(i): no deletes here. */
+enum { TW_RECORDS = 3000, TW_READERS = 3 };
+typedef struct tw_state {
+    zre_engine *w;
+    zre_engine *shared; /* one read-only handle: refreshed by one thread, read by another */
+    const char *path;
+    _Atomic int done;
+    _Atomic uint64_t verified;
+    char err[256];
+    _Atomic int failed;
+} tw_state;
+
+static void tw_fail(tw_state *t, const char *what, uint64_t i)
+{
+    if (atomic_exchange(&t->failed, 1) == 0)
+        snprintf(t->err, sizeof t->err, "%s at record %" PRIu64 ": %s", what, i, zr_last_error());
+}
+
+static void tw_verify(tw_state *t, zre_engine *e, uint64_t from, uint64_t to)
+{
+    unsigned char got[2100], want[2100];
+    for (uint64_t i = from; i < to && !atomic_load(&t->failed); i++) {
+        uint32_t n = rsize(i);
+        if (zre_gather(e, &i, 1, got, sizeof got, n, NULL) != 0)
+            return tw_fail(t, "gather", i);
+        rfill(i, want);
+        if (memcmp(got, want, n) != 0)
+            return tw_fail(t, "wrong bytes", i);
+        atomic_fetch_add(&t->verified, 1);
+    }
+}
+
+static void tw_reader(void *arg)
+{
+    tw_state *t = arg;
+    zre_engine *r = NULL;
+    if (zre_open_ex(&r, t->path, ZRE_OPEN_READONLY) != 0)
+        return tw_fail(t, "open", 0);
+    uint64_t seen = 0;
+    for (;;) {
+        int last = atomic_load(&t->done);
+        if (zre_refresh(r) != 0) {
+            tw_fail(t, "refresh", seen);
+            break;
+        }
+        uint64_t n = zre_length(r);
+        if (n < seen)
+            tw_fail(t, "length went back", n);
+        tw_verify(t, r, seen, n);
+        seen = n;
+        if (last || atomic_load(&t->failed))
+            break;
+    }
+    if (!atomic_load(&t->failed) && seen != TW_RECORDS)
+        tw_fail(t, "final length", seen);
+    zre_close(r);
+}
+
+static void tw_same_handle(void *arg)
+{
+    tw_state *t = arg;
+    uint64_t seen = 0;
+    while (!atomic_load(&t->done) && !atomic_load(&t->failed)) {
+        uint64_t n = zre_length(t->w);
+        tw_verify(t, t->w, seen, n);
+        seen = n;
+    }
+}
+
+static void tw_shared_refresher(void *arg)
+{
+    tw_state *t = arg;
+    while (!atomic_load(&t->done) && !atomic_load(&t->failed))
+        if (zre_refresh(t->shared) != 0)
+            tw_fail(t, "shared refresh", zre_length(t->shared));
+}
+
+static void tw_shared_reader(void *arg)
+{
+    tw_state *t = arg;
+    uint64_t seen = 0;
+    while (!atomic_load(&t->done) && !atomic_load(&t->failed)) {
+        uint64_t n = zre_length(t->shared);
+        tw_verify(t, t->shared, seen, n);
+        seen = n;
+    }
+}
+
+static void test_threads_writer_readers(void **s)
+{
+    (void)s;
+    model *m = calloc(1, sizeof *m);
+    char path[700];
+    snprintf(path, sizeof path, "%s", sp("tw"));
+    tw_state t = {.w = make("tw", ZRE_CODEC_ZSTD), .path = path};
+    assert_int_equal(zre_open_ex(&t.shared, path, ZRE_OPEN_READONLY), 0);
+    zrp_thread th[TW_READERS + 3];
+    for (int i = 0; i < TW_READERS; i++)
+        assert_int_equal(zrp_thread_start(&th[i], tw_reader, &t), 0);
+    assert_int_equal(zrp_thread_start(&th[TW_READERS], tw_same_handle, &t), 0);
+    assert_int_equal(zrp_thread_start(&th[TW_READERS + 1], tw_shared_refresher, &t), 0);
+    assert_int_equal(zrp_thread_start(&th[TW_READERS + 2], tw_shared_reader, &t), 0);
+    while (m->len < TW_RECORDS)
+        append_n(t.w, m, m->len + 37 <= TW_RECORDS ? 37 : TW_RECORDS - m->len);
+    atomic_store(&t.done, 1);
+    for (int i = 0; i < TW_READERS + 3; i++)
+        assert_int_equal(zrp_thread_join(th[i]), 0);
+    if (atomic_load(&t.failed))
+        fail_msg("%s", t.err);
+    assert_int_equal(zre_refresh(t.shared), 0);
+    assert_int_equal(zre_length(t.shared), TW_RECORDS);
+    assert_int_equal(zre_close(t.shared), 0);
+    assert_true(atomic_load(&t.verified) >= (uint64_t)TW_READERS * TW_RECORDS);
+    assert_int_equal(zre_close(t.w), 0);
     free(m);
 }
 
@@ -385,6 +626,10 @@ int main(void)
         cmocka_unit_test(test_delete_compact_dict),
         cmocka_unit_test(test_compact_overlapping),
         cmocka_unit_test(test_readonly_locks),
+        cmocka_unit_test(test_refresh),
+        cmocka_unit_test(test_busy_during_maint),
+        cmocka_unit_test(test_legacy_header),
+        cmocka_unit_test(test_threads_writer_readers),
         cmocka_unit_test(test_dict_errors),
         cmocka_unit_test(test_check_record),
     };

@@ -117,10 +117,16 @@ T.test("delete, compact, read-only open", function()
   end
   if not zr.raw.zrs_open_ex then return end
   local a <close> = zr.open(p, { readonly = true })
-  local b <close> = zr.open(p, { readonly = true }) -- shared lock: many readers
+  local b <close> = zr.open(p, { readonly = true }) -- many readers
   T.eq(a:readonly(), true); T.eq(#b, 3)
-  T.raises("^EBUSY", zr.open, p)
+  local w <close> = zr.open(p) -- and one writer beside them (as LMDB)
+  T.raises("^EBUSY", zr.open, p) -- but only one
   T.raises("^EUNSUPPORTED", a.append, a, "ee")
+  w:append("eeff")
+  T.eq(#a, 3) -- a reader's length changes only on refresh
+  T.eq(a:refresh(), 5); T.eq(#a, 5); T.eq(a:gather({ 3, 4 }), "eeff")
+  T.eq(w:refresh(), 5)
+  T.raises("^EBUSY: .*read%-only handles", w.compact, w)
 end)
 
 T.test("dictionary codec", function()

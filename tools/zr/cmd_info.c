@@ -56,8 +56,8 @@ static void format_shape(const uint64_t *shape, size_t ndim, char *buf, size_t c
 static int info_one(const char *path)
 {
     zrs_store *s = NULL;
-    /* Read-only: a shared lock, so info works beside a training job that
-     * reads the store (not beside a writer, which holds it exclusively). */
+    /* Read-only: works beside readers and a live writer; it describes the
+     * records committed when it opened. */
     int rc = zrs_open_ex(&s, path, ZRE_OPEN_READONLY);
     if (rc < 0) {
         fprintf(stderr, "zr info: %s: cannot open: %s\n", path, zr_last_error());
@@ -85,7 +85,8 @@ static int info_one(const char *path)
            itemsize == 1 ? "" : "s");
     printf("shape:     %s\n", shape);
     printf("codec:     %s\n", zre_codec_name(zrs_get_codec(s)));
-    printf("records:   %" PRIu64 "\n", st.records);
+    printf("records:   %" PRIu64 " (committed when read; a writer may append more)\n",
+           st.records);
     printf("logical:   %s (%" PRIu64 " bytes%s)\n", human_bytes(st.logical_bytes, a, sizeof a),
            st.logical_bytes, dense ? "" : ", shape prefixes included");
     printf("stored:    %s in records, %s in chunk files, %s reclaimable\n",

@@ -83,8 +83,8 @@ static int verify_one(const char *path)
     free(buf);
     const int raw = zrs_get_codec(s) == ZRE_CODEC_RAW;
     zrs_close(s);
-    printf("%s: %" PRIu64 " records checked, %" PRIu64 " bad%s\n", path, n, bad,
-           bad ? "" : " (ok)");
+    printf("%s: %" PRIu64 " records checked, %" PRIu64 " bad%s; committed length %" PRIu64
+           " when opened\n", path, n, bad, bad ? "" : " (ok)", n);
     if (raw)
         printf("%s: note: raw codec: payloads carry no checksum; only table and extents were "
                "checked\n", path);

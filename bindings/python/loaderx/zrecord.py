@@ -302,8 +302,10 @@ class _Store(_Closing):
     @classmethod
     def open(cls, path, readonly=False, recover=False):
         """Open an existing store for reading and appending, or with
-        ``readonly=True`` for reading only under a shared lock (any number
-        of read-only handles, in any processes, and no writer).
+        ``readonly=True`` for reading only. As in LMDB, one writable handle
+        and any number of read-only handles, in any processes, may be open
+        at once. A read-only handle sees the records committed when it
+        opened; :meth:`refresh` shows it later commits.
 
         ``recover=True`` (writable only): after a crash or power loss lost
         appends that were never synced, keep every record that reached the
@@ -311,8 +313,9 @@ class _Store(_Closing):
         header to them; a plain open refuses such a store, naming this.
 
         Raises NotAStoreError if ``path`` is not a store (missing path,
-        missing or malformed store.zr), StoreBusy if another handle holds
-        a conflicting lock, ValueError if it is a store of the other kind."""
+        missing or malformed store.zr), StoreBusy if another writable handle
+        has it open (for a writable open) or a delete/compact runs on it,
+        ValueError if it is a store of the other kind."""
         path = _fspath(path)
         flags = _zr.ZRE_OPEN_READONLY if readonly else 0
         if recover:
@@ -340,7 +343,7 @@ class _Store(_Closing):
         mutexes, memory) is the parent's state copied mid-flight, so it is
         dropped without zrs_close (which would sync and free it) and leaks
         in the child by design. A read-only store reopens itself by path; a
-        writable one raises, since its exclusive lock stays with the
+        writable one raises, since the store's one writer stays the
         parent."""
         readonly = self._is_readonly()
         parent = self._pid
@@ -349,7 +352,7 @@ class _Store(_Closing):
             raise RuntimeError(
                 f"store {self._path!r} was opened writable in process {parent} and is "
                 f"used in process {os.getpid()} after fork(): a writable handle cannot "
-                "cross a fork (its exclusive lock stays with the parent); open the store "
+                "cross a fork (the store's one writer stays the parent); open the store "
                 "again in the child, or open it read-only (readonly=True) to share it")
         fresh = type(self).open(self._path, readonly=True)
         self._h, fresh._h = fresh._h, None
@@ -357,13 +360,23 @@ class _Store(_Closing):
         return self._h
 
     def __reduce__(self):
-        # Pickling (e.g. the spawn start method) reopens a read-only store
-        # by path in the receiving process; a writable one cannot be shared.
-        if self._h is None or not self._is_readonly():
-            raise TypeError(f"cannot pickle {type(self).__name__} {self._path!r}: only an "
-                            "open read-only store (readonly=True) can be pickled; it "
-                            "reopens by path")
+        # Pickling (e.g. the spawn start method) reopens the store by path,
+        # read-only, in the receiving process: a writable store pickled for
+        # spawn workers becomes a reader there (the one writer stays with
+        # this process), seeing the records committed when it reopens.
+        if self._h is None:
+            raise TypeError(f"cannot pickle {type(self).__name__} {self._path!r}: it is closed")
         return (_reopen_readonly, (type(self), self._path))
+
+    def refresh(self):
+        """See the records committed since this handle opened or last
+        refreshed; returns the new ``len(self)``. A read-only handle's
+        length changes only here (it grows to the writer's committed
+        length, never past it). A writable handle always sees its own
+        appends, so this only returns its length."""
+        h = self._handle()
+        _zr.zrs_refresh(h)
+        return int(_zr.zrs_length(h))
 
     @property
     def closed(self):
@@ -449,6 +462,8 @@ class _Store(_Closing):
         return self._path
 
     def __len__(self):
+        # Fixed between refresh() calls on a read-only handle; a writable
+        # handle's length grows with its own appends.
         return int(_zr.zrs_length(self._handle()))
 
     def info(self):
