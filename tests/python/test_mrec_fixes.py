@@ -5,6 +5,7 @@ errors, reader argument errors, decimal strings, CLI dump numbers and
 header summaries, and loader streams read straight from LMDB giving the
 same batches as the converted zrecord stores."""
 
+import re
 import os
 import random
 import shutil
@@ -74,15 +75,20 @@ def test_empty_file_is_not_a_collection(tmp_path, content):
     p = tmp_path / "e.mrec.lmdb" if content is not None else "/dev/null"
     if content is not None:
         p.write_bytes(content)
-    with pytest.raises(NotAStoreError, match=f"not an mrec-lmdb collection: {p} is empty"):
+    # /dev/null is refused as "not a regular file" by the no-follow,
+    # regular-files-only open, or as empty by the size check, whichever
+    # meets it first.
+    why = "is empty" if content is not None else "is (empty|not a regular file)"
+    with pytest.raises(NotAStoreError, match=f"not an mrec-lmdb collection: {p} {why}"):
         mrec.Reader(p, nolock=True)
-    with pytest.raises(NotAStoreError, match="is empty"):
+    with pytest.raises(NotAStoreError, match=why):
         mrec.validate(p, nolock=True)
     if _zr_bin():
         for cmd in ("validate", "info"):
             res = run_zr(cmd, p)
             assert res.returncode == 1
-            assert res.stderr.strip() == f"zr mrec {cmd}: not an mrec-lmdb collection: {p} is empty"
+            assert re.fullmatch(f"zr mrec {cmd}: not an mrec-lmdb collection: {p} {why}",
+                                res.stderr.strip()), res.stderr
 
 
 def test_reader_argument_errors(tmp_path):
