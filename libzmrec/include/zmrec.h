@@ -283,9 +283,13 @@ typedef struct zmr_writer zmr_writer;
  * collection document ({"units": {...}, ...}) or NULL for {};
  * molrec_version is stamped (2 unless the document gives 1 or 2).
  * schema_json: the sequence_schema {"blocks": {name: {"columns": {col:
- * {"dtype": d, "precision": p}}}}, "meta": {key: tag | {"type": tag,
- * "fill": value}}} or NULL for empty. Nothing is a collection until
- * zmr_writer_commit writes "meta". */
+ * {"dtype": d, "trailing": [dims], "precision": p, "nullable": b}}}},
+ * "meta": {key: {"dtype": tag, "fill": value}}} or NULL for empty (the
+ * earlier meta forms {"type": tag, ...} and a bare tag are accepted; the
+ * layout's {"dtype": ...} form is written). Blocks and trailing shapes not
+ * declared are declared by the first frame presenting them (see
+ * zmr_writer_add_frame). Nothing is a collection until zmr_writer_commit
+ * writes "meta". */
 ZMR_API zmr_status zmr_writer_create(zmr_writer **out, const char *path,
                                      const char *collection_json, const char *schema_json);
 /* The force field (kind ZMR_FRAME_FF), at most once. */
@@ -300,8 +304,14 @@ ZMR_API zmr_status zmr_writer_begin_record(zmr_writer *w, const char *meta_json,
  * carry forward are dropped (the first frame keeps every block); the box
  * likewise; blocks it does not hold carry forward. Declared meta keys
  * missing from it take their declared fill (ZMR_EINVAL without one);
- * undeclared keys are refused; precision comes from the schema. A frame
- * without a step gets its position in the record. */
+ * undeclared keys are refused; precision comes from the schema. Each block
+ * presents exactly its declared columns at the declared dtype and trailing
+ * shape (a zero-row block without columns empties it and is written with
+ * them); a reserved name (blocks step/time/meta/box, columns offset/
+ * step_index/_validity), steps that do not increase strictly, a time on
+ * some frames of a record only, or a block sharing a system block's name
+ * with another row count or one of its columns is refused (ZMR_EINVAL). A
+ * frame without a step gets the previous step + 1 (0 first). */
 ZMR_API zmr_status zmr_writer_add_frame(zmr_writer *w, zmr_frame *update);
 /* Write index and meta (last) and close; frees w whatever the outcome. */
 ZMR_API zmr_status zmr_writer_commit(zmr_writer *w);

@@ -492,7 +492,7 @@ zmr_status zmr_frame_get_meta(const zmr_frame *f, const char *key, zmr_value *ou
             return zmr_err(ZMR_ECORRUPT, "meta_types.%s: unknown tag", key);
     } else if (f->schema_meta && json_object_object_get_ex(f->schema_meta, key, &t)) {
         json_object *fill;
-        zmr_status st = zmr_schema_meta_decl(t, key, &tag, &fill);
+        zmr_status st = zmr_schema_meta_decl(t, key, &tag, &fill, NULL);
         if (st < 0)
             return st;
     }

@@ -118,7 +118,7 @@ static zmr_status check_meta(zmr_reader *r)
             json_object_object_foreach(sm, key, decl) {
                 zmr_tag tag;
                 json_object *fill;
-                zmr_status st = zmr_schema_meta_decl(decl, key, &tag, &fill);
+                zmr_status st = zmr_schema_meta_decl(decl, key, &tag, &fill, NULL);
                 if (st < 0)
                     return zmr_err_prefix(st, "meta");
             }
@@ -541,7 +541,7 @@ static zmr_status read_update_txn(zmr_reader *r, MDB_txn *txn, uint64_t rec, uin
             zmr_frame_free(f);
             return st;
         }
-        zmr_schema_meta_decl(decl, key, &tag, &fill);
+        zmr_schema_meta_decl(decl, key, &tag, &fill, NULL);
         if (zmr_typed_check(tag, val, ZMR_ECORRUPT) < 0) {
             char pre[160];
             snprintf(pre, sizeof pre, "%s: meta.%.100s", name, key);

@@ -284,7 +284,7 @@ def _read_frame(h, schema_meta=None):
         types = dict(hdr.get("meta_types") or {})
         if schema_meta:
             for k, decl in schema_meta.items():
-                types.setdefault(k, decl if isinstance(decl, str) else decl["type"])
+                types.setdefault(k, decl_tag(decl))
         if "meta_types" in hdr:
             out["meta_types"] = dict(hdr["meta_types"])
         meta = {}
@@ -302,6 +302,15 @@ def _read_frame(h, schema_meta=None):
         return out
     finally:
         _zr.zmr_frame_free(h)
+
+
+def decl_tag(decl):
+    """The tag of a ``sequence_schema.meta`` declaration: ``{"dtype": tag,
+    "fill": value}`` (the layout's form), or the earlier ``{"type": tag}``
+    and bare tag string."""
+    if isinstance(decl, str):
+        return decl
+    return decl["dtype"] if "dtype" in decl else decl["type"]
 
 
 def _infer_json_tag(v):
@@ -338,7 +347,9 @@ class Writer:
 
     ``units``: {"length": "angstrom", ...}; ``collection``: more collection
     fields; ``schema``: the sequence_schema ({"blocks": {...}, "meta":
-    {key: tag | {"type": tag, "fill": value}}}). Nothing is a collection
+    {key: {"dtype": tag, "fill": value}}}; the earlier forms
+    {"type": tag, ...} and a bare tag are accepted and written as
+    {"dtype": ...}). Nothing is a collection
     until :meth:`commit` (also run by leaving a ``with`` block without an
     exception; an exception aborts)."""
 
@@ -388,7 +399,7 @@ class Writer:
                 decl = self._schema_meta.get(k)
                 if decl is None:
                     raise ValueError(f"frame meta key {k!r} is not declared in schema['meta']")
-                tag = decl if isinstance(decl, str) else decl["type"]
+                tag = decl_tag(decl)
                 _zr.zmr_py_set_meta(h, k, tag, _dumps(typed_encode(tag, v)))
             _zr.zmr_writer_add_frame(self._w(), h)
         finally:
@@ -769,9 +780,8 @@ def import_files(paths, out, format=None, progress=None, units=None):
         progress = sys.stderr.isatty()
     bar = _Progress(progress)
     with_energy = any(f not in _NO_ENERGY_FORMATS for f in fmts)
-    schema = {"blocks": {_TRAJ_BLOCK: {"columns": {"position": {"dtype": "f64"},
-                                                  "force": {"dtype": "f64"}}}},
-              "meta": {"energy": {"type": "f64", "fill": "NaN"}} if with_energy else {}}
+    # blocks are declared by the first frame presenting them (the writer)
+    schema = {"meta": {"energy": {"dtype": "f64", "fill": "NaN"}} if with_energy else {}}
     partial = f"{out}.partial-{os.getpid()}"
     _remove_quietly(partial, partial + "-lock")
     nrec = nfr = 0
