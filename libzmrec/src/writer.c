@@ -263,6 +263,10 @@ static zmr_status check_schema(zmr_writer *w)
             json_object_put(norm);
             return zmr_err(ZMR_EINVAL, "%s", zmr_last_error());
         }
+        static const char *const canonical_meta[] = {"pe", "ke", "etotal", "temp", "press", "volume", NULL};
+        if (is_reserved(key, canonical_meta) && tag != ZMR_TAG_F64)
+            return schema_fail(norm, "sequence_schema.meta.%s: '%s' is a canonical per-step key: it must be f64, "
+                                     "given %s", key, key, zmr_tag_name(tag));
         json_object *d = json_object_new_object();
         json_object_object_add(d, "dtype", json_object_new_string(zmr_tag_name(tag)));
         if (has_fill)
@@ -324,6 +328,14 @@ zmr_status zmr_writer_create(zmr_writer **out, const char *path, const char *col
             json_object_object_add(w->collection, ck, json_object_get(cv));
     }
     json_object_put(coll);
+    /* the layout's collection document always states its units (none
+     * stated: {}) */
+    if (!json_object_object_get_ex(w->collection, "units", &mv))
+        json_object_object_add(w->collection, "units", json_object_new_object());
+    else if (!json_object_is_type(mv, json_type_object)) {
+        writer_free(w);
+        return zmr_err(ZMR_EINVAL, "collection.units must be an object {quantity: unit}");
+    }
 
     int rc = mdb_env_create(&w->env);
     if (rc) {

@@ -1498,6 +1498,43 @@ static void test_schema_declarations(void **state)
     zmr_close(r);
 }
 
+/* Canonical column keys at their one dtype and shape, wherever they appear;
+ * canonical per-step keys f64. */
+static void test_canonical_keys(void **state)
+{
+    fixture *fx = *state;
+    zmr_frame *f;
+    OK(zmr_frame_create(&f, ZMR_FRAME_SYSTEM));
+    OK(zmr_frame_add_block(f, "atoms", 2));
+    uint64_t s2[1] = {2}, s23[2] = {2, 3};
+    uint8_t z8[2] = {1, 8};
+    int64_t t64[2] = {1, 2};
+    double d6[6] = {0};
+    assert_int_equal(zmr_frame_add_column(f, "atoms", "atomic_number", ZMR_U8, s2, 1, z8, 2, NULL, 0), ZMR_EINVAL);
+    HAS("column atoms/atomic_number: 'atomic_number' is a canonical column key: it must be u64[N] (one value per "
+        "row) wherever it appears, given u8[N]");
+    assert_int_equal(zmr_frame_add_column(f, "atoms", "type", ZMR_I64, s2, 1, t64, 16, NULL, 0), ZMR_EINVAL);
+    HAS("'type' is a canonical column key: it must be string[N]");
+    assert_int_equal(zmr_frame_add_column(f, "atoms", "x", ZMR_F64, s23, 2, d6, 48, NULL, 0), ZMR_EINVAL);
+    HAS("it must be f64[N] (one value per row) wherever it appears, given f64[N][3]");
+    assert_int_equal(zmr_frame_add_string_column(f, "atoms", "mass", s2, 1, "[\"a\",\"b\"]", NULL), ZMR_EINVAL);
+    HAS("'mass' is a canonical column key: it must be f64[N]");
+    OK(zmr_frame_add_column(f, "atoms", "position", ZMR_F64, s23, 2, d6, 48, NULL, 0)); /* not canonical */
+    OK(zmr_frame_add_string_column(f, "atoms", "type", s2, 1, "[\"a\",\"b\"]", NULL));
+    uint64_t u[2] = {1, 8};
+    OK(zmr_frame_add_column(f, "atoms", "type_id", ZMR_U64, s2, 1, u, 16, NULL, 0));
+    zmr_frame_free(f);
+    OK(zmr_frame_create(&f, ZMR_FRAME_INDEX)); /* every frame kind */
+    OK(zmr_frame_add_block(f, "records", 2));
+    assert_int_equal(zmr_frame_add_column(f, "records", "id", ZMR_I64, s2, 1, t64, 16, NULL, 0), ZMR_EINVAL);
+    HAS("it must be u64[N]");
+    zmr_frame_free(f);
+    zmr_writer *w;
+    assert_int_equal(zmr_writer_create(&w, fx->path, NULL, "{\"meta\":{\"temp\":{\"dtype\":\"i32\"}}}"),
+                     ZMR_EINVAL);
+    HAS("sequence_schema.meta.temp: 'temp' is a canonical per-step key: it must be f64, given i32");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1519,6 +1556,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_layout_example_read, setup, teardown),
         cmocka_unit_test_setup_teardown(test_layout_example_write, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schema_declarations, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_canonical_keys, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
