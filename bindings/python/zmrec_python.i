@@ -277,7 +277,7 @@ PyObject *zmr_py_read_record_meta(zmr_reader *r, uint64_t rec)
     return s;
 }
 
-/* which: 0 system, 1 stored update k, 2 resolved frame k, 3 ff. */
+/* which: 0 system, 1 stored update k, 2 resolved frame k, 3 ff, 4 index. */
 PyObject *zmr_py_read(zmr_reader *r, int which, uint64_t rec, uint64_t k)
 {
     zmr_frame *f = NULL;
@@ -286,7 +286,8 @@ PyObject *zmr_py_read(zmr_reader *r, int which, uint64_t rec, uint64_t k)
     rc = which == 0 ? zmr_read_system(r, rec, &f)
        : which == 1 ? zmr_read_update(r, rec, k, &f)
        : which == 2 ? zmr_read_frame(r, rec, k, &f)
-       : zmr_read_ff(r, &f);
+       : which == 3 ? zmr_read_ff(r, &f)
+       : zmr_read_index(r, &f);
     Py_END_ALLOW_THREADS
     ZMR_PY_CHECK(rc);
     return zmr_py_frame_obj(f);

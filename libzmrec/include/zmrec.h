@@ -313,6 +313,13 @@ ZMR_API zmr_status zmr_writer_begin_record(zmr_writer *w, const char *meta_json,
  * with another row count or one of its columns is refused (ZMR_EINVAL). A
  * frame without a step gets the previous step + 1 (0 first). */
 ZMR_API zmr_status zmr_writer_add_frame(zmr_writer *w, zmr_frame *update);
+/* The collection's own index columns: a ZMR_FRAME_INDEX frame holding one
+ * block "records" (one row per record: its count must equal the number of
+ * records at commit), any dtypes, masks and precision. Copied; a second
+ * call replaces the first. Written before the binding's four columns, whose
+ * names (first_frame, n_frames, n_atoms, has_trajectory) it may not take
+ * (ZMR_EINVAL). */
+ZMR_API zmr_status zmr_writer_set_index(zmr_writer *w, zmr_frame *index);
 /* Write index and meta (last) and close; frees w whatever the outcome. */
 ZMR_API zmr_status zmr_writer_commit(zmr_writer *w);
 /* Close without committing (the file is not a collection). Frees w. */
@@ -350,6 +357,10 @@ ZMR_API const char *zmr_meta_json(const zmr_reader *r);
 /* Index row of record `rec` (ZMR_ERANGE past the end). */
 ZMR_API zmr_status zmr_record_info(const zmr_reader *r, uint64_t rec, uint64_t *first_frame,
                                    uint64_t *n_frames, uint64_t *n_atoms, bool *has_trajectory);
+/* The index frame as stored (kind ZMR_FRAME_INDEX, block "records"): the
+ * collection's own index columns and the binding's four. *out is the
+ * caller's (zmr_frame_free). */
+ZMR_API zmr_status zmr_read_index(zmr_reader *r, zmr_frame **out);
 /* Record meta document as stored: *json (free with zmr_free). */
 ZMR_API zmr_status zmr_read_record_meta(zmr_reader *r, uint64_t rec, char **json);
 /* The system frame, or *out = NULL when the record has none. */

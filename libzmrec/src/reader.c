@@ -515,6 +515,25 @@ zmr_status zmr_read_ff(zmr_reader *r, zmr_frame **out)
     return st;
 }
 
+zmr_status zmr_read_index(zmr_reader *r, zmr_frame **out)
+{
+    if (r == NULL || out == NULL)
+        return zmr_err(ZMR_EINVAL, "read_index: NULL argument");
+    *out = NULL;
+    MDB_txn *txn;
+    MDB_val v;
+    zmr_status st = begin(r, &txn);
+    if (st < 0)
+        return st;
+    st = get(r, txn, "index", 5, &v);
+    if (st == ZMR_ERANGE)
+        st = BAD("index: key missing");
+    if (st == ZMR_OK)
+        st = zmr_frame_decode(out, v.mv_data, v.mv_size, ZMR_FRAME_INDEX, "index");
+    mdb_txn_abort(txn);
+    return st;
+}
+
 /* Decode global frame j (record rec) with its meta checked against the
  * sequence_schema. */
 static zmr_status read_update_txn(zmr_reader *r, MDB_txn *txn, uint64_t rec, uint64_t j, zmr_frame **out)

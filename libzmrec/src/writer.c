@@ -38,6 +38,7 @@ struct zmr_writer {
     int64_t last_step;      /* the current record's last step */
     bool rec_timed;         /* the record's first frame had a time */
     bool rec_boxed, rec_cell_defined; /* the record's cell section so far */
+    zmr_frame *own;         /* the collection's own index columns (block records) */
 };
 
 static void key_of(unsigned char *k, char prefix, uint64_t n)
@@ -132,6 +133,7 @@ static void writer_free(zmr_writer *w)
     free(w->has_traj);
     zmr_frame_free(w->state);
     zmr_frame_free(w->system);
+    zmr_frame_free(w->own);
     free(w->path);
     free(w);
 }
@@ -372,6 +374,34 @@ zmr_status zmr_writer_set_ff(zmr_writer *w, zmr_frame *ff)
         return st;
     w->has_ff = true;
     return push(w, (const unsigned char *)"ff", 2, v, n);
+}
+
+static const char *const binding_index[] = {"first_frame", "n_frames", "n_atoms", "has_trajectory", NULL};
+
+zmr_status zmr_writer_set_index(zmr_writer *w, zmr_frame *index)
+{
+    if (w == NULL || index == NULL || index->kind != ZMR_FRAME_INDEX)
+        return zmr_err(ZMR_EINVAL, "set_index: need a writer and a ZMR_FRAME_INDEX frame");
+    if (w->failed)
+        return zmr_err(ZMR_ESTATE, "set_index: the writer failed earlier");
+    size_t b;
+    if (index->nblocks != 1 || zmr_frame_find_block(index, "records", &b) < 0)
+        return zmr_err(ZMR_EINVAL, "set_index: the index frame holds exactly one block, \"records\"");
+    const struct zmr_block *rb = &index->blocks[b];
+    for (size_t c = 0; c < rb->ncols; c++)
+        if (is_reserved(rb->cols[c].name, binding_index))
+            return zmr_err(ZMR_EINVAL, "set_index: index column '%s' is the binding's own (first_frame, n_frames, "
+                                       "n_atoms, has_trajectory); a collection's index column cannot take it",
+                           rb->cols[c].name);
+    zmr_frame *own;
+    zmr_status st = zmr_frame_create(&own, ZMR_FRAME_INDEX);
+    if (st == ZMR_OK && (st = zmr_frame_put_block_copy(own, rb)) < 0)
+        zmr_frame_free(own);
+    if (st < 0)
+        return st;
+    zmr_frame_free(w->own);
+    w->own = own;
+    return ZMR_OK;
 }
 
 static zmr_status end_record(zmr_writer *w)
@@ -802,7 +832,15 @@ zmr_status zmr_writer_commit(zmr_writer *w)
         st = zmr_frame_create(&idx, ZMR_FRAME_INDEX);
     if (st == ZMR_OK) {
         uint64_t R = w->n_records, shape[1] = {R};
-        st = zmr_frame_add_block(idx, "records", R);
+        /* the collection's own columns first, then the binding's four */
+        if (w->own && w->own->blocks[0].count != R)
+            st = zmr_err(ZMR_EINVAL, "commit: the index columns hold %llu rows but the collection has %llu "
+                                     "records; nothing committed", (unsigned long long)w->own->blocks[0].count,
+                         (unsigned long long)R);
+        else if (w->own)
+            st = zmr_frame_put_block_copy(idx, &w->own->blocks[0]);
+        else
+            st = zmr_frame_add_block(idx, "records", R);
         if (st == ZMR_OK)
             st = zmr_frame_add_column(idx, "records", "first_frame", ZMR_U64, shape, 1, w->first, R * 8, NULL, 0);
         if (st == ZMR_OK)

@@ -1299,6 +1299,19 @@ static void write_conformers(const char *path)
             zmr_frame_free(u);
         }
     }
+    zmr_frame *idx;
+    OK(zmr_frame_create(&idx, ZMR_FRAME_INDEX));
+    OK(zmr_frame_add_block(idx, "records", 2));
+    uint64_t s2[1] = {2};
+    OK(zmr_frame_add_string_column(idx, "records", "n_atoms", s2, 1, "[\"OO\",\"OO\"]", NULL));
+    assert_int_equal(zmr_writer_set_index(w, idx), ZMR_EINVAL);
+    HAS("index column 'n_atoms' is the binding's own");
+    zmr_frame_free(idx);
+    OK(zmr_frame_create(&idx, ZMR_FRAME_INDEX));
+    OK(zmr_frame_add_block(idx, "records", 2));
+    OK(zmr_frame_add_string_column(idx, "records", "smiles", s2, 1, "[\"OO\",\"OO\"]", NULL));
+    OK(zmr_writer_set_index(w, idx));
+    zmr_frame_free(idx);
     OK(zmr_writer_commit(w));
 }
 
@@ -1317,8 +1330,24 @@ static void test_layout_example_write(void **state)
         free(got);
         free(want);
     }
+    /* the index: own column smiles first, then the binding's four */
+    unsigned char *got = raw_get(fx->path, "index", 5, &n), *want = conf_value(6, &m);
+    assert_int_equal(n, m);
+    assert_memory_equal(got, want, n);
+    free(got);
+    free(want);
+    zmr_reader *r;
+    OK(zmr_open(&r, fx->path, 0));
+    zmr_frame *idx;
+    OK(zmr_read_index(r, &idx));
+    zmr_column c;
+    OK(zmr_frame_find_column(idx, "records", "smiles", &c));
+    assert_string_equal(c.strings[1], "OO");
+    zmr_frame_free(idx);
+    zmr_close(r);
     fkey(k, 's', 1);
-    unsigned char *got = raw_get(fx->path, k, 9, &n), *want = conf_value(5, &m);
+    got = raw_get(fx->path, k, 9, &n);
+    want = conf_value(5, &m);
     assert_int_equal(n, m);
     assert_memory_equal(got, want, n);
     free(got);

@@ -34,6 +34,7 @@ static int usage(void)
     fprintf(stderr, "usage: zr mrec validate FILE\n"
                     "       zr mrec info FILE\n"
                     "       zr mrec dump FILE RECORD [FRAME]\n"
+                    "       zr mrec dump FILE index\n"
                     "       zr mrec import FILE... [--format NAME] [--units STYLE] -o OUT.mrec.lmdb\n");
     return 2;
 }
@@ -102,6 +103,28 @@ static int cmd_info(const char *path)
         printf("atoms:          %" PRIu64 " total, %" PRIu64 "..%" PRIu64 " per record\n", atot, amin, amax);
     printf("meta:           %s\n", zmr_meta_json(r));
     zmr_frame *f = NULL;
+    if (zmr_read_index(r, &f) == ZMR_OK) {
+        static const char *const binding[] = {"first_frame", "n_frames", "n_atoms", "has_trajectory"};
+        int n = 0;
+        printf("index columns: ");
+        for (size_t c = 0; c < zmr_frame_ncolumns(f, 0); c++) {
+            zmr_column col;
+            zmr_frame_column(f, 0, c, &col);
+            int own = 1;
+            for (int k = 0; k < 4; k++)
+                own &= strcmp(col.name, binding[k]) != 0;
+            if (!own)
+                continue;
+            printf("%s %s:%s", n++ ? "," : "", col.name, zmr_dtype_name(col.dtype));
+            if (col.precision != 0)
+                printf(" precision %.17g", col.precision);
+            if (col.validity)
+                printf(" masked");
+        }
+        printf("%s\n", n ? "" : " none (only the binding's four)");
+        zmr_frame_free(f);
+        f = NULL;
+    }
     if (R && zmr_read_system(r, 0, &f) == ZMR_OK && f) {
         print_blocks("system blocks:  ", f);
         zmr_frame_free(f);
@@ -233,17 +256,26 @@ static void print_frame(zmr_frame *f)
 
 static int cmd_dump(int argc, char **argv)
 {
-    uint64_t rec, k = 0;
+    uint64_t rec = 0, k = 0;
     if (argc < 4 || argc > 5)
         return usage();
-    if (parse_u64("RECORD", argv[3], &rec) < 0 || (argc == 5 && parse_u64("FRAME", argv[4], &k) < 0))
+    int index = argc == 4 && !strcmp(argv[3], "index");
+    if (!index &&
+        (parse_u64("RECORD", argv[3], &rec) < 0 || (argc == 5 && parse_u64("FRAME", argv[4], &k) < 0)))
         return 2;
     zmr_reader *r;
     if (zmr_open(&r, argv[2], 0) < 0)
         return fail("dump");
     int rc = 0;
     zmr_frame *f = NULL;
-    if (argc == 4) {
+    if (index) {
+        if (zmr_read_index(r, &f) < 0) {
+            rc = fail("dump");
+        } else {
+            printf("index ");
+            print_frame(f);
+        }
+    } else if (argc == 4) {
         char *meta;
         uint64_t ff, nf, na;
         bool ht;

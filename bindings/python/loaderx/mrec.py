@@ -405,6 +405,17 @@ class Writer:
         finally:
             _zr.zmr_frame_free(h)
 
+    def set_index(self, columns):
+        """The collection's own index columns: {name: column} or a
+        :class:`Block` (precision, masks), one row per record (checked at
+        commit). The binding's names (first_frame, n_frames, n_atoms,
+        has_trajectory) are refused."""
+        h = _make_frame(INDEX, {"blocks": {"records": columns}})
+        try:
+            _zr.zmr_writer_set_index(self._w(), h)
+        finally:
+            _zr.zmr_frame_free(h)
+
     def commit(self):
         h, self._h = self._w(), None
         _zr.zmr_writer_commit(h)
@@ -435,6 +446,11 @@ class Writer:
 def _check_exists(path):
     if not os.path.exists(path):
         raise FileNotFoundError(errno.ENOENT, "no such mrec-lmdb collection", path)
+
+
+#: The binding's own index columns (Reader.record_info); a collection's
+#: own index columns cannot take these names.
+INDEX_COLUMNS = ("first_frame", "n_frames", "n_atoms", "has_trajectory")
 
 
 def _u64_index(what, v):
@@ -531,6 +547,24 @@ class Reader(_Closing):
 
     def ff(self):
         return _read_frame(_zr.zmr_py_read(self._r(), 3, 0, 0))
+
+    @property
+    def index_block(self):
+        """The collection's own index columns (one row per record) as a
+        :class:`Block` keeping their precision; masked columns are
+        MaskedArrays. The binding's four (first_frame, n_frames, n_atoms,
+        has_trajectory: :meth:`record_info`) are left out. Hand it to
+        :meth:`Writer.set_index` to write it again."""
+        b = _read_frame(_zr.zmr_py_read(self._r(), 4, 0, 0))["blocks"]["records"]
+        cols = b.columns if isinstance(b, Block) else b
+        prec = b.precision if isinstance(b, Block) else {}
+        own = {k: v for k, v in cols.items() if k not in INDEX_COLUMNS}
+        return Block(own, count=len(self), precision={k: p for k, p in prec.items() if k in own})
+
+    @property
+    def index(self):
+        """{name: column} of the collection's own index columns."""
+        return self.index_block.columns
 
 
 def validate(path, nolock=False):
