@@ -299,6 +299,11 @@ ZMR_API zmr_status zmr_writer_set_ff(zmr_writer *w, zmr_frame *ff);
  * previous record. */
 ZMR_API zmr_status zmr_writer_begin_record(zmr_writer *w, const char *meta_json,
                                            zmr_frame *system, uint64_t *index);
+/* The current record has a trajectory, also when no frame follows (the
+ * index's has_trajectory true with n_frames 0: a trajectory of zero
+ * frames). add_frame implies it. A record ends (at the next begin_record or
+ * commit) with ZMR_EINVAL when it has neither a system nor a trajectory. */
+ZMR_API zmr_status zmr_writer_begin_trajectory(zmr_writer *w);
 /* Append the next trajectory frame of the current record (kind
  * ZMR_FRAME_UPDATE). Blocks it holds that are bitwise equal to what would
  * carry forward are dropped (the first frame keeps every block); the box

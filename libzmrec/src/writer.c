@@ -409,8 +409,14 @@ static zmr_status end_record(zmr_writer *w)
     if (!w->in_record)
         return ZMR_OK;
     uint64_t r = w->n_records - 1;
+    if (w->system == NULL && w->rec_frames == 0 && !w->rec_traj) {
+        w->failed = true;
+        return zmr_err(ZMR_EINVAL, "record %llu has neither a system nor a trajectory (give a system, frames, "
+                                   "or zmr_writer_begin_trajectory for a trajectory of zero frames)",
+                       (unsigned long long)r);
+    }
     w->nfr[r] = w->rec_frames;
-    w->has_traj[r] = w->rec_frames > 0;
+    w->has_traj[r] = w->rec_frames > 0 || w->rec_traj;
     w->n_frames_total += w->rec_frames;
     w->in_record = false;
     if (w->pending >= FLUSH_BYTES)
@@ -655,6 +661,17 @@ static zmr_status check_against_system(const zmr_writer *w, const struct zmr_blo
             if (!strcmp(ob->cols[k].name, sb->cols[j].name))
                 return zmr_err(ZMR_EINVAL, "add_frame: column %s/%s is in both the system and the trajectory "
                                            "(a column is time-independent or not)", ob->name, ob->cols[k].name);
+    return ZMR_OK;
+}
+
+zmr_status zmr_writer_begin_trajectory(zmr_writer *w)
+{
+    if (w == NULL)
+        return zmr_err(ZMR_EINVAL, "begin_trajectory: NULL writer");
+    if (w->failed || !w->in_record)
+        return zmr_err(ZMR_ESTATE, "begin_trajectory: %s",
+                       w->failed ? "the writer failed earlier" : "no record begun (begin_record first)");
+    w->rec_traj = true;
     return ZMR_OK;
 }
 

@@ -1564,6 +1564,51 @@ static void test_canonical_keys(void **state)
     HAS("sequence_schema.meta.temp: 'temp' is a canonical per-step key: it must be f64, given i32");
 }
 
+/* A trajectory of zero frames: has_trajectory true, n_frames 0; a record
+ * with neither a system nor a trajectory is refused. */
+static void test_zero_frame_trajectory(void **state)
+{
+    fixture *fx = *state;
+    zmr_writer *w;
+    OK(zmr_writer_create(&w, fx->path, NULL, NULL));
+    assert_int_equal(zmr_writer_begin_trajectory(w), ZMR_ESTATE);
+    OK(zmr_writer_begin_record(w, "{\"k\":0}", NULL, NULL));
+    OK(zmr_writer_begin_trajectory(w));
+    OK(zmr_writer_begin_record(w, "{\"k\":1}", NULL, NULL));
+    zmr_frame *u = atoms_frame(ZMR_FRAME_UPDATE, 2, 0);
+    OK(zmr_writer_add_frame(w, u));
+    zmr_frame_free(u);
+    OK(zmr_writer_begin_record(w, "{\"k\":2}", NULL, NULL));
+    assert_int_equal(zmr_writer_commit(w), ZMR_EINVAL);
+    HAS("record 2 has neither a system nor a trajectory");
+    zmr_reader *r;
+    assert_int_equal(zmr_open(&r, fx->path, 0), ZMR_ENOTCOLL); /* nothing committed */
+    remove(fx->path);
+    char lock[700];
+    snprintf(lock, sizeof lock, "%s-lock", fx->path);
+    remove(lock);
+
+    OK(zmr_writer_create(&w, fx->path, NULL, NULL));
+    OK(zmr_writer_begin_record(w, NULL, NULL, NULL));
+    OK(zmr_writer_begin_trajectory(w));
+    OK(zmr_writer_begin_record(w, NULL, NULL, NULL));
+    u = atoms_frame(ZMR_FRAME_UPDATE, 2, 0);
+    OK(zmr_writer_add_frame(w, u));
+    zmr_frame_free(u);
+    OK(zmr_writer_commit(w));
+    OK(zmr_validate(fx->path, 0));
+    OK(zmr_open(&r, fx->path, 0));
+    uint64_t first, nf, na;
+    bool ht;
+    OK(zmr_record_info(r, 0, &first, &nf, &na, &ht));
+    assert_true(first == 0 && nf == 0 && na == 0 && ht);
+    OK(zmr_record_info(r, 1, &first, &nf, &na, &ht));
+    assert_true(first == 0 && nf == 1 && na == 2 && ht);
+    zmr_frame *f;
+    assert_int_equal(zmr_read_frame(r, 0, 0, &f), ZMR_ERANGE);
+    zmr_close(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1586,6 +1631,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_layout_example_write, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schema_declarations, setup, teardown),
         cmocka_unit_test_setup_teardown(test_canonical_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_zero_frame_trajectory, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

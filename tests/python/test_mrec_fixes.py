@@ -46,7 +46,7 @@ def _collection(path, records=30, frames=4, atoms=5):
         # a system-only record holding positions, and one without any
         w.add_record(meta={"i": -1}, system={"blocks": {"atoms": {c: np.ones(2) for c in "xyz"}},
                                              "meta": {"pe": 2.5, "step": 7}})
-        w.add_record(meta={"i": -2})
+        w.add_record(meta={"i": -2}, trajectory=True)  # a trajectory of zero frames
     return path
 
 

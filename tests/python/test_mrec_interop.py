@@ -325,7 +325,8 @@ def copy_collection(src, dst):
         for k in range(len(r)):
             info = r.record_info(k)
             w.add_record(meta=r.record_meta(k), system=r.system(k),
-                         frames=[r.update(k, j) for j in range(info["n_frames"])])
+                         frames=[r.update(k, j) for j in range(info["n_frames"])],
+                         trajectory=info["has_trajectory"])
         w.set_index(r.index_block)
         ff = r.ff()
         if ff is not None:
@@ -384,3 +385,103 @@ def rules_refuses(path):
     except rules.LayoutRefusal:
         return True
     return False
+
+
+# ------------------------------------------------- per-step meta, zero-frame trajectories
+
+def reference_way_collection(path):
+    """Written by hand the reference's way: per-step meta declared
+    {"dtype", "fill"} (pe f64 with fill NaN, n u64, tag json with fill
+    null), a masked nullable trajectory column, own index columns, box
+    updates, and records 1 and 3 with a trajectory of zero frames (record 3
+    without a system)."""
+    schema = {"blocks": {"atoms": {"columns": {"x": {"dtype": "f64", "trailing": []},
+                                               "q": {"dtype": "f64", "trailing": [], "nullable": True},
+                                               "v": {"dtype": "f64", "trailing": [3]}}}},
+              "meta": {"pe": {"dtype": "f64", "fill": "NaN"}, "n": {"dtype": "u64"},
+                       "tag": {"dtype": "json", "fill": None}}}
+
+    def upd(step, x, q_valid, meta, box=None, time=None):
+        cols = {"x": {"dtype": "f64", "shape": [2], "offset": 0},
+                "q": {"dtype": "f64", "shape": [2], "offset": 16},
+                "v": {"dtype": "f64", "shape": [2, 3], "offset": 32}}
+        pay = np.asarray(x + [0.5, -0.5] + [float(k) for k in range(6)], "<f8").tobytes()
+        if q_valid is not None:
+            cols["q"]["validity"] = 80
+            pay += bytes(q_valid) + b"\0" * 6
+        hdr = {"blocks": {"atoms": {"count": 2, "structural_shape": None, "columns": cols}}, "meta": meta,
+               "step": step}
+        if time is not None:
+            hdr["time"] = time
+        if box is not None:
+            hdr["box"] = box
+        return mrf1(hdr, pay)
+
+    box = {"vectors": [[10.0, 0.0, 0.0], [0.0, 10.0, 0.0], [0.0, 0.0, 10.0]], "origin": [0.0, 0.0, 0.0],
+           "boundary": [True, True, True], "cell_defined": True}
+    frames = [upd(0, [1.0, 2.0], [1, 0], {"pe": -1.5, "n": "18446744073709551615", "tag": {"a": 1}}, box, 0.0),
+              mrf1({"blocks": {}, "meta": {"pe": "NaN", "n": 2, "tag": None}, "step": 9007199254740993,
+                    "time": "Infinity"}),
+              upd(5, [3.0, 4.0], None, {"pe": -2.0, "n": 0, "tag": [1, 2]})]
+    own = {"label": {"dtype": "string", "shape": [4], "values": ["a", "b", "c", "d"]},
+           "first_frame": {"dtype": "u64", "shape": [4], "offset": 0},
+           "n_frames": {"dtype": "u64", "shape": [4], "offset": 32},
+           "n_atoms": {"dtype": "u64", "shape": [4], "offset": 64},
+           "has_trajectory": {"dtype": "bool", "shape": [4], "offset": 96}}
+    index = mrf1({"blocks": {"records": {"count": 4, "structural_shape": None, "columns": own}}, "meta": {}},
+                 np.asarray([0, 2, 2, 3, 2, 0, 1, 0, 2, 2, 2, 0], "<u8").tobytes() + b"\1\1\1\1" + b"\0" * 4)
+    sysf = mrf1({"blocks": {"atoms": {"count": 2, "structural_shape": None, "columns": {
+        "element": {"dtype": "string", "shape": [2], "values": ["C", "O"]}}}}, "meta": {"charge": 0},
+        "meta_types": {"charge": "i32"}})
+    meta = {"layout": "mrec-lmdb", "layout_version": 1, "collection": {"units": {}, "molrec_version": 2},
+            "sequence_schema": schema, "n_records": 4, "n_frames": 3}
+    put_all(path, [(b"meta", meta), (b"index", index)] + [(K(b"r", k), {"k": k}) for k in range(4)]
+            + [(K(b"s", k), sysf) for k in range(3)]
+            + [(K(b"f", 0), frames[0]), (K(b"f", 1), frames[1]), (K(b"f", 2), frames[2])])
+    return path
+
+
+def test_reference_way_collection_read_everywhere(tmp_path):
+    p = reference_way_collection(tmp_path / "ref.mrec.lmdb")
+    mrec.validate(p)
+    ref = same_content(p)
+    with mrec.Reader(p) as r:
+        assert [r.record_info(k)["has_trajectory"] for k in range(4)] == [True, True, True, True]
+        assert [r.record_info(k)["n_frames"] for k in range(4)] == [2, 0, 1, 0]
+        assert list(r.frames(1)) == [] and r.system(3) is None
+        f1 = r.frame(0, 1)
+        assert math.isnan(f1["meta"]["pe"]) and f1["meta"]["tag"] is None and f1["meta"]["n"] == 2
+        assert f1["step"] == 9007199254740993 and f1["time"] == math.inf
+        assert r.frame(0, 0)["meta"]["n"] == 2 ** 64 - 1
+        q = r.frame(0, 1)["blocks"]["atoms"]["q"]  # carried forward, mask included
+        assert isinstance(q, np.ma.MaskedArray) and q.mask.tolist() == [False, True]
+        assert r.frame(0, 1)["box"]["vectors"][0, 0] == 10.0
+        assert r.schema["meta"]["tag"] == {"dtype": "json", "fill": None}
+        assert list(r.index["label"]) == ["a", "b", "c", "d"]
+    assert ref["records"][1]["trajectory"] == {"frames": []}
+    v = run_zr("validate", p)
+    assert v.returncode == 0 and "4 records, 3 frames" in v.stdout, v.stdout + v.stderr
+    i = run_zr("info", p)
+    assert i.returncode == 0 and re.search(r"records:\s+4 \(4 with a trajectory\)", i.stdout), i.stdout
+    d = run_zr("dump", p, 1)
+    assert d.returncode == 0 and "n_frames 0, n_atoms 2, has_trajectory true" in d.stdout, d.stdout
+    d = run_zr("dump", p, 0, 1)
+    assert d.returncode == 0 and '"step":"9007199254740993"' in d.stdout and '"n":2' in d.stdout, d.stdout
+    # read -> write keeps all of it, zero-frame trajectories included
+    out = tmp_path / "copy.mrec.lmdb"
+    copy_collection(p, out)
+    ref2 = same_content(out)
+    assert [rec["trajectory"] is not None for rec in ref2["records"]] == [True] * 4
+    assert ref2["meta"]["sequence_schema"] == ref["meta"]["sequence_schema"]
+    assert ref2["meta"]["collection"] == ref["meta"]["collection"]
+
+
+def test_record_needs_a_system_or_a_trajectory(tmp_path):
+    with pytest.raises(ValueError, match="record 0 has neither a system nor a trajectory"):
+        with mrec.Writer(tmp_path / "e.mrec.lmdb") as w:
+            w.add_record(meta={"k": 0})
+            w.add_record(meta={"k": 1}, trajectory=True)
+    with mrec.Writer(tmp_path / "z.mrec.lmdb") as w:
+        w.add_record(meta={"k": 0}, trajectory=True)
+    ref = same_content(tmp_path / "z.mrec.lmdb")
+    assert ref["records"][0]["trajectory"] == {"frames": []}

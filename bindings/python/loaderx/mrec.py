@@ -376,16 +376,24 @@ class Writer:
         finally:
             _zr.zmr_frame_free(h)
 
-    def add_record(self, meta=None, system=None, frames=()):
+    def add_record(self, meta=None, system=None, frames=(), trajectory=None):
         """Append a record; returns its index. ``frames``: iterable of
-        update dicts (their meta typed by the schema)."""
+        update dicts (their meta typed by the schema). ``trajectory``:
+        True for a record with a trajectory even when ``frames`` is empty
+        (a trajectory of zero frames); None: it has one iff it has frames.
+        A record needs a system or a trajectory."""
         w = self._w()
+        frames = list(frames)
+        if trajectory is False and frames:
+            raise ValueError("add_record: trajectory=False with frames")
         sh = _make_frame(SYSTEM, system) if system is not None else None
         try:
             idx = _zr.zmr_py_begin_record(w, _dumps(meta or {}), sh)
         finally:
             if sh is not None:
                 _zr.zmr_frame_free(sh)
+        if trajectory:
+            _zr.zmr_writer_begin_trajectory(w)
         for fr in frames:
             self.add_frame(fr)
         return idx
