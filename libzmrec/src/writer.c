@@ -39,7 +39,25 @@ struct zmr_writer {
     bool rec_timed;         /* the record's first frame had a time */
     bool rec_boxed, rec_cell_defined; /* the record's cell section so far */
     zmr_frame *own;         /* the collection's own index columns (block records) */
+    char why[512];          /* the detail of the failure that set `failed` */
 };
+
+/* The writer cannot go on (the carried state may be half-updated): keep the
+ * failure's detail for every later refusal. */
+static zmr_status fail_writer(zmr_writer *w, zmr_status st)
+{
+    if (!w->failed) {
+        w->failed = true;
+        snprintf(w->why, sizeof w->why, "%s", zmr_last_error());
+    }
+    return st;
+}
+
+/* ZMR_ESTATE for a call after a failure, naming the call and that failure. */
+static zmr_status refuse_failed(const zmr_writer *w, const char *call)
+{
+    return zmr_err(ZMR_ESTATE, "%s: the writer failed earlier (%s); nothing more is written", call, w->why);
+}
 
 static void key_of(unsigned char *k, char prefix, uint64_t n)
 {
@@ -365,8 +383,10 @@ zmr_status zmr_writer_set_ff(zmr_writer *w, zmr_frame *ff)
 {
     if (w == NULL || ff == NULL || ff->kind != ZMR_FRAME_FF)
         return zmr_err(ZMR_EINVAL, "set_ff: need a writer and a ZMR_FRAME_FF frame");
-    if (w->failed || w->has_ff)
-        return zmr_err(ZMR_ESTATE, "set_ff: %s", w->failed ? "the writer failed earlier" : "ff already set");
+    if (w->failed)
+        return refuse_failed(w, "set_ff");
+    if (w->has_ff)
+        return zmr_err(ZMR_ESTATE, "set_ff: ff already set");
     void *v;
     size_t n;
     zmr_status st = zmr_frame_encode(ff, &v, &n);
@@ -383,7 +403,7 @@ zmr_status zmr_writer_set_index(zmr_writer *w, zmr_frame *index)
     if (w == NULL || index == NULL || index->kind != ZMR_FRAME_INDEX)
         return zmr_err(ZMR_EINVAL, "set_index: need a writer and a ZMR_FRAME_INDEX frame");
     if (w->failed)
-        return zmr_err(ZMR_ESTATE, "set_index: the writer failed earlier");
+        return refuse_failed(w, "set_index");
     size_t b;
     if (index->nblocks != 1 || zmr_frame_find_block(index, "records", &b) < 0)
         return zmr_err(ZMR_EINVAL, "set_index: the index frame holds exactly one block, \"records\"");
@@ -410,10 +430,9 @@ static zmr_status end_record(zmr_writer *w)
         return ZMR_OK;
     uint64_t r = w->n_records - 1;
     if (w->system == NULL && w->rec_frames == 0 && !w->rec_traj) {
-        w->failed = true;
-        return zmr_err(ZMR_EINVAL, "record %llu has neither a system nor a trajectory (give a system, frames, "
-                                   "or zmr_writer_begin_trajectory for a trajectory of zero frames)",
-                       (unsigned long long)r);
+        return fail_writer(w, zmr_err(ZMR_EINVAL, "record %llu has neither a system nor a trajectory (give a "
+                                                  "system, frames, or zmr_writer_begin_trajectory for a "
+                                                  "trajectory of zero frames)", (unsigned long long)r));
     }
     w->nfr[r] = w->rec_frames;
     w->has_traj[r] = w->rec_frames > 0 || w->rec_traj;
@@ -448,7 +467,7 @@ zmr_status zmr_writer_begin_record(zmr_writer *w, const char *meta_json, zmr_fra
     if (w == NULL)
         return zmr_err(ZMR_EINVAL, "begin_record: NULL writer");
     if (w->failed)
-        return zmr_err(ZMR_ESTATE, "begin_record: the writer failed earlier");
+        return refuse_failed(w, "begin_record");
     if (system && system->kind != ZMR_FRAME_SYSTEM)
         return zmr_err(ZMR_EINVAL, "begin_record: the system must be a ZMR_FRAME_SYSTEM frame");
     const char *mj = meta_json ? meta_json : "{}";
@@ -474,8 +493,7 @@ zmr_status zmr_writer_begin_record(zmr_writer *w, const char *meta_json, zmr_fra
     if ((st = end_record(w)) < 0 || (st = grow_index(w)) < 0) {
         free(sv);
         zmr_frame_free(sys);
-        w->failed = st != ZMR_ENOMEM;
-        return st;
+        return st == ZMR_ENOMEM ? st : fail_writer(w, st);
     }
     uint64_t r = w->n_records;
     unsigned char k[9];
@@ -496,8 +514,7 @@ zmr_status zmr_writer_begin_record(zmr_writer *w, const char *meta_json, zmr_fra
         key_of(k, 's', r);
         if ((st = push(w, k, 9, sv, sn)) < 0) {
             zmr_frame_free(sys);
-            w->failed = true;
-            return st;
+            return fail_writer(w, st);
         }
     }
     w->n_records++;
@@ -668,9 +685,10 @@ zmr_status zmr_writer_begin_trajectory(zmr_writer *w)
 {
     if (w == NULL)
         return zmr_err(ZMR_EINVAL, "begin_trajectory: NULL writer");
-    if (w->failed || !w->in_record)
-        return zmr_err(ZMR_ESTATE, "begin_trajectory: %s",
-                       w->failed ? "the writer failed earlier" : "no record begun (begin_record first)");
+    if (w->failed)
+        return refuse_failed(w, "begin_trajectory");
+    if (!w->in_record)
+        return zmr_err(ZMR_ESTATE, "begin_trajectory: no record begun (begin_record first)");
     w->rec_traj = true;
     return ZMR_OK;
 }
@@ -679,9 +697,10 @@ zmr_status zmr_writer_add_frame(zmr_writer *w, zmr_frame *u)
 {
     if (w == NULL || u == NULL || u->kind != ZMR_FRAME_UPDATE)
         return zmr_err(ZMR_EINVAL, "add_frame: need a writer and a ZMR_FRAME_UPDATE frame");
-    if (w->failed || !w->in_record)
-        return zmr_err(ZMR_ESTATE, "add_frame: %s",
-                       w->failed ? "the writer failed earlier" : "no record begun (begin_record first)");
+    if (w->failed)
+        return refuse_failed(w, "add_frame");
+    if (!w->in_record)
+        return zmr_err(ZMR_ESTATE, "add_frame: no record begun (begin_record first)");
     zmr_frame *out;
     zmr_status st = zmr_frame_create(&out, ZMR_FRAME_UPDATE);
     if (st < 0)
@@ -746,8 +765,7 @@ zmr_status zmr_writer_add_frame(zmr_writer *w, zmr_frame *u)
     }
     if (st < 0) {
         zmr_frame_free(out);
-        w->failed = true; /* the declaration may have grown */
-        return st;
+        return fail_writer(w, st); /* the declaration may have grown */
     }
     if (u->has_box && (!w->state->has_box || memcmp(&u->box, &w->state->box, sizeof u->box))) {
         out->has_box = true;
@@ -789,8 +807,7 @@ zmr_status zmr_writer_add_frame(zmr_writer *w, zmr_frame *u)
     if (st < 0) {
         /* the carried state may already hold this frame's blocks */
         zmr_frame_free(out);
-        w->failed = true;
-        return st;
+        return fail_writer(w, st);
     }
     size_t ab;
     if (!w->atoms_known && zmr_frame_find_block(w->state, "atoms", &ab) == ZMR_OK) {
@@ -802,10 +819,8 @@ zmr_status zmr_writer_add_frame(zmr_writer *w, zmr_frame *u)
     w->rec_timed = u->has_time;
     unsigned char k[9];
     key_of(k, 'f', w->n_frames_total + w->rec_frames);
-    if ((st = push(w, k, 9, v, n)) < 0) {
-        w->failed = true;
-        return st;
-    }
+    if ((st = push(w, k, 9, v, n)) < 0)
+        return fail_writer(w, st);
     w->rec_frames++;
     return ZMR_OK;
 }
@@ -839,8 +854,7 @@ zmr_status zmr_writer_commit(zmr_writer *w)
 {
     if (w == NULL)
         return zmr_err(ZMR_EINVAL, "commit: NULL writer");
-    zmr_status st = w->failed ? zmr_err(ZMR_ESTATE, "commit: the writer failed earlier; nothing committed")
-                              : end_record(w);
+    zmr_status st = w->failed ? refuse_failed(w, "commit") : end_record(w);
     zmr_frame *idx = NULL;
     void *iv = NULL;
     size_t in = 0;

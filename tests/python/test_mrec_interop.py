@@ -485,3 +485,44 @@ def test_record_needs_a_system_or_a_trajectory(tmp_path):
         w.add_record(meta={"k": 0}, trajectory=True)
     ref = same_content(tmp_path / "z.mrec.lmdb")
     assert ref["records"][0]["trajectory"] == {"frames": []}
+
+
+# ------------------------------------------------- writer errors keep their detail
+
+@pytest.mark.parametrize("make,message", [
+    (lambda p: mrec.Writer(p, schema={"meta": {"e": "f32"}}),
+     'sequence_schema.meta.e: dtype must be one of the 16 tags, got "f32"'),
+    (lambda p: mrec.Writer(p, schema={"meta": {"e": {"dtype": "u64", "fill": -1}}}),
+     "sequence_schema.meta.e fill: u64 value -1 is negative"),
+    (lambda p: mrec.Writer(p, schema={"blocks": {"a": {"columns": {"v": {"dtype": "u64", "precision": 0.1}}}}}),
+     "sequence_schema: column a/v: precision must be an f64 column's number"),
+    (lambda p: mrec.Writer(p, collection={"units": "angstrom"}), "collection.units must be an object"),
+])
+def test_refused_writer_creation_names_the_rule(tmp_path, make, message):
+    with pytest.raises(ValueError) as e:
+        make(tmp_path / "w.mrec.lmdb")
+    assert message in str(e.value)
+
+
+def test_refused_writes_keep_their_detail(tmp_path):
+    w = mrec.Writer(tmp_path / "w.mrec.lmdb", schema={"meta": {"e": {"dtype": "f64"}}})
+    try:
+        with pytest.raises(ValueError, match=r"row reference 5 at element 0 is not below atoms's 1 rows"):
+            w.add_record(system={"blocks": {"atoms": {"element": ["H"]},
+                                            "b": mrec.Block({"i": np.array([5], np.uint64)}, targets={"i": "atoms"})}})
+        with pytest.raises(ValueError, match="record meta: must be a JSON object"):
+            w.add_record(meta=[1])
+        w.add_record(trajectory=True)
+        with pytest.raises(ValueError, match="declared meta key 'e' missing and it has no fill"):
+            w.add_frame({"blocks": {"a": {"v": np.zeros(2)}}})
+        with pytest.raises(ValueError, match=r"column a/v is declared f64\[N\] in sequence_schema, given i32\[N\]"):
+            w.add_frame({"blocks": {"a": {"v": np.zeros(2)}}, "meta": {"e": 1.0}})
+            w.add_frame({"blocks": {"a": {"v": np.zeros(2, np.int32)}}, "meta": {"e": 1.0}})
+        # every later call names the failure that stopped the writer
+        with pytest.raises(Exception, match=r"add_frame: the writer failed earlier \(add_frame: column a/v is "
+                                            r"declared f64\[N\]"):
+            w.add_frame({"blocks": {}, "meta": {"e": 1.0}})
+        with pytest.raises(Exception, match=r"commit: the writer failed earlier \(add_frame: column a/v"):
+            w.commit()
+    finally:
+        w.abort()
