@@ -339,7 +339,8 @@ typedef struct zmr_reader zmr_reader;
 
 /* Open a collection read-only. First, with plain reads before LMDB maps
  * the file: an empty or too short file, or no LMDB magic -> ZMR_ENOTCOLL
- * ("not an mrec-lmdb collection: PATH is empty"); LMDB's two meta pages
+ * ("not an mrec-lmdb collection: PATH is empty"), a directory ->
+ * ZMR_ENOTCOLL ("PATH is a directory"); LMDB's two meta pages
  * (magic, version, page size, last page, root pages) -> ZMR_ECORRUPT; a
  * file shorter than the pages LMDB uses -> ZMR_ECORRUPT ("file truncated:
  * N bytes, LMDB pages need M"); a missing path -> ZMR_EIO. LMDB keeps no
@@ -348,7 +349,11 @@ typedef struct zmr_reader zmr_reader;
  * layout_version exactly 1, molrec_version 1..2 when present, counts) and
  * the index (block records, dtypes, count == n_records, prefix sums, sum
  * == n_frames). ZMR_ENOTCOLL / ZMR_ECORRUPT / ZMR_EUNSUPPORTED naming the
- * key and the rule. */
+ * key and the rule. Without ZMR_OPEN_NOLOCK LMDB creates and writes its
+ * lock file "PATH-lock" even for a reader: where it cannot (read-only
+ * media) ZMR_EIO names the lock file and suggests ZMR_OPEN_NOLOCK. Damage
+ * liblmdb reports while reading (a page not found, a corrupted structure)
+ * is ZMR_ECORRUPT. */
 ZMR_API zmr_status zmr_open(zmr_reader **out, const char *path, unsigned flags);
 ZMR_API void zmr_close(zmr_reader *r);
 
@@ -382,7 +387,8 @@ ZMR_API zmr_status zmr_read_frame(zmr_reader *r, uint64_t rec, uint64_t k, zmr_f
 /* Validate a whole file: open's checks plus every record (meta document,
  * system, every update decoded, resolved and its references checked,
  * n_atoms and has_trajectory against the data, declared meta keys) and no
- * key outside the layout. ZMR_OK or the first broken rule. */
+ * key outside the layout. ZMR_OK or the first broken rule, its detail
+ * starting with (or naming) PATH. */
 ZMR_API zmr_status zmr_validate(const char *path, unsigned flags);
 
 #ifdef __cplusplus

@@ -33,6 +33,16 @@ static zmr_status begin(const zmr_reader *r, MDB_txn **txn)
     return ZMR_OK;
 }
 
+/* A liblmdb failure while reading an open environment: a page it cannot
+ * find or a structure it finds broken is damage (ZMR_ECORRUPT), anything
+ * else the OS's (ZMR_EIO). */
+static zmr_status lmdb_read_status(int rc)
+{
+    return rc == MDB_PAGE_NOTFOUND || rc == MDB_CORRUPTED || rc == MDB_INCOMPATIBLE || rc == MDB_BAD_TXN
+               ? ZMR_ECORRUPT
+               : ZMR_EIO;
+}
+
 /* Get key into *v; ZMR_ERANGE (no detail) when absent. */
 static zmr_status get(const zmr_reader *r, MDB_txn *txn, const void *key, size_t klen, MDB_val *v)
 {
@@ -41,7 +51,7 @@ static zmr_status get(const zmr_reader *r, MDB_txn *txn, const void *key, size_t
     if (rc == MDB_NOTFOUND)
         return ZMR_ERANGE;
     if (rc)
-        return zmr_err(ZMR_EIO, "get: %s", mdb_strerror(rc));
+        return zmr_err(lmdb_read_status(rc), "get: %s", mdb_strerror(rc));
     return ZMR_OK;
 }
 
@@ -276,6 +286,9 @@ static zmr_status read_lmdb_meta(zrp_file fd, const char *path, uint64_t size, i
 static zmr_status check_lmdb_file(const char *path)
 {
     zrp_file fd;
+    if (zrp_is_dir(path) == 1)
+        return zmr_err(ZMR_ENOTCOLL, "not an mrec-lmdb collection: %s is a directory (a collection is one file, "
+                                     "e.g. NAME.mrec.lmdb)", path);
     int rc = zrp_open(&fd, path, ZRP_READ);
     if (rc < 0)
         return zmr_err(ZMR_EIO, "open: %s: cannot open the file (%s)", path,
@@ -344,6 +357,15 @@ zmr_status zmr_open(zmr_reader **out, const char *path, unsigned flags)
     }
     unsigned mf = MDB_RDONLY | MDB_NOSUBDIR | MDB_NOTLS | ((flags & ZMR_OPEN_NOLOCK) ? MDB_NOLOCK : 0);
     rc = mdb_env_open(r->env, path, mf, 0644);
+    if (rc && !(flags & ZMR_OPEN_NOLOCK) && (rc == EACCES || rc == EROFS || rc == EPERM)) {
+        /* the file was readable above: what failed is LMDB's reader lock
+         * file beside it, which even a reader creates and writes */
+        zmr_close(r);
+        return zmr_err(ZMR_EIO, "open: %s: cannot create or write LMDB's lock file %s-lock (%s); the "
+                                "collection itself is readable: on read-only media open it without the lock "
+                                "(ZMR_OPEN_NOLOCK, Python nolock=True, zr mrec --nolock), with no writer running",
+                       path, path, mdb_strerror(rc));
+    }
     if (rc) {
         zmr_close(r);
         return zmr_err(rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH ? ZMR_ENOTCOLL : ZMR_EIO,
@@ -685,7 +707,7 @@ static zmr_status validate_keys(zmr_reader *r, MDB_txn *txn)
     MDB_val k, v;
     int rc = mdb_cursor_open(txn, r->dbi, &cur);
     if (rc)
-        return zmr_err(ZMR_EIO, "cursor: %s", mdb_strerror(rc));
+        return zmr_err(lmdb_read_status(rc), "cursor: %s", mdb_strerror(rc));
     uint64_t nr = 0, nf = 0;
     zmr_status st = ZMR_OK;
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && st == ZMR_OK;
@@ -711,7 +733,7 @@ static zmr_status validate_keys(zmr_reader *r, MDB_txn *txn)
     }
     mdb_cursor_close(cur);
     if (st == ZMR_OK && rc != MDB_NOTFOUND)
-        st = zmr_err(ZMR_EIO, "cursor: %s", mdb_strerror(rc));
+        st = zmr_err(lmdb_read_status(rc), "cursor: %s", mdb_strerror(rc));
     if (st == ZMR_OK && nr != r->n_records)
         st = BAD("%llu record meta keys (r/...) for n_records %llu", (unsigned long long)nr,
                  (unsigned long long)r->n_records);
@@ -788,5 +810,9 @@ zmr_status zmr_validate(const char *path, unsigned flags)
         st = validate_record(r, txn, rec);
     mdb_txn_abort(txn);
     zmr_close(r);
+    /* key-level details ("record 0 frame 1 (resolved at f/1) ...") name
+     * the file too */
+    if (st < 0 && strstr(zmr_last_error(), path) == NULL)
+        zmr_err_prefix(st, path);
     return st;
 }

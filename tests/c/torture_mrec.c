@@ -1609,6 +1609,23 @@ static void test_zero_frame_trajectory(void **state)
     zmr_close(r);
 }
 
+/* A directory is named as one; validate's key-level details name the file. */
+static void test_open_messages(void **state)
+{
+    fixture *fx = *state;
+    zmr_reader *r;
+    assert_int_equal(zmr_open(&r, fx->dir, 0), ZMR_ENOTCOLL);
+    HAS("is a directory (a collection is one file");
+    assert_int_equal(zmr_validate(fx->dir, 0), ZMR_ENOTCOLL);
+    write_collection(fx->path);
+    unsigned char k[9];
+    fkey(k, 'f', 1);
+    raw_put(fx->path, k, 9, "MRF2\0\0\0\0", 8);
+    assert_int_equal(zmr_validate(fx->path, 0), ZMR_ECORRUPT);
+    assert_true(strncmp(zmr_last_error(), fx->path, strlen(fx->path)) == 0);
+    HAS("f/1");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1632,6 +1649,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_schema_declarations, setup, teardown),
         cmocka_unit_test_setup_teardown(test_canonical_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_zero_frame_trajectory, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_messages, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

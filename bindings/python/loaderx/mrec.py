@@ -1152,13 +1152,23 @@ def to_zrecord(reader, out_dir, block="atoms", column=POSITION_COLUMNS, scalars=
 
 def main(argv=None, prog="python3 -m loaderx.mrec"):
     """Command line (``zr mrec import`` runs this with prog="zr mrec").
-    Exit status 0 ok, 1 failure, 2 usage (bad arguments, unknown or
-    unguessable format, unknown units); errors are one line on stderr."""
+    Exit status 0 ok, 1 failure (an input ASE cannot read, a rule broken),
+    2 usage (bad arguments, unknown or unguessable format, unknown units),
+    3 a file cannot be opened or the output exists; errors are one line on
+    stderr naming the file."""
     import argparse
+
+    from .errors import NotAStoreError, StoreBusy
 
     ap = argparse.ArgumentParser(prog=prog, description="mrec-lmdb collections")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    imp = sub.add_parser("import", help="import files with ASE into a new collection")
+    imp = sub.add_parser("import", help="import files with ASE into a new collection",
+                         description="Import files with ASE into a new collection OUT (written aside and "
+                                     "published only when complete).",
+                         epilog=f"exit status: 0 ok, 1 an input cannot be imported, 2 usage, 3 cannot open "
+                                f"an input or OUT exists\nexample: {prog} import dump.lammpstrj --units real "
+                                "-o run.mrec.lmdb",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     imp.add_argument("files", nargs="+")
     imp.add_argument("--format", "-f", default=None,
                      help="ASE format name (lammps-dump-text, extxyz, xyz, json, db, gromacs, ...); "
@@ -1184,6 +1194,10 @@ def main(argv=None, prog="python3 -m loaderx.mrec"):
     except UsageError as e:
         print(f"{where}: {e}", file=sys.stderr)
         return 2
+    except (FileExistsError, FileNotFoundError, PermissionError, IsADirectoryError, NotAStoreError,
+            StoreBusy) as e:
+        print(f"{where}: {e}", file=sys.stderr)
+        return 3
     except ValueError as e:
         print(f"{where}: {e}", file=sys.stderr)
         return 1
