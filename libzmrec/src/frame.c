@@ -589,6 +589,10 @@ zmr_status zmr_frame_set_box(zmr_frame *f, const zmr_box *box)
 {
     if (f == NULL || box == NULL || (f->kind != ZMR_FRAME_UPDATE && f->kind != ZMR_FRAME_SYSTEM))
         return zmr_err(ZMR_EINVAL, "set_box: only system frames and trajectory updates carry a box");
+    if (!box->cell_defined && (box->boundary[0] || box->boundary[1] || box->boundary[2]))
+        return zmr_err(ZMR_EINVAL, "set_box: an undefined cell (cell_defined false) is periodic on no axis, but "
+                                   "boundary says [%s, %s, %s]", box->boundary[0] ? "true" : "false",
+                       box->boundary[1] ? "true" : "false", box->boundary[2] ? "true" : "false");
     f->box = *box;
     for (int k = 0; k < 3; k++)
         f->box.boundary[k] = box->boundary[k] != 0;

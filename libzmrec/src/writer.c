@@ -588,7 +588,17 @@ static zmr_status declare_block(zmr_writer *w, zmr_frame *out, struct zmr_block 
     if (!json_object_object_get_ex(bd, "columns", &cols)) {
         cols = json_object_new_object();
         json_object_object_add(bd, "columns", cols);
+        /* a grid block's shape is pinned with its first presentation */
+        if (ob->structural_shape)
+            json_object_object_add(bd, "structural_shape", json_object_get(ob->structural_shape));
     }
+    json_object *ss = NULL;
+    json_object_object_get_ex(bd, "structural_shape", &ss);
+    const char *want_ss = ss ? zmr_json_text(ss) : "null",
+               *got_ss = ob->structural_shape ? zmr_json_text(ob->structural_shape) : "null";
+    if (strcmp(want_ss, got_ss))
+        return zmr_err(ZMR_EINVAL, "add_frame: block %s has structural shape %s, sequence_schema declares %s (a "
+                                   "grid's row count is fixed)", ob->name, got_ss, want_ss);
     if (ob->count == 0 && ob->ncols == 0) {
         json_object_object_foreach(cols, cname, cd) {
             json_object *d, *t;

@@ -1626,6 +1626,36 @@ static void test_open_messages(void **state)
     HAS("f/1");
 }
 
+/* An undefined cell is periodic on no axis; a grid block's shape is pinned. */
+static void test_cell_and_grid_rules(void **state)
+{
+    fixture *fx = *state;
+    zmr_frame *f;
+    OK(zmr_frame_create(&f, ZMR_FRAME_SYSTEM));
+    zmr_box b = {.vectors = {1, 0, 0, 0, 1, 0, 0, 0, 1}, .boundary = {true, false, false}, .cell_defined = false};
+    assert_int_equal(zmr_frame_set_box(f, &b), ZMR_EINVAL);
+    HAS("an undefined cell (cell_defined false) is periodic on no axis, but boundary says [true, false, false]");
+    b.boundary[0] = false;
+    OK(zmr_frame_set_box(f, &b));
+    zmr_frame_free(f);
+    zmr_writer *w;
+    OK(zmr_writer_create(&w, fx->path, NULL, NULL));
+    OK(zmr_writer_begin_record(w, NULL, NULL, NULL));
+    double d[8] = {0};
+    uint64_t s8[1] = {8};
+    for (int k = 0; k < 2; k++) {
+        zmr_frame *u;
+        OK(zmr_frame_create(&u, ZMR_FRAME_UPDATE));
+        OK(zmr_frame_add_block(u, "rho", 8));
+        OK(zmr_frame_set_block_json(u, "rho", "structural_shape", k ? "[4,2,1]" : "[2,2,2]"));
+        OK(zmr_frame_add_column(u, "rho", "v", ZMR_F64, s8, 1, d, 64, NULL, 0));
+        assert_int_equal(zmr_writer_add_frame(w, u), k ? ZMR_EINVAL : ZMR_OK);
+        zmr_frame_free(u);
+    }
+    HAS("block rho has structural shape [4,2,1], sequence_schema declares [2,2,2]");
+    zmr_writer_abort(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1650,6 +1680,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_canonical_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_zero_frame_trajectory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_messages, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cell_and_grid_rules, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -123,6 +123,17 @@ def decode(value, what):
     return hdr, blocks, masks
 
 
+def _box_rule(box, what):
+    if box is None:
+        return
+    for k in ("vectors", "origin", "boundary", "cell_defined"):
+        _need(k in box, f"{what}: box.{k} is missing")
+    _need(np.shape(box["vectors"]) == (3, 3) and len(box["origin"]) == 3 and len(box["boundary"]) == 3,
+          f"{what}: the cell is three-dimensional")
+    _need(box["cell_defined"] or not any(box["boundary"]),
+          f"{what}: an undefined cell is periodic on no axis; boundary {box['boundary']} says otherwise")
+
+
 def read(path):
     """The collection at ``path`` as the layout's rules read it."""
     env = lmdb.open(str(path), subdir=False, readonly=True, lock=False)
@@ -187,6 +198,7 @@ def read(path):
                     types = shdr.get("meta_types") or {}
                     smv = {k: typed(types[k], v, f"s/{r} meta.{k}") if k in types else v
                            for k, v in shdr.get("meta", {}).items()}
+                    _box_rule(shdr.get("box"), f"s/{r}")
                     system = {"blocks": sb, "masks": sm, "meta": smv, "box": shdr.get("box"),
                               "counts": {b: be["count"] for b, be in shdr["blocks"].items()}}
                 traj = None
@@ -198,6 +210,8 @@ def read(path):
                         fhdr, fb, fm = decode(fv, f"f/{first[r] + j}")
                         for b, cols in fb.items():
                             _need(b in declared, f"frame {first[r] + j} carries undeclared block {b!r}")
+                            _need(fhdr["blocks"][b].get("structural_shape") == sblocks[b].get("structural_shape"),
+                                  f"block {b!r}: structural shape differs from the declaration")
                             lay = {c: (ce["dtype"], list(ce["shape"][1:]))
                                    for c, ce in fhdr["blocks"][b]["columns"].items()}
                             _need(lay == declared[b], f"block {b!r} presents {lay} at ordinal {j}, declared "
@@ -225,6 +239,7 @@ def read(path):
                         steps.append(typed("i64", fhdr["step"], "step"))
                         timed.append(fhdr.get("time") is not None)
                         if fhdr.get("box") is not None:
+                            _box_rule(fhdr["box"], f"f/{first[r] + j}")
                             cells.add(bool(fhdr["box"].get("cell_defined", True)))
                             state["__box__"] = fhdr["box"]
                         state.update(fb)

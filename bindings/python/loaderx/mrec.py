@@ -744,8 +744,10 @@ def _box(atoms):
     # ASE keeps a LAMMPS box's lower corner (xlo, ylo, zlo) as the cell
     # displacement and leaves positions as in the file: it is the origin.
     origin = np.asarray(atoms.get_celldisp(), dtype=float).ravel()
-    return {"vectors": cell, "origin": [float(x) for x in origin], "boundary": [bool(x) for x in atoms.pbc],
-            "cell_defined": bool(atoms.cell.rank == 3)}
+    defined = bool(atoms.cell.rank == 3)
+    # an undefined cell is periodic on no axis (the layout's rule)
+    return {"vectors": cell, "origin": [float(x) for x in origin],
+            "boundary": [bool(x) and defined for x in atoms.pbc], "cell_defined": defined}
 
 
 def _calc_results(atoms, fmt):
