@@ -580,8 +580,8 @@ static zmr_status declare_block(zmr_writer *w, zmr_frame *out, struct zmr_block 
         return zmr_err(ZMR_EINVAL, "add_frame: block '%s' is reserved by the trajectory layout (step, time, meta, "
                                    "box); a block cannot take it", ob->name);
     if (!json_object_object_get_ex(w->schema_blocks, ob->name, &bd)) {
-        if (ob->count == 0 && ob->ncols == 0)
-            return ZMR_OK; /* nothing to declare it by yet */
+        /* every block a trajectory carries is declared; one first presented
+         * empty has no columns to declare until it is presented with rows */
         bd = json_object_new_object();
         json_object_object_add(w->schema_blocks, ob->name, bd);
     }

@@ -526,3 +526,22 @@ def test_refused_writes_keep_their_detail(tmp_path):
             w.commit()
     finally:
         w.abort()
+
+
+def test_every_trajectory_block_is_declared(tmp_path):
+    """Blocks first presented empty, emptied later, undeclared by the
+    caller: all declared with their trailing shapes, all accepted by the
+    layout's rules with the same content."""
+    p = tmp_path / "b.mrec.lmdb"
+    with mrec.Writer(p) as w:
+        w.add_record(frames=[
+            {"blocks": {"atoms": {"x": np.zeros(2), "v": np.ones((2, 3))}, "extra": mrec.Block({}, count=0)}},
+            {"blocks": {"atoms": mrec.Block({}, count=0)}},
+            {"blocks": {"atoms": {"x": np.ones(3), "v": np.zeros((3, 3))}}}])
+    ref = same_content(p)
+    blocks = ref["meta"]["sequence_schema"]["blocks"]
+    assert blocks == {"atoms": {"columns": {"x": {"dtype": "f64", "trailing": []},
+                                            "v": {"dtype": "f64", "trailing": [3]}}},
+                      "extra": {"columns": {}}}
+    emptied = ref["records"][0]["trajectory"]["frames"][1]["blocks"]["atoms"]
+    assert emptied["v"].shape == (0, 3) and emptied["x"].shape == (0,)
