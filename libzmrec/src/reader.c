@@ -19,6 +19,7 @@ struct zmr_reader {
     MDB_dbi dbi;
     char *meta_text;
     json_object *meta, *schema_meta;
+    json_object *schema_blocks; /* sequence_schema.blocks when it states every trailing shape, else NULL */
     uint64_t n_records, n_frames;
     int molrec;
     uint64_t *first, *nfr, *natoms;
@@ -133,6 +134,79 @@ static zmr_status check_meta(zmr_reader *r)
                     return zmr_err_prefix(st, "meta");
             }
             r->schema_meta = sm;
+        }
+        /* a declaration in the layout's form (every column with its
+         * trailing shape) holds every update to it; files written before
+         * declarations stated trailing shapes are read as they are */
+        json_object *sb, *bd, *cols, *x;
+        if (json_object_object_get_ex(v, "blocks", &sb)) {
+            if (!json_object_is_type(sb, json_type_object))
+                return BAD("meta: sequence_schema.blocks must be an object");
+            bool full = json_object_object_length(sb) > 0;
+            json_object_object_foreach(sb, bname, bdecl) {
+                bd = bdecl;
+                if (!json_object_is_type(bd, json_type_object))
+                    return BAD("meta: sequence_schema.blocks.%s must be an object", bname);
+                if (!json_object_object_get_ex(bd, "columns", &cols))
+                    continue;
+                if (!json_object_is_type(cols, json_type_object))
+                    return BAD("meta: sequence_schema.blocks.%s.columns must be an object", bname);
+                json_object_object_foreach(cols, cname, cd) {
+                    zmr_dtype dt;
+                    if (!json_object_is_type(cd, json_type_object) || !json_object_object_get_ex(cd, "dtype", &x) ||
+                        !json_object_is_type(x, json_type_string) || zmr_dtype_parse(json_object_get_string(x), &dt) < 0)
+                        return BAD("meta: sequence_schema.blocks.%s.columns.%s: dtype must be one of the 13", bname,
+                                   cname);
+                    if (!json_object_object_get_ex(cd, "trailing", &x))
+                        full = false;
+                    else if (!json_object_is_type(x, json_type_array))
+                        return BAD("meta: sequence_schema.blocks.%s.columns.%s: trailing must be an array", bname,
+                                   cname);
+                }
+            }
+            r->schema_blocks = full ? sb : NULL;
+        }
+    }
+    return ZMR_OK;
+}
+
+/* Stored update u (key `name`) against a declaration in the layout's form:
+ * every block declared, presenting exactly its declared columns at the
+ * declared dtype and trailing shape, masks only on nullable columns. */
+static zmr_status check_declared(const zmr_reader *r, const zmr_frame *u, const char *name)
+{
+    if (r->schema_blocks == NULL)
+        return ZMR_OK;
+    for (size_t b = 0; b < u->nblocks; b++) {
+        const struct zmr_block *ub = &u->blocks[b];
+        json_object *bd, *cols = NULL, *cd, *x;
+        if (!json_object_object_get_ex(r->schema_blocks, ub->name, &bd))
+            return BAD("%s: block %s is not declared in sequence_schema.blocks (every trajectory block is)", name,
+                       ub->name);
+        json_object_object_get_ex(bd, "columns", &cols);
+        int ndecl = cols ? json_object_object_length(cols) : 0;
+        if ((int)ub->ncols != ndecl)
+            return BAD("%s: block %s presents %zu columns, sequence_schema declares %d (an update presents all of "
+                       "a block's declared columns)", name, ub->name, ub->ncols, ndecl);
+        for (size_t c = 0; c < ub->ncols; c++) {
+            const struct zmr_col *col = &ub->cols[c];
+            if (!json_object_object_get_ex(cols, col->name, &cd))
+                return BAD("%s: column %s/%s is not declared in sequence_schema.blocks.%s", name, ub->name,
+                           col->name, ub->name);
+            json_object_object_get_ex(cd, "dtype", &x);
+            bool same = !strcmp(json_object_get_string(x), zmr_dtype_name(col->dtype));
+            json_object_object_get_ex(cd, "trailing", &x);
+            same = same && json_object_array_length(x) == col->ndim - 1;
+            for (size_t k = 1; same && k < col->ndim; k++) {
+                uint64_t d;
+                same = zmr_json_u64(json_object_array_get_idx(x, k - 1), &d) == 0 && d == col->shape[k];
+            }
+            if (!same)
+                return BAD("%s: column %s/%s is not the dtype and trailing shape sequence_schema declares (%s)", name,
+                           ub->name, col->name, zmr_json_text(cd));
+            if (col->validity && !(json_object_object_get_ex(cd, "nullable", &x) && json_object_get_boolean(x)))
+                return BAD("%s: column %s/%s carries a mask but sequence_schema does not declare it nullable", name,
+                           ub->name, col->name);
         }
     }
     return ZMR_OK;
@@ -758,7 +832,6 @@ static zmr_status validate_record(zmr_reader *r, MDB_txn *txn, uint64_t rec)
         if ((st = read_update_txn(r, txn, rec, r->first[rec] + k, &u)) < 0)
             break;
         st = apply(s, u);
-        zmr_frame_free(u);
         uint64_t j = r->first[rec] + k;
         if (st == ZMR_OK && zmr_frame_check_targets(s, sys, s) < 0)
             st = bad_resolved_frame(rec, k, j);
@@ -780,6 +853,11 @@ static zmr_status validate_record(zmr_reader *r, MDB_txn *txn, uint64_t rec)
             atoms_known = true;
             natoms = s->blocks[ab].count;
         }
+        char name[32];
+        snprintf(name, sizeof name, "f/%llu", (unsigned long long)j);
+        if (st == ZMR_OK)
+            st = check_declared(r, u, name);
+        zmr_frame_free(u);
     }
     if (st == ZMR_OK && natoms != r->natoms[rec])
         st = BAD("index: n_atoms[%llu] = %llu but the record's atoms have %llu rows", (unsigned long long)rec,

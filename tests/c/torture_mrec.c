@@ -1656,6 +1656,40 @@ static void test_cell_and_grid_rules(void **state)
     zmr_writer_abort(w);
 }
 
+/* validate holds updates to a declaration in the layout's form; a file
+ * whose declaration states no trailing shapes (written earlier) is read as
+ * it is. */
+static void test_validate_declarations(void **state)
+{
+    fixture *fx = *state;
+    write_conformers(fx->path);
+    size_t n;
+    char *meta = raw_get(fx->path, "meta", 4, &n);
+    meta = realloc(meta, n + 1);
+    meta[n] = '\0';
+    char *y = strstr(meta, "\"y\":{\"dtype\":\"f64\",\"trailing\":[]");
+    assert_non_null(y);
+    memcpy(y + 13, "\"i64\"", 5); /* "y" declared i64 */
+    raw_put(fx->path, "meta", 4, meta, strlen(meta));
+    assert_int_equal(zmr_validate(fx->path, 0), ZMR_ECORRUPT);
+    HAS("f/0: column atoms/y is not the dtype and trailing shape sequence_schema declares");
+    memcpy(y + 13, "\"f64\"", 5);
+    char *z = strstr(meta, "\"z\":{");
+    memcpy(z, "\"w\"", 3); /* z undeclared, w declared instead */
+    raw_put(fx->path, "meta", 4, meta, strlen(meta));
+    assert_int_equal(zmr_validate(fx->path, 0), ZMR_ECORRUPT);
+    HAS("f/0: column atoms/z is not declared in sequence_schema.blocks.atoms");
+    memcpy(z, "\"z\"", 3);
+    /* the earlier form: no trailing shapes stated -> not held */
+    char *t;
+    while ((t = strstr(meta, ",\"trailing\":[]")) != NULL)
+        memmove(t, t + 14, strlen(t + 14) + 1);
+    memcpy(strstr(meta, "\"y\":{\"dtype\":\"f64\"") + 13, "\"i64\"", 5);
+    raw_put(fx->path, "meta", 4, meta, strlen(meta));
+    OK(zmr_validate(fx->path, 0));
+    free(meta);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1681,6 +1715,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_zero_frame_trajectory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_messages, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cell_and_grid_rules, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_validate_declarations, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
