@@ -277,7 +277,7 @@ PyObject *zmr_py_read_record_meta(zmr_reader *r, uint64_t rec)
     return s;
 }
 
-/* which: 0 system, 1 stored update k, 2 resolved frame k, 3 ff. */
+/* which: 0 system, 1 stored update k, 2 resolved frame k, 3 ff, 4 index. */
 PyObject *zmr_py_read(zmr_reader *r, int which, uint64_t rec, uint64_t k)
 {
     zmr_frame *f = NULL;
@@ -286,7 +286,8 @@ PyObject *zmr_py_read(zmr_reader *r, int which, uint64_t rec, uint64_t k)
     rc = which == 0 ? zmr_read_system(r, rec, &f)
        : which == 1 ? zmr_read_update(r, rec, k, &f)
        : which == 2 ? zmr_read_frame(r, rec, k, &f)
-       : zmr_read_ff(r, &f);
+       : which == 3 ? zmr_read_ff(r, &f)
+       : zmr_read_index(r, &f);
     Py_END_ALLOW_THREADS
     ZMR_PY_CHECK(rc);
     return zmr_py_frame_obj(f);
@@ -321,8 +322,9 @@ PyObject *zmr_py_frame_scalars(zmr_frame *f)
  * per trajectory frame (and, when asked, per system-only record holding
  * the column), in collection order, exactly the items to_zrecord converts:
  *   stream 0  ragged f64: the frame's resolved <block>/<column> (the last
- *             update of the record that holds the block), in RaggedStore's
- *             packed form [u64 ndim][u64 dims][payload];
+ *             update of the record that holds the block), or several 1-d
+ *             f64 columns ("x,y,z") side by side as one (n, k) array, in
+ *             RaggedStore's packed form [u64 ndim][u64 dims][payload];
  *   stream 1  dense u64: the item's record;
  *   stream 2+ dense: per scalar, "step" as i64 (-1 when absent), any other
  *             as f64 (NaN when absent): step / time of the update, else
@@ -339,9 +341,22 @@ typedef struct zmr_py_sstream {
     size_t which;
 } zmr_py_sstream;
 
+#define ZMR_PY_MAXCOLS 8
+
+/* An item's value: one column as stored, or several 1-d f64 columns
+ * (x, y, z) side by side as one (n, k) array. */
+typedef struct zmr_py_val {
+    zmr_frame *owner;
+    size_t k;
+    zmr_column c[ZMR_PY_MAXCOLS];
+    uint64_t ndim, shape[ZMR_MAX_NDIM], nbytes;
+} zmr_py_val;
+
 struct zmr_py_src {
     zmr_reader *r;
-    char *block, *column;
+    char *block, *column; /* column: one name or "x,y,z" */
+    size_t ncols;
+    char *cols[ZMR_PY_MAXCOLS];
     uint64_t n, cap;
     uint64_t *rec;
     int64_t *frame; /* -1: the record's system */
@@ -357,6 +372,8 @@ static void zmr_py_src_free(zmr_py_src *s)
     zmr_close(s->r);
     free(s->block);
     free(s->column);
+    for (size_t k = 0; k < s->ncols; k++)
+        free(s->cols[k]);
     free(s->rec);
     free(s->frame);
     for (size_t k = 0; k < s->nscalars; k++)
@@ -396,15 +413,15 @@ static int zmr_py_src_push(zmr_py_src *s, uint64_t rec, int64_t frame)
     return 0;
 }
 
-/* Item i's resolved column: *owner (free it) holds *col. */
-static int zmr_py_src_column(zmr_py_src *s, uint64_t i, zmr_frame **owner, zmr_column *col)
+/* Item i's resolved value: v->owner (free it) holds its columns. */
+static int zmr_py_src_column(zmr_py_src *s, uint64_t i, zmr_py_val *v)
 {
     uint64_t rec = s->rec[i];
     int64_t k = s->frame[i];
     zmr_frame *f = NULL;
     size_t b;
     int st;
-    *owner = NULL;
+    v->owner = NULL;
     if (k < 0) {
         if ((st = zmr_read_system(s->r, rec, &f)) < 0)
             return zmr_py_src_fail(st, rec, k);
@@ -427,29 +444,60 @@ static int zmr_py_src_column(zmr_py_src *s, uint64_t i, zmr_frame **owner, zmr_c
             f = NULL;
         }
     }
-    if (zmr_frame_find_column(f, s->block, s->column, col) < 0 || col->dtype != ZMR_F64) {
-        int missing = zmr_frame_find_column(f, s->block, s->column, col) < 0;
-        zmr_frame_free(f);
-        return zr_set_error(ZR_ECORRUPT, "mrec record %llu frame %lld: %s/%s %s", (unsigned long long)rec,
-                            (long long)k, s->block, s->column, missing ? "is missing" : "is not an f64 column");
+    v->k = s->ncols;
+    for (size_t c = 0; c < s->ncols; c++) {
+        zmr_column *col = &v->c[c];
+        int missing = zmr_frame_find_column(f, s->block, s->cols[c], col) < 0;
+        const char *why = missing ? "is missing"
+                          : col->dtype != ZMR_F64 ? "is not an f64 column"
+                          : s->ncols > 1 && (col->ndim != 1 || col->shape[0] != v->c[0].shape[0])
+                              ? "is not a 1-d column of the first one's length" : NULL;
+        if (why) {
+            zmr_frame_free(f);
+            return zr_set_error(ZR_ECORRUPT, "mrec record %llu frame %lld: %s/%s %s", (unsigned long long)rec,
+                                (long long)k, s->block, s->cols[c], why);
+        }
     }
-    *owner = f;
+    if (s->ncols == 1) {
+        v->ndim = v->c[0].ndim;
+        memcpy(v->shape, v->c[0].shape, 8 * v->ndim);
+        v->nbytes = v->c[0].nbytes;
+    } else {
+        v->ndim = 2;
+        v->shape[0] = v->c[0].shape[0];
+        v->shape[1] = s->ncols;
+        v->nbytes = v->shape[0] * s->ncols * 8;
+    }
+    v->owner = f;
     return 0;
 }
 
-static uint64_t zmr_py_packed_size(const zmr_column *c) { return 8 + 8 * (uint64_t)c->ndim + c->nbytes; }
+static uint64_t zmr_py_packed_size(const zmr_py_val *v) { return 8 + 8 * v->ndim + v->nbytes; }
+
+/* v's values row-major at dst (v->nbytes bytes) */
+static void zmr_py_val_copy(const zmr_py_val *v, unsigned char *dst)
+{
+    if (v->k == 1) {
+        if (v->nbytes)
+            memcpy(dst, v->c[0].data, v->nbytes);
+        return;
+    }
+    double *o = (double *)(void *)dst;
+    for (uint64_t r = 0; r < v->shape[0]; r++)
+        for (size_t c = 0; c < v->k; c++)
+            memcpy(&o[r * v->k + c], (const double *)v->c[c].data + r, 8);
+}
 
 static int zmr_py_src_sizes(void *user, const uint64_t *index, uint64_t count, uint64_t *sizes)
 {
     zmr_py_src *s = ((zmr_py_sstream *)user)->src;
     for (uint64_t i = 0; i < count; i++) {
-        zmr_frame *f;
-        zmr_column c;
-        int st = zmr_py_src_column(s, index[i], &f, &c);
+        zmr_py_val v;
+        int st = zmr_py_src_column(s, index[i], &v);
         if (st < 0)
             return st;
-        sizes[i] = zmr_py_packed_size(&c);
-        zmr_frame_free(f);
+        sizes[i] = zmr_py_packed_size(&v);
+        zmr_frame_free(v.owner);
     }
     return 0;
 }
@@ -502,25 +550,23 @@ static int zmr_py_src_gather(void *user, const uint64_t *index, uint64_t count, 
     for (uint64_t i = 0; i < count; i++) {
         uint64_t it = index[i];
         if (ss->which == 0) {
-            zmr_frame *f;
-            zmr_column c;
-            int st = zmr_py_src_column(s, it, &f, &c);
+            zmr_py_val val;
+            int st = zmr_py_src_column(s, it, &val);
             if (st < 0)
                 return st;
-            uint64_t need = zmr_py_packed_size(&c);
+            uint64_t need = zmr_py_packed_size(&val);
             if (bounds[i + 1] - bounds[i] != need || bounds[i + 1] > cap) {
-                zmr_frame_free(f);
+                zmr_frame_free(val.owner);
                 return zr_set_error(ZR_ECORRUPT, "mrec item %llu: %llu bytes now, %llu when sized",
                                     (unsigned long long)it, (unsigned long long)need,
                                     (unsigned long long)(bounds[i + 1] - bounds[i]));
             }
             unsigned char *p = out + bounds[i];
-            uint64_t nd = c.ndim;
+            uint64_t nd = val.ndim;
             memcpy(p, &nd, 8);
-            memcpy(p + 8, c.shape, 8 * nd);
-            if (c.nbytes)
-                memcpy(p + 8 + 8 * nd, c.data, c.nbytes);
-            zmr_frame_free(f);
+            memcpy(p + 8, val.shape, 8 * nd);
+            zmr_py_val_copy(&val, p + 8 + 8 * nd);
+            zmr_frame_free(val.owner);
         } else if (ss->which == 1) {
             if ((i + 1) * 8 > cap)
                 return zr_set_error(ZR_EINVAL, "mrec record stream: destination too small");
@@ -579,6 +625,23 @@ PyObject *zmr_py_source_open(const char *path, unsigned flags, const char *block
     }
     s->block = zmr_py_strdup(block);
     s->column = zmr_py_strdup(column);
+    for (const char *p = column; s->column && *p;) {
+        size_t n = strcspn(p, ",");
+        if (n == 0 || s->ncols == ZMR_PY_MAXCOLS) {
+            Py_DECREF(seq);
+            zmr_py_src_free(s);
+            PyErr_Format(PyExc_ValueError, "columns %s: 1..%d names separated by commas", column, ZMR_PY_MAXCOLS);
+            return NULL;
+        }
+        if ((s->cols[s->ncols] = malloc(n + 1)) == NULL) {
+            free(s->column);
+            s->column = NULL;
+            break;
+        }
+        memcpy(s->cols[s->ncols], p, n);
+        s->cols[s->ncols++][n] = '\0';
+        p += n + (p[n] == ',');
+    }
     s->scalars = calloc((size_t)ns + 1, sizeof *s->scalars);
     s->streams = calloc((size_t)ns + 2, sizeof *s->streams);
     if (!s->block || !s->column || !s->scalars || !s->streams) {
@@ -613,8 +676,8 @@ PyObject *zmr_py_source_open(const char *path, unsigned flags, const char *block
         } else if (include_systems) {
             zmr_frame *f = NULL;
             zmr_column c;
-            if ((st = zmr_read_system(s->r, rec, &f)) == ZMR_OK && f &&
-                zmr_frame_find_column(f, block, column, &c) == ZMR_OK && zmr_py_src_push(s, rec, -1) < 0)
+            if ((st = zmr_read_system(s->r, rec, &f)) == ZMR_OK && f && s->ncols &&
+                zmr_frame_find_column(f, block, s->cols[0], &c) == ZMR_OK && zmr_py_src_push(s, rec, -1) < 0)
                 st = ZMR_ENOMEM, nomem = 1;
             zmr_frame_free(f);
         }

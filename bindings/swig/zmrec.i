@@ -42,6 +42,7 @@
 %ignore zmr_read_record_meta;
 %ignore zmr_read_system;
 %ignore zmr_read_ff;
+%ignore zmr_read_index;
 %ignore zmr_read_update;
 %ignore zmr_read_frame;
 %ignore zmr_dtype_parse;

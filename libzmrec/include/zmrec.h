@@ -283,9 +283,13 @@ typedef struct zmr_writer zmr_writer;
  * collection document ({"units": {...}, ...}) or NULL for {};
  * molrec_version is stamped (2 unless the document gives 1 or 2).
  * schema_json: the sequence_schema {"blocks": {name: {"columns": {col:
- * {"dtype": d, "precision": p}}}}, "meta": {key: tag | {"type": tag,
- * "fill": value}}} or NULL for empty. Nothing is a collection until
- * zmr_writer_commit writes "meta". */
+ * {"dtype": d, "trailing": [dims], "precision": p, "nullable": b}}}},
+ * "meta": {key: {"dtype": tag, "fill": value}}} or NULL for empty (the
+ * earlier meta forms {"type": tag, ...} and a bare tag are accepted; the
+ * layout's {"dtype": ...} form is written). Blocks and trailing shapes not
+ * declared are declared by the first frame presenting them (see
+ * zmr_writer_add_frame). Nothing is a collection until zmr_writer_commit
+ * writes "meta". */
 ZMR_API zmr_status zmr_writer_create(zmr_writer **out, const char *path,
                                      const char *collection_json, const char *schema_json);
 /* The force field (kind ZMR_FRAME_FF), at most once. */
@@ -295,14 +299,32 @@ ZMR_API zmr_status zmr_writer_set_ff(zmr_writer *w, zmr_frame *ff);
  * previous record. */
 ZMR_API zmr_status zmr_writer_begin_record(zmr_writer *w, const char *meta_json,
                                            zmr_frame *system, uint64_t *index);
+/* The current record has a trajectory, also when no frame follows (the
+ * index's has_trajectory true with n_frames 0: a trajectory of zero
+ * frames). add_frame implies it. A record ends (at the next begin_record or
+ * commit) with ZMR_EINVAL when it has neither a system nor a trajectory. */
+ZMR_API zmr_status zmr_writer_begin_trajectory(zmr_writer *w);
 /* Append the next trajectory frame of the current record (kind
  * ZMR_FRAME_UPDATE). Blocks it holds that are bitwise equal to what would
  * carry forward are dropped (the first frame keeps every block); the box
  * likewise; blocks it does not hold carry forward. Declared meta keys
  * missing from it take their declared fill (ZMR_EINVAL without one);
- * undeclared keys are refused; precision comes from the schema. A frame
- * without a step gets its position in the record. */
+ * undeclared keys are refused; precision comes from the schema. Each block
+ * presents exactly its declared columns at the declared dtype and trailing
+ * shape (a zero-row block without columns empties it and is written with
+ * them); a reserved name (blocks step/time/meta/box, columns offset/
+ * step_index/_validity), steps that do not increase strictly, a time on
+ * some frames of a record only, or a block sharing a system block's name
+ * with another row count or one of its columns is refused (ZMR_EINVAL). A
+ * frame without a step gets the previous step + 1 (0 first). */
 ZMR_API zmr_status zmr_writer_add_frame(zmr_writer *w, zmr_frame *update);
+/* The collection's own index columns: a ZMR_FRAME_INDEX frame holding one
+ * block "records" (one row per record: its count must equal the number of
+ * records at commit), any dtypes, masks and precision. Copied; a second
+ * call replaces the first. Written before the binding's four columns, whose
+ * names (first_frame, n_frames, n_atoms, has_trajectory) it may not take
+ * (ZMR_EINVAL). */
+ZMR_API zmr_status zmr_writer_set_index(zmr_writer *w, zmr_frame *index);
 /* Write index and meta (last) and close; frees w whatever the outcome. */
 ZMR_API zmr_status zmr_writer_commit(zmr_writer *w);
 /* Close without committing (the file is not a collection). Frees w. */
@@ -317,7 +339,8 @@ typedef struct zmr_reader zmr_reader;
 
 /* Open a collection read-only. First, with plain reads before LMDB maps
  * the file: an empty or too short file, or no LMDB magic -> ZMR_ENOTCOLL
- * ("not an mrec-lmdb collection: PATH is empty"); LMDB's two meta pages
+ * ("not an mrec-lmdb collection: PATH is empty"), a directory ->
+ * ZMR_ENOTCOLL ("PATH is a directory"); LMDB's two meta pages
  * (magic, version, page size, last page, root pages) -> ZMR_ECORRUPT; a
  * file shorter than the pages LMDB uses -> ZMR_ECORRUPT ("file truncated:
  * N bytes, LMDB pages need M"); a missing path -> ZMR_EIO. LMDB keeps no
@@ -326,7 +349,11 @@ typedef struct zmr_reader zmr_reader;
  * layout_version exactly 1, molrec_version 1..2 when present, counts) and
  * the index (block records, dtypes, count == n_records, prefix sums, sum
  * == n_frames). ZMR_ENOTCOLL / ZMR_ECORRUPT / ZMR_EUNSUPPORTED naming the
- * key and the rule. */
+ * key and the rule. Without ZMR_OPEN_NOLOCK LMDB creates and writes its
+ * lock file "PATH-lock" even for a reader: where it cannot (read-only
+ * media) ZMR_EIO names the lock file and suggests ZMR_OPEN_NOLOCK. Damage
+ * liblmdb reports while reading (a page not found, a corrupted structure)
+ * is ZMR_ECORRUPT. */
 ZMR_API zmr_status zmr_open(zmr_reader **out, const char *path, unsigned flags);
 ZMR_API void zmr_close(zmr_reader *r);
 
@@ -340,6 +367,10 @@ ZMR_API const char *zmr_meta_json(const zmr_reader *r);
 /* Index row of record `rec` (ZMR_ERANGE past the end). */
 ZMR_API zmr_status zmr_record_info(const zmr_reader *r, uint64_t rec, uint64_t *first_frame,
                                    uint64_t *n_frames, uint64_t *n_atoms, bool *has_trajectory);
+/* The index frame as stored (kind ZMR_FRAME_INDEX, block "records"): the
+ * collection's own index columns and the binding's four. *out is the
+ * caller's (zmr_frame_free). */
+ZMR_API zmr_status zmr_read_index(zmr_reader *r, zmr_frame **out);
 /* Record meta document as stored: *json (free with zmr_free). */
 ZMR_API zmr_status zmr_read_record_meta(zmr_reader *r, uint64_t rec, char **json);
 /* The system frame, or *out = NULL when the record has none. */
@@ -356,7 +387,8 @@ ZMR_API zmr_status zmr_read_frame(zmr_reader *r, uint64_t rec, uint64_t k, zmr_f
 /* Validate a whole file: open's checks plus every record (meta document,
  * system, every update decoded, resolved and its references checked,
  * n_atoms and has_trajectory against the data, declared meta keys) and no
- * key outside the layout. ZMR_OK or the first broken rule. */
+ * key outside the layout. ZMR_OK or the first broken rule, its detail
+ * starting with (or naming) PATH. */
 ZMR_API zmr_status zmr_validate(const char *path, unsigned flags);
 
 #ifdef __cplusplus

@@ -279,6 +279,48 @@ static zmr_status copy_validity(struct zmr_col *c, const uint8_t *validity, uint
     return ZMR_OK;
 }
 
+/* The layout's canonical column keys: one dtype and one value per row
+ * wherever they appear (any block, any frame kind). */
+static const struct {
+    const char *name;
+    zmr_dtype dtype;
+} canonical[] = {
+    {"x", ZMR_F64}, {"y", ZMR_F64}, {"z", ZMR_F64}, {"vx", ZMR_F64}, {"vy", ZMR_F64}, {"vz", ZMR_F64},
+    {"fx", ZMR_F64}, {"fy", ZMR_F64}, {"fz", ZMR_F64}, {"charge", ZMR_F64}, {"mass", ZMR_F64},
+    {"quatw", ZMR_F64}, {"quati", ZMR_F64}, {"quatj", ZMR_F64}, {"quatk", ZMR_F64}, {"mux", ZMR_F64},
+    {"muy", ZMR_F64}, {"muz", ZMR_F64}, {"axis_x", ZMR_F64}, {"axis_y", ZMR_F64}, {"axis_z", ZMR_F64},
+    {"occupancy", ZMR_F64}, {"b_factor", ZMR_F64},
+    {"id", ZMR_U64}, {"atomic_number", ZMR_U64}, {"type_id", ZMR_U64}, {"mol_id", ZMR_U64}, {"res_id", ZMR_U64},
+    {"atomi", ZMR_U64}, {"atomj", ZMR_U64}, {"atomk", ZMR_U64}, {"atoml", ZMR_U64}, {"atomm", ZMR_U64},
+    {"ibead", ZMR_U64}, {"bond_type", ZMR_U64}, {"bond_number", ZMR_U64}, {"atom_map", ZMR_U64},
+    {"formal_charge", ZMR_I64}, {"ix", ZMR_I32}, {"iy", ZMR_I32}, {"iz", ZMR_I32},
+    {"free", ZMR_BOOL}, {"is_14", ZMR_BOOL}, {"exclude_14", ZMR_BOOL},
+    {"element", ZMR_STRING}, {"type", ZMR_STRING}, {"name", ZMR_STRING}, {"res_name", ZMR_STRING},
+    {"bead_type", ZMR_STRING}, {"chain", ZMR_STRING}, {"icode", ZMR_STRING}, {"altloc", ZMR_STRING},
+    {"style", ZMR_STRING},
+};
+
+/* A canonical key at another dtype or with trailing axes: ZMR_EINVAL
+ * naming the key, what it must be and what was given. */
+static zmr_status check_canonical(const char *block, const char *column, zmr_dtype dtype,
+                                  const uint64_t *shape, size_t ndim)
+{
+    for (size_t k = 0; k < sizeof canonical / sizeof *canonical; k++) {
+        if (strcmp(canonical[k].name, column))
+            continue;
+        if (canonical[k].dtype == dtype && ndim == 1)
+            return ZMR_OK;
+        char given[160];
+        size_t used = (size_t)snprintf(given, sizeof given, "%s[N]", zmr_dtype_name(dtype));
+        for (size_t d = 1; d < ndim && used < sizeof given; d++)
+            used += (size_t)snprintf(given + used, sizeof given - used, "[%llu]", (unsigned long long)shape[d]);
+        return zmr_err(ZMR_EINVAL, "column %s/%s: '%s' is a canonical column key: it must be %s[N] (one value per "
+                                   "row) wherever it appears, given %s", block, column, column,
+                       zmr_dtype_name(canonical[k].dtype), given);
+    }
+    return ZMR_OK;
+}
+
 zmr_status zmr_frame_add_column(zmr_frame *f, const char *block, const char *column, zmr_dtype dtype,
                                 const uint64_t *shape, size_t ndim, const void *data, uint64_t nbytes,
                                 const uint8_t *validity, double precision)
@@ -291,7 +333,8 @@ zmr_status zmr_frame_add_column(zmr_frame *f, const char *block, const char *col
         return zmr_err(ZMR_EINVAL, "column %s/%s: dtype %d is not a numeric dtype of the set "
                                    "(string columns: add_string_column)", block, column, (int)dtype);
     uint64_t nelem;
-    if ((st = check_shape(b, column, shape, ndim, &nelem)) < 0)
+    if ((st = check_shape(b, column, shape, ndim, &nelem)) < 0 ||
+        (st = check_canonical(block, column, dtype, shape, ndim)) < 0)
         return st;
     size_t isz = zmr_dtype_itemsize(dtype);
     if (nbytes != nelem * isz || (nbytes && data == NULL))
@@ -378,7 +421,8 @@ zmr_status zmr_frame_add_string_column(zmr_frame *f, const char *block, const ch
     if (st < 0)
         return st;
     uint64_t nelem;
-    if ((st = check_shape(b, column, shape, ndim, &nelem)) < 0)
+    if ((st = check_shape(b, column, shape, ndim, &nelem)) < 0 ||
+        (st = check_canonical(block, column, ZMR_STRING, shape, ndim)) < 0)
         return st;
     if (values_json == NULL)
         return zmr_err(ZMR_EINVAL, "column %s/%s: values_json is NULL", block, column);
@@ -492,7 +536,7 @@ zmr_status zmr_frame_get_meta(const zmr_frame *f, const char *key, zmr_value *ou
             return zmr_err(ZMR_ECORRUPT, "meta_types.%s: unknown tag", key);
     } else if (f->schema_meta && json_object_object_get_ex(f->schema_meta, key, &t)) {
         json_object *fill;
-        zmr_status st = zmr_schema_meta_decl(t, key, &tag, &fill);
+        zmr_status st = zmr_schema_meta_decl(t, key, &tag, &fill, NULL);
         if (st < 0)
             return st;
     }
@@ -545,6 +589,10 @@ zmr_status zmr_frame_set_box(zmr_frame *f, const zmr_box *box)
 {
     if (f == NULL || box == NULL || (f->kind != ZMR_FRAME_UPDATE && f->kind != ZMR_FRAME_SYSTEM))
         return zmr_err(ZMR_EINVAL, "set_box: only system frames and trajectory updates carry a box");
+    if (!box->cell_defined && (box->boundary[0] || box->boundary[1] || box->boundary[2]))
+        return zmr_err(ZMR_EINVAL, "set_box: an undefined cell (cell_defined false) is periodic on no axis, but "
+                                   "boundary says [%s, %s, %s]", box->boundary[0] ? "true" : "false",
+                       box->boundary[1] ? "true" : "false", box->boundary[2] ? "true" : "false");
     f->box = *box;
     for (int k = 0; k < 3; k++)
         f->box.boundary[k] = box->boundary[k] != 0;

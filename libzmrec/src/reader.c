@@ -19,6 +19,7 @@ struct zmr_reader {
     MDB_dbi dbi;
     char *meta_text;
     json_object *meta, *schema_meta;
+    json_object *schema_blocks; /* sequence_schema.blocks when it states every trailing shape, else NULL */
     uint64_t n_records, n_frames;
     int molrec;
     uint64_t *first, *nfr, *natoms;
@@ -33,6 +34,16 @@ static zmr_status begin(const zmr_reader *r, MDB_txn **txn)
     return ZMR_OK;
 }
 
+/* A liblmdb failure while reading an open environment: a page it cannot
+ * find or a structure it finds broken is damage (ZMR_ECORRUPT), anything
+ * else the OS's (ZMR_EIO). */
+static zmr_status lmdb_read_status(int rc)
+{
+    return rc == MDB_PAGE_NOTFOUND || rc == MDB_CORRUPTED || rc == MDB_INCOMPATIBLE || rc == MDB_BAD_TXN
+               ? ZMR_ECORRUPT
+               : ZMR_EIO;
+}
+
 /* Get key into *v; ZMR_ERANGE (no detail) when absent. */
 static zmr_status get(const zmr_reader *r, MDB_txn *txn, const void *key, size_t klen, MDB_val *v)
 {
@@ -41,7 +52,7 @@ static zmr_status get(const zmr_reader *r, MDB_txn *txn, const void *key, size_t
     if (rc == MDB_NOTFOUND)
         return ZMR_ERANGE;
     if (rc)
-        return zmr_err(ZMR_EIO, "get: %s", mdb_strerror(rc));
+        return zmr_err(lmdb_read_status(rc), "get: %s", mdb_strerror(rc));
     return ZMR_OK;
 }
 
@@ -118,11 +129,84 @@ static zmr_status check_meta(zmr_reader *r)
             json_object_object_foreach(sm, key, decl) {
                 zmr_tag tag;
                 json_object *fill;
-                zmr_status st = zmr_schema_meta_decl(decl, key, &tag, &fill);
+                zmr_status st = zmr_schema_meta_decl(decl, key, &tag, &fill, NULL);
                 if (st < 0)
                     return zmr_err_prefix(st, "meta");
             }
             r->schema_meta = sm;
+        }
+        /* a declaration in the layout's form (every column with its
+         * trailing shape) holds every update to it; files written before
+         * declarations stated trailing shapes are read as they are */
+        json_object *sb, *bd, *cols, *x;
+        if (json_object_object_get_ex(v, "blocks", &sb)) {
+            if (!json_object_is_type(sb, json_type_object))
+                return BAD("meta: sequence_schema.blocks must be an object");
+            bool full = json_object_object_length(sb) > 0;
+            json_object_object_foreach(sb, bname, bdecl) {
+                bd = bdecl;
+                if (!json_object_is_type(bd, json_type_object))
+                    return BAD("meta: sequence_schema.blocks.%s must be an object", bname);
+                if (!json_object_object_get_ex(bd, "columns", &cols))
+                    continue;
+                if (!json_object_is_type(cols, json_type_object))
+                    return BAD("meta: sequence_schema.blocks.%s.columns must be an object", bname);
+                json_object_object_foreach(cols, cname, cd) {
+                    zmr_dtype dt;
+                    if (!json_object_is_type(cd, json_type_object) || !json_object_object_get_ex(cd, "dtype", &x) ||
+                        !json_object_is_type(x, json_type_string) || zmr_dtype_parse(json_object_get_string(x), &dt) < 0)
+                        return BAD("meta: sequence_schema.blocks.%s.columns.%s: dtype must be one of the 13", bname,
+                                   cname);
+                    if (!json_object_object_get_ex(cd, "trailing", &x))
+                        full = false;
+                    else if (!json_object_is_type(x, json_type_array))
+                        return BAD("meta: sequence_schema.blocks.%s.columns.%s: trailing must be an array", bname,
+                                   cname);
+                }
+            }
+            r->schema_blocks = full ? sb : NULL;
+        }
+    }
+    return ZMR_OK;
+}
+
+/* Stored update u (key `name`) against a declaration in the layout's form:
+ * every block declared, presenting exactly its declared columns at the
+ * declared dtype and trailing shape, masks only on nullable columns. */
+static zmr_status check_declared(const zmr_reader *r, const zmr_frame *u, const char *name)
+{
+    if (r->schema_blocks == NULL)
+        return ZMR_OK;
+    for (size_t b = 0; b < u->nblocks; b++) {
+        const struct zmr_block *ub = &u->blocks[b];
+        json_object *bd, *cols = NULL, *cd, *x;
+        if (!json_object_object_get_ex(r->schema_blocks, ub->name, &bd))
+            return BAD("%s: block %s is not declared in sequence_schema.blocks (every trajectory block is)", name,
+                       ub->name);
+        json_object_object_get_ex(bd, "columns", &cols);
+        int ndecl = cols ? json_object_object_length(cols) : 0;
+        if ((int)ub->ncols != ndecl)
+            return BAD("%s: block %s presents %zu columns, sequence_schema declares %d (an update presents all of "
+                       "a block's declared columns)", name, ub->name, ub->ncols, ndecl);
+        for (size_t c = 0; c < ub->ncols; c++) {
+            const struct zmr_col *col = &ub->cols[c];
+            if (!json_object_object_get_ex(cols, col->name, &cd))
+                return BAD("%s: column %s/%s is not declared in sequence_schema.blocks.%s", name, ub->name,
+                           col->name, ub->name);
+            json_object_object_get_ex(cd, "dtype", &x);
+            bool same = !strcmp(json_object_get_string(x), zmr_dtype_name(col->dtype));
+            json_object_object_get_ex(cd, "trailing", &x);
+            same = same && json_object_array_length(x) == col->ndim - 1;
+            for (size_t k = 1; same && k < col->ndim; k++) {
+                uint64_t d;
+                same = zmr_json_u64(json_object_array_get_idx(x, k - 1), &d) == 0 && d == col->shape[k];
+            }
+            if (!same)
+                return BAD("%s: column %s/%s is not the dtype and trailing shape sequence_schema declares (%s)", name,
+                           ub->name, col->name, zmr_json_text(cd));
+            if (col->validity && !(json_object_object_get_ex(cd, "nullable", &x) && json_object_get_boolean(x)))
+                return BAD("%s: column %s/%s carries a mask but sequence_schema does not declare it nullable", name,
+                           ub->name, col->name);
         }
     }
     return ZMR_OK;
@@ -276,6 +360,9 @@ static zmr_status read_lmdb_meta(zrp_file fd, const char *path, uint64_t size, i
 static zmr_status check_lmdb_file(const char *path)
 {
     zrp_file fd;
+    if (zrp_is_dir(path) == 1)
+        return zmr_err(ZMR_ENOTCOLL, "not an mrec-lmdb collection: %s is a directory (a collection is one file, "
+                                     "e.g. NAME.mrec.lmdb)", path);
     int rc = zrp_open(&fd, path, ZRP_READ);
     if (rc == ZRP_ENOTREG)
         return zmr_err(ZMR_ENOTCOLL, "not an mrec-lmdb collection: %s is not a regular file", path);
@@ -346,6 +433,15 @@ zmr_status zmr_open(zmr_reader **out, const char *path, unsigned flags)
     }
     unsigned mf = MDB_RDONLY | MDB_NOSUBDIR | MDB_NOTLS | ((flags & ZMR_OPEN_NOLOCK) ? MDB_NOLOCK : 0);
     rc = mdb_env_open(r->env, path, mf, 0644);
+    if (rc && !(flags & ZMR_OPEN_NOLOCK) && (rc == EACCES || rc == EROFS || rc == EPERM)) {
+        /* the file was readable above: what failed is LMDB's reader lock
+         * file beside it, which even a reader creates and writes */
+        zmr_close(r);
+        return zmr_err(ZMR_EIO, "open: %s: cannot create or write LMDB's lock file %s-lock (%s); the "
+                                "collection itself is readable: on read-only media open it without the lock "
+                                "(ZMR_OPEN_NOLOCK, Python nolock=True, zr mrec --nolock), with no writer running",
+                       path, path, mdb_strerror(rc));
+    }
     if (rc) {
         zmr_close(r);
         return zmr_err(rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH ? ZMR_ENOTCOLL : ZMR_EIO,
@@ -517,6 +613,25 @@ zmr_status zmr_read_ff(zmr_reader *r, zmr_frame **out)
     return st;
 }
 
+zmr_status zmr_read_index(zmr_reader *r, zmr_frame **out)
+{
+    if (r == NULL || out == NULL)
+        return zmr_err(ZMR_EINVAL, "read_index: NULL argument");
+    *out = NULL;
+    MDB_txn *txn;
+    MDB_val v;
+    zmr_status st = begin(r, &txn);
+    if (st < 0)
+        return st;
+    st = get(r, txn, "index", 5, &v);
+    if (st == ZMR_ERANGE)
+        st = BAD("index: key missing");
+    if (st == ZMR_OK)
+        st = zmr_frame_decode(out, v.mv_data, v.mv_size, ZMR_FRAME_INDEX, "index");
+    mdb_txn_abort(txn);
+    return st;
+}
+
 /* Decode global frame j (record rec) with its meta checked against the
  * sequence_schema. */
 static zmr_status read_update_txn(zmr_reader *r, MDB_txn *txn, uint64_t rec, uint64_t j, zmr_frame **out)
@@ -543,7 +658,7 @@ static zmr_status read_update_txn(zmr_reader *r, MDB_txn *txn, uint64_t rec, uin
             zmr_frame_free(f);
             return st;
         }
-        zmr_schema_meta_decl(decl, key, &tag, &fill);
+        zmr_schema_meta_decl(decl, key, &tag, &fill, NULL);
         if (zmr_typed_check(tag, val, ZMR_ECORRUPT) < 0) {
             char pre[160];
             snprintf(pre, sizeof pre, "%s: meta.%.100s", name, key);
@@ -668,7 +783,7 @@ static zmr_status validate_keys(zmr_reader *r, MDB_txn *txn)
     MDB_val k, v;
     int rc = mdb_cursor_open(txn, r->dbi, &cur);
     if (rc)
-        return zmr_err(ZMR_EIO, "cursor: %s", mdb_strerror(rc));
+        return zmr_err(lmdb_read_status(rc), "cursor: %s", mdb_strerror(rc));
     uint64_t nr = 0, nf = 0;
     zmr_status st = ZMR_OK;
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && st == ZMR_OK;
@@ -694,7 +809,7 @@ static zmr_status validate_keys(zmr_reader *r, MDB_txn *txn)
     }
     mdb_cursor_close(cur);
     if (st == ZMR_OK && rc != MDB_NOTFOUND)
-        st = zmr_err(ZMR_EIO, "cursor: %s", mdb_strerror(rc));
+        st = zmr_err(lmdb_read_status(rc), "cursor: %s", mdb_strerror(rc));
     if (st == ZMR_OK && nr != r->n_records)
         st = BAD("%llu record meta keys (r/...) for n_records %llu", (unsigned long long)nr,
                  (unsigned long long)r->n_records);
@@ -719,7 +834,6 @@ static zmr_status validate_record(zmr_reader *r, MDB_txn *txn, uint64_t rec)
         if ((st = read_update_txn(r, txn, rec, r->first[rec] + k, &u)) < 0)
             break;
         st = apply(s, u);
-        zmr_frame_free(u);
         uint64_t j = r->first[rec] + k;
         if (st == ZMR_OK && zmr_frame_check_targets(s, sys, s) < 0)
             st = bad_resolved_frame(rec, k, j);
@@ -741,6 +855,11 @@ static zmr_status validate_record(zmr_reader *r, MDB_txn *txn, uint64_t rec)
             atoms_known = true;
             natoms = s->blocks[ab].count;
         }
+        char name[32];
+        snprintf(name, sizeof name, "f/%llu", (unsigned long long)j);
+        if (st == ZMR_OK)
+            st = check_declared(r, u, name);
+        zmr_frame_free(u);
     }
     if (st == ZMR_OK && natoms != r->natoms[rec])
         st = BAD("index: n_atoms[%llu] = %llu but the record's atoms have %llu rows", (unsigned long long)rec,
@@ -771,5 +890,9 @@ zmr_status zmr_validate(const char *path, unsigned flags)
         st = validate_record(r, txn, rec);
     mdb_txn_abort(txn);
     zmr_close(r);
+    /* key-level details ("record 0 frame 1 (resolved at f/1) ...") name
+     * the file too */
+    if (st < 0 && strstr(zmr_last_error(), path) == NULL)
+        zmr_err_prefix(st, path);
     return st;
 }

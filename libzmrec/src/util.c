@@ -23,10 +23,14 @@ static _Thread_local char err_detail[1024];
 
 zmr_status zmr_err(zmr_status st, const char *fmt, ...)
 {
+    /* formatted aside first: an argument may be the detail itself
+     * (re-raising a detail under another status) */
+    char tmp[sizeof err_detail];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err_detail, sizeof err_detail, fmt, ap);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
+    memcpy(err_detail, tmp, sizeof tmp);
     return st;
 }
 
@@ -540,20 +544,32 @@ zmr_tag zmr_infer_tag(json_object *o)
     return ZMR_TAG_JSON;
 }
 
-zmr_status zmr_schema_meta_decl(json_object *decl, const char *key, zmr_tag *tag, json_object **fill)
+zmr_status zmr_schema_meta_decl(json_object *decl, const char *key, zmr_tag *tag, json_object **fill,
+                                bool *has_fill)
 {
     *fill = NULL;
+    bool hf = false;
     json_object *t = decl;
     if (json_object_is_type(decl, json_type_object)) {
-        if (!json_object_object_get_ex(decl, "type", &t))
-            return zmr_err(ZMR_ECORRUPT, "sequence_schema.meta.%s: a declaration needs \"type\"", key);
-        json_object_object_get_ex(decl, "fill", fill);
+        /* {"dtype": tag} is the layout's form; {"type": tag} and a bare tag
+         * string are what this library wrote before, still read */
+        if (!json_object_object_get_ex(decl, "dtype", &t) && !json_object_object_get_ex(decl, "type", &t))
+            return zmr_err(ZMR_ECORRUPT, "sequence_schema.meta.%s: a declaration needs \"dtype\"", key);
+        hf = json_object_object_get_ex(decl, "fill", fill);
     }
     if (!json_object_is_type(t, json_type_string) || zmr_tag_parse(json_object_get_string(t), tag) < 0)
-        return zmr_err(ZMR_ECORRUPT, "sequence_schema.meta.%s: type must be one of the 16 tags, got %.60s",
-                       key, zmr_json_text(t));
-    if (*fill != NULL && zmr_typed_check(*tag, *fill, ZMR_ECORRUPT) < 0)
-        return zmr_err_prefix(ZMR_ECORRUPT, "sequence_schema.meta fill");
+        return zmr_err(ZMR_ECORRUPT, "sequence_schema.meta.%s: dtype must be one of the 16 tags, got %.60s",
+                       key, t ? zmr_json_text(t) : "null");
+    if (hf && *fill == NULL && *tag != ZMR_TAG_JSON)
+        return zmr_err(ZMR_ECORRUPT, "sequence_schema.meta.%s: fill null is a fill for a json key only, "
+                                     "this one is %s", key, zmr_tag_name(*tag));
+    if (hf && *fill != NULL && zmr_typed_check(*tag, *fill, ZMR_ECORRUPT) < 0) {
+        char pre[160];
+        snprintf(pre, sizeof pre, "sequence_schema.meta.%.100s fill", key);
+        return zmr_err_prefix(ZMR_ECORRUPT, pre);
+    }
+    if (has_fill)
+        *has_fill = hf;
     return ZMR_OK;
 }
 

@@ -5,6 +5,7 @@
  * then "meta", so a file is a collection only once everything is in.
  */
 #include <lmdb.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,30 @@ struct zmr_writer {
     bool in_record, atoms_known, failed, has_ff;
     zmr_frame *state, *system;
     uint64_t rec_frames;
+    bool rec_traj;          /* zmr_writer_mark_trajectory on the current record */
+    int64_t last_step;      /* the current record's last step */
+    bool rec_timed;         /* the record's first frame had a time */
+    bool rec_boxed, rec_cell_defined; /* the record's cell section so far */
+    zmr_frame *own;         /* the collection's own index columns (block records) */
+    char why[512];          /* the detail of the failure that set `failed` */
 };
+
+/* The writer cannot go on (the carried state may be half-updated): keep the
+ * failure's detail for every later refusal. */
+static zmr_status fail_writer(zmr_writer *w, zmr_status st)
+{
+    if (!w->failed) {
+        w->failed = true;
+        snprintf(w->why, sizeof w->why, "%s", zmr_last_error());
+    }
+    return st;
+}
+
+/* ZMR_ESTATE for a call after a failure, naming the call and that failure. */
+static zmr_status refuse_failed(const zmr_writer *w, const char *call)
+{
+    return zmr_err(ZMR_ESTATE, "%s: the writer failed earlier (%s); nothing more is written", call, w->why);
+}
 
 static void key_of(unsigned char *k, char prefix, uint64_t n)
 {
@@ -127,6 +151,7 @@ static void writer_free(zmr_writer *w)
     free(w->has_traj);
     zmr_frame_free(w->state);
     zmr_frame_free(w->system);
+    zmr_frame_free(w->own);
     free(w->path);
     free(w);
 }
@@ -137,6 +162,29 @@ static bool path_exists(const char *p)
     if (fp)
         fclose(fp);
     return fp != NULL;
+}
+
+static const char *const reserved_blocks[] = {"step", "time", "meta", "box", NULL};
+static const char *const reserved_columns[] = {"offset", "step_index", "_validity", NULL};
+
+static bool is_reserved(const char *name, const char *const *list)
+{
+    for (; *list; list++)
+        if (!strcmp(name, *list))
+            return true;
+    return false;
+}
+
+static zmr_status schema_fail(json_object *partial, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static zmr_status schema_fail(json_object *partial, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    json_object_put(partial);
+    return zmr_err(ZMR_EINVAL, "%s", buf);
 }
 
 static zmr_status check_schema(zmr_writer *w)
@@ -150,44 +198,103 @@ static zmr_status check_schema(zmr_writer *w)
     }
     if (!json_object_is_type(v, json_type_object))
         return zmr_err(ZMR_EINVAL, "sequence_schema.blocks must be an object");
-    w->schema_blocks = v;
+    /* every column declaration is rebuilt as {"dtype", "trailing"?,
+     * "precision"?, "nullable"?}; a trailing shape not given is taken from
+     * the first frame presenting the column (see fix_blocks) */
+    json_object *nb = json_object_new_object();
     json_object_object_foreach(v, bname, bdecl) {
-        json_object *cols;
+        json_object *cols, *nd = json_object_new_object(), *nc = json_object_new_object();
+        json_object_object_add(nb, bname, nd);
         if (!json_object_is_type(bdecl, json_type_object))
-            return zmr_err(ZMR_EINVAL, "sequence_schema.blocks.%s must be an object", bname);
+            return schema_fail(nb, "sequence_schema.blocks.%s must be an object", bname);
+        if (is_reserved(bname, reserved_blocks))
+            return schema_fail(nb, "sequence_schema.blocks.%s: '%s' is reserved by the trajectory layout (step, "
+                                   "time, meta, box); a block cannot take it", bname, bname);
+        json_object_object_foreach(bdecl, bk, bval) {
+            if (strcmp(bk, "columns"))
+                json_object_object_add(nd, bk, json_object_get(bval));
+        }
+        json_object_object_add(nd, "columns", nc);
         if (!json_object_object_get_ex(bdecl, "columns", &cols))
             continue;
         if (!json_object_is_type(cols, json_type_object))
-            return zmr_err(ZMR_EINVAL, "sequence_schema.blocks.%s.columns must be an object", bname);
+            return schema_fail(nb, "sequence_schema.blocks.%s.columns must be an object", bname);
         json_object_object_foreach(cols, cname, cdecl) {
-            json_object *d, *p;
-            zmr_dtype dt = ZMR_F64;
+            json_object *d, *p, *t, *nl;
+            zmr_dtype dt;
             if (!json_object_is_type(cdecl, json_type_object))
-                return zmr_err(ZMR_EINVAL, "sequence_schema: column %s/%s must be an object", bname, cname);
-            if (json_object_object_get_ex(cdecl, "dtype", &d) &&
-                zmr_dtype_parse(json_object_get_string(d), &dt) < 0)
+                return schema_fail(nb, "sequence_schema: column %s/%s must be an object", bname, cname);
+            if (is_reserved(cname, reserved_columns))
+                return schema_fail(nb, "sequence_schema: column %s/%s: '%s' is reserved by a block's own index "
+                                       "(offset, step_index, _validity)", bname, cname, cname);
+            if (!json_object_object_get_ex(cdecl, "dtype", &d) || !json_object_is_type(d, json_type_string))
+                return schema_fail(nb, "sequence_schema: column %s/%s needs \"dtype\" (a dtype name)", bname,
+                                   cname);
+            if (zmr_dtype_parse(json_object_get_string(d), &dt) < 0) {
+                json_object_put(nb);
                 return zmr_err_prefix(ZMR_EINVAL, "sequence_schema");
+            }
+            json_object *ncd = json_object_new_object();
+            json_object_object_add(nc, cname, ncd);
+            json_object_object_add(ncd, "dtype", json_object_new_string(zmr_dtype_name(dt)));
+            if (json_object_object_get_ex(cdecl, "trailing", &t)) {
+                bool ok = json_object_is_type(t, json_type_array) &&
+                          json_object_array_length(t) < ZMR_MAX_NDIM;
+                uint64_t u;
+                for (size_t k = 0; ok && k < json_object_array_length(t); k++)
+                    ok = zmr_json_u64(json_object_array_get_idx(t, k), &u) == 0;
+                if (!ok)
+                    return schema_fail(nb, "sequence_schema: column %s/%s: trailing must be an array of at most "
+                                           "%d non-negative integers", bname, cname, ZMR_MAX_NDIM - 1);
+                json_object_object_add(ncd, "trailing", json_object_get(t));
+            }
             if (json_object_object_get_ex(cdecl, "precision", &p)) {
                 double pr;
                 if (dt != ZMR_F64 || zmr_json_f64(p, &pr) < 0 || !(pr >= 0x1p-1000 && pr <= 0x1p1000))
-                    return zmr_err(ZMR_EINVAL, "sequence_schema: column %s/%s: precision must be an f64 "
-                                               "column's number in [2^-1000, 2^1000]", bname, cname);
+                    return schema_fail(nb, "sequence_schema: column %s/%s: precision must be an f64 "
+                                           "column's number in [2^-1000, 2^1000]", bname, cname);
+                json_object_object_add(ncd, "precision", json_object_get(p));
+            }
+            if (json_object_object_get_ex(cdecl, "nullable", &nl)) {
+                if (!json_object_is_type(nl, json_type_boolean))
+                    return schema_fail(nb, "sequence_schema: column %s/%s: nullable must be true or false",
+                                       bname, cname);
+                if (json_object_get_boolean(nl))
+                    json_object_object_add(ncd, "nullable", json_object_new_boolean(1));
             }
         }
     }
+    json_object_object_add(w->schema, "blocks", nb);
+    w->schema_blocks = nb;
     if (!json_object_object_get_ex(w->schema, "meta", &v)) {
         v = json_object_new_object();
         json_object_object_add(w->schema, "meta", v);
     }
     if (!json_object_is_type(v, json_type_object))
         return zmr_err(ZMR_EINVAL, "sequence_schema.meta must be an object");
-    w->schema_meta = v;
+    /* every declaration is written in the layout's form {"dtype": tag,
+     * "fill": value}, whichever form it was given in */
+    json_object *norm = json_object_new_object();
     json_object_object_foreach(v, key, decl) {
         zmr_tag tag;
         json_object *fill;
-        if (zmr_schema_meta_decl(decl, key, &tag, &fill) < 0)
+        bool has_fill;
+        if (zmr_schema_meta_decl(decl, key, &tag, &fill, &has_fill) < 0) {
+            json_object_put(norm);
             return zmr_err(ZMR_EINVAL, "%s", zmr_last_error());
+        }
+        static const char *const canonical_meta[] = {"pe", "ke", "etotal", "temp", "press", "volume", NULL};
+        if (is_reserved(key, canonical_meta) && tag != ZMR_TAG_F64)
+            return schema_fail(norm, "sequence_schema.meta.%s: '%s' is a canonical per-step key: it must be f64, "
+                                     "given %s", key, key, zmr_tag_name(tag));
+        json_object *d = json_object_new_object();
+        json_object_object_add(d, "dtype", json_object_new_string(zmr_tag_name(tag)));
+        if (has_fill)
+            json_object_object_add(d, "fill", json_object_get(fill));
+        json_object_object_add(norm, key, d);
     }
+    json_object_object_add(w->schema, "meta", norm);
+    w->schema_meta = norm;
     return ZMR_OK;
 }
 
@@ -241,6 +348,14 @@ zmr_status zmr_writer_create(zmr_writer **out, const char *path, const char *col
             json_object_object_add(w->collection, ck, json_object_get(cv));
     }
     json_object_put(coll);
+    /* the layout's collection document always states its units (none
+     * stated: {}) */
+    if (!json_object_object_get_ex(w->collection, "units", &mv))
+        json_object_object_add(w->collection, "units", json_object_new_object());
+    else if (!json_object_is_type(mv, json_type_object)) {
+        writer_free(w);
+        return zmr_err(ZMR_EINVAL, "collection.units must be an object {quantity: unit}");
+    }
 
     int rc = mdb_env_create(&w->env);
     if (rc) {
@@ -268,8 +383,10 @@ zmr_status zmr_writer_set_ff(zmr_writer *w, zmr_frame *ff)
 {
     if (w == NULL || ff == NULL || ff->kind != ZMR_FRAME_FF)
         return zmr_err(ZMR_EINVAL, "set_ff: need a writer and a ZMR_FRAME_FF frame");
-    if (w->failed || w->has_ff)
-        return zmr_err(ZMR_ESTATE, "set_ff: %s", w->failed ? "the writer failed earlier" : "ff already set");
+    if (w->failed)
+        return refuse_failed(w, "set_ff");
+    if (w->has_ff)
+        return zmr_err(ZMR_ESTATE, "set_ff: ff already set");
     void *v;
     size_t n;
     zmr_status st = zmr_frame_encode(ff, &v, &n);
@@ -279,13 +396,46 @@ zmr_status zmr_writer_set_ff(zmr_writer *w, zmr_frame *ff)
     return push(w, (const unsigned char *)"ff", 2, v, n);
 }
 
+static const char *const binding_index[] = {"first_frame", "n_frames", "n_atoms", "has_trajectory", NULL};
+
+zmr_status zmr_writer_set_index(zmr_writer *w, zmr_frame *index)
+{
+    if (w == NULL || index == NULL || index->kind != ZMR_FRAME_INDEX)
+        return zmr_err(ZMR_EINVAL, "set_index: need a writer and a ZMR_FRAME_INDEX frame");
+    if (w->failed)
+        return refuse_failed(w, "set_index");
+    size_t b;
+    if (index->nblocks != 1 || zmr_frame_find_block(index, "records", &b) < 0)
+        return zmr_err(ZMR_EINVAL, "set_index: the index frame holds exactly one block, \"records\"");
+    const struct zmr_block *rb = &index->blocks[b];
+    for (size_t c = 0; c < rb->ncols; c++)
+        if (is_reserved(rb->cols[c].name, binding_index))
+            return zmr_err(ZMR_EINVAL, "set_index: index column '%s' is the binding's own (first_frame, n_frames, "
+                                       "n_atoms, has_trajectory); a collection's index column cannot take it",
+                           rb->cols[c].name);
+    zmr_frame *own;
+    zmr_status st = zmr_frame_create(&own, ZMR_FRAME_INDEX);
+    if (st == ZMR_OK && (st = zmr_frame_put_block_copy(own, rb)) < 0)
+        zmr_frame_free(own);
+    if (st < 0)
+        return st;
+    zmr_frame_free(w->own);
+    w->own = own;
+    return ZMR_OK;
+}
+
 static zmr_status end_record(zmr_writer *w)
 {
     if (!w->in_record)
         return ZMR_OK;
     uint64_t r = w->n_records - 1;
+    if (w->system == NULL && w->rec_frames == 0 && !w->rec_traj) {
+        return fail_writer(w, zmr_err(ZMR_EINVAL, "record %llu has neither a system nor a trajectory (give a "
+                                                  "system, frames, or zmr_writer_begin_trajectory for a "
+                                                  "trajectory of zero frames)", (unsigned long long)r));
+    }
     w->nfr[r] = w->rec_frames;
-    w->has_traj[r] = w->rec_frames > 0;
+    w->has_traj[r] = w->rec_frames > 0 || w->rec_traj;
     w->n_frames_total += w->rec_frames;
     w->in_record = false;
     if (w->pending >= FLUSH_BYTES)
@@ -317,7 +467,7 @@ zmr_status zmr_writer_begin_record(zmr_writer *w, const char *meta_json, zmr_fra
     if (w == NULL)
         return zmr_err(ZMR_EINVAL, "begin_record: NULL writer");
     if (w->failed)
-        return zmr_err(ZMR_ESTATE, "begin_record: the writer failed earlier");
+        return refuse_failed(w, "begin_record");
     if (system && system->kind != ZMR_FRAME_SYSTEM)
         return zmr_err(ZMR_EINVAL, "begin_record: the system must be a ZMR_FRAME_SYSTEM frame");
     const char *mj = meta_json ? meta_json : "{}";
@@ -343,8 +493,7 @@ zmr_status zmr_writer_begin_record(zmr_writer *w, const char *meta_json, zmr_fra
     if ((st = end_record(w)) < 0 || (st = grow_index(w)) < 0) {
         free(sv);
         zmr_frame_free(sys);
-        w->failed = st != ZMR_ENOMEM;
-        return st;
+        return st == ZMR_ENOMEM ? st : fail_writer(w, st);
     }
     uint64_t r = w->n_records;
     unsigned char k[9];
@@ -365,8 +514,7 @@ zmr_status zmr_writer_begin_record(zmr_writer *w, const char *meta_json, zmr_fra
         key_of(k, 's', r);
         if ((st = push(w, k, 9, sv, sn)) < 0) {
             zmr_frame_free(sys);
-            w->failed = true;
-            return st;
+            return fail_writer(w, st);
         }
     }
     w->n_records++;
@@ -382,6 +530,10 @@ zmr_status zmr_writer_begin_record(zmr_writer *w, const char *meta_json, zmr_fra
         zmr_frame_remove_block(w->state, w->state->nblocks - 1);
     w->state->has_box = false;
     w->rec_frames = 0;
+    w->rec_traj = false;
+    w->rec_boxed = false;
+    w->rec_timed = false;
+    w->last_step = 0;
     w->in_record = true;
     if (index)
         *index = r;
@@ -399,14 +551,155 @@ static double schema_precision(zmr_writer *w, const char *block, const char *col
     return 0.0;
 }
 
-static zmr_status schema_dtype_check(zmr_writer *w, const char *block, const struct zmr_col *col)
+static void shape_text(char *buf, size_t n, const char *dtype, json_object *trailing)
 {
-    json_object *b, *cols, *c, *d;
-    if (json_object_object_get_ex(w->schema_blocks, block, &b) && json_object_object_get_ex(b, "columns", &cols) &&
-        json_object_object_get_ex(cols, col->name, &c) && json_object_object_get_ex(c, "dtype", &d) &&
-        strcmp(json_object_get_string(d), zmr_dtype_name(col->dtype)))
-        return zmr_err(ZMR_EINVAL, "add_frame: column %s/%s is %s but sequence_schema declares %s", block,
-                       col->name, zmr_dtype_name(col->dtype), json_object_get_string(d));
+    size_t used = (size_t)snprintf(buf, n, "%s[N]", dtype);
+    for (size_t k = 0; trailing && k < json_object_array_length(trailing) && used < n; k++)
+        used += (size_t)snprintf(buf + used, n - used, "[%s]",
+                                 json_object_get_string(json_object_array_get_idx(trailing, k)));
+}
+
+static json_object *trailing_of(const struct zmr_col *c)
+{
+    json_object *t = json_object_new_array();
+    for (size_t k = 1; k < c->ndim; k++)
+        json_object_array_add(t, json_object_new_uint64(c->shape[k]));
+    return t;
+}
+
+/* Hold block b of an update to the sequence_schema: a block never declared
+ * is declared by its first presentation (dtype, trailing shape, nullable);
+ * a declared one presents exactly its declared columns, at the declared
+ * dtype and trailing shape. A zero-row block without columns (the update
+ * that empties a block) gets its declared columns with zero rows. A mask
+ * makes the column nullable (a union over the run). */
+static zmr_status declare_block(zmr_writer *w, zmr_frame *out, struct zmr_block *ob)
+{
+    json_object *bd, *cols;
+    if (is_reserved(ob->name, reserved_blocks))
+        return zmr_err(ZMR_EINVAL, "add_frame: block '%s' is reserved by the trajectory layout (step, time, meta, "
+                                   "box); a block cannot take it", ob->name);
+    if (!json_object_object_get_ex(w->schema_blocks, ob->name, &bd)) {
+        /* every block a trajectory carries is declared; one first presented
+         * empty has no columns to declare until it is presented with rows */
+        bd = json_object_new_object();
+        json_object_object_add(w->schema_blocks, ob->name, bd);
+    }
+    if (!json_object_object_get_ex(bd, "columns", &cols)) {
+        cols = json_object_new_object();
+        json_object_object_add(bd, "columns", cols);
+        /* a grid block's shape is pinned with its first presentation */
+        if (ob->structural_shape)
+            json_object_object_add(bd, "structural_shape", json_object_get(ob->structural_shape));
+    }
+    json_object *ss = NULL;
+    json_object_object_get_ex(bd, "structural_shape", &ss);
+    const char *want_ss = ss ? zmr_json_text(ss) : "null",
+               *got_ss = ob->structural_shape ? zmr_json_text(ob->structural_shape) : "null";
+    if (strcmp(want_ss, got_ss))
+        return zmr_err(ZMR_EINVAL, "add_frame: block %s has structural shape %s, sequence_schema declares %s (a "
+                                   "grid's row count is fixed)", ob->name, got_ss, want_ss);
+    if (ob->count == 0 && ob->ncols == 0) {
+        json_object_object_foreach(cols, cname, cd) {
+            json_object *d, *t;
+            zmr_dtype dt;
+            uint64_t shape[ZMR_MAX_NDIM] = {0};
+            size_t nd = 1;
+            json_object_object_get_ex(cd, "dtype", &d);
+            zmr_dtype_parse(json_object_get_string(d), &dt);
+            if (json_object_object_get_ex(cd, "trailing", &t))
+                for (size_t k = 0; k < json_object_array_length(t); k++)
+                    zmr_json_u64(json_object_array_get_idx(t, k), &shape[nd++]);
+            zmr_status st = dt == ZMR_STRING
+                                ? zmr_frame_add_string_column(out, ob->name, cname, shape, nd, "[]", NULL)
+                                : zmr_frame_add_column(out, ob->name, cname, dt, shape, nd, NULL, 0, NULL, 0);
+            if (st < 0)
+                return zmr_err_prefix(st, "add_frame: emptying a declared block");
+        }
+        return ZMR_OK;
+    }
+    bool fresh = json_object_object_length(cols) == 0;
+    for (size_t ci = 0; ci < ob->ncols; ci++) {
+        const struct zmr_col *c = &ob->cols[ci];
+        json_object *cd, *d, *t;
+        if (is_reserved(c->name, reserved_columns))
+            return zmr_err(ZMR_EINVAL, "add_frame: column %s/%s: '%s' is reserved by a block's own index (offset, "
+                                       "step_index, _validity)", ob->name, c->name, c->name);
+        if (!json_object_object_get_ex(cols, c->name, &cd)) {
+            if (!fresh)
+                return zmr_err(ZMR_EINVAL, "add_frame: column %s/%s is not declared in sequence_schema.blocks.%s "
+                                           "(the declaration is fixed by the first frame presenting the block)",
+                               ob->name, c->name, ob->name);
+            cd = json_object_new_object();
+            json_object_object_add(cd, "dtype", json_object_new_string(zmr_dtype_name(c->dtype)));
+            json_object_object_add(cols, c->name, cd);
+        }
+        json_object_object_get_ex(cd, "dtype", &d);
+        json_object *given = trailing_of(c);
+        bool have_t = json_object_object_get_ex(cd, "trailing", &t);
+        if (strcmp(json_object_get_string(d), zmr_dtype_name(c->dtype)) ||
+            (have_t && strcmp(zmr_json_text(t), zmr_json_text(given)))) {
+            char want[96], got[96];
+            shape_text(want, sizeof want, json_object_get_string(d), have_t ? t : NULL);
+            shape_text(got, sizeof got, zmr_dtype_name(c->dtype), given);
+            json_object_put(given);
+            return zmr_err(ZMR_EINVAL, "add_frame: column %s/%s is declared %s in sequence_schema, given %s",
+                           ob->name, c->name, want, got);
+        }
+        if (have_t)
+            json_object_put(given);
+        else
+            json_object_object_add(cd, "trailing", given);
+        if (c->validity && !json_object_object_get_ex(cd, "nullable", &t))
+            json_object_object_add(cd, "nullable", json_object_new_boolean(1));
+    }
+    if (!fresh && json_object_object_length(cols) != (int)ob->ncols) {
+        json_object_object_foreach(cols, cname, cd) {
+            bool found = false;
+            (void)cd;
+            for (size_t ci = 0; ci < ob->ncols && !found; ci++)
+                found = !strcmp(ob->cols[ci].name, cname);
+            if (!found)
+                return zmr_err(ZMR_EINVAL, "add_frame: block '%s' lacks column '%s' that sequence_schema declares "
+                                           "(an update presents all of a block's declared columns or none: leave "
+                                           "the block out to carry it forward)", ob->name, cname);
+        }
+    }
+    return ZMR_OK;
+}
+
+/* A trajectory block sharing its name with a system block is the per-step
+ * state of the system's rows: the same row count, and no column on both
+ * sides (a column is time-independent or not). */
+static zmr_status check_against_system(const zmr_writer *w, const struct zmr_block *ob)
+{
+    if (w->system == NULL)
+        return ZMR_OK;
+    size_t si;
+    if (zmr_frame_find_block(w->system, ob->name, &si) < 0)
+        return ZMR_OK;
+    const struct zmr_block *sb = &w->system->blocks[si];
+    if (sb->count != ob->count)
+        return zmr_err(ZMR_EINVAL, "add_frame: block %s has %llu rows but the record's system block %s has %llu "
+                                   "(blocks sharing a name align 1:1 by row)", ob->name,
+                       (unsigned long long)ob->count, sb->name, (unsigned long long)sb->count);
+    for (size_t k = 0; k < ob->ncols; k++)
+        for (size_t j = 0; j < sb->ncols; j++)
+            if (!strcmp(ob->cols[k].name, sb->cols[j].name))
+                return zmr_err(ZMR_EINVAL, "add_frame: column %s/%s is in both the system and the trajectory "
+                                           "(a column is time-independent or not)", ob->name, ob->cols[k].name);
+    return ZMR_OK;
+}
+
+zmr_status zmr_writer_begin_trajectory(zmr_writer *w)
+{
+    if (w == NULL)
+        return zmr_err(ZMR_EINVAL, "begin_trajectory: NULL writer");
+    if (w->failed)
+        return refuse_failed(w, "begin_trajectory");
+    if (!w->in_record)
+        return zmr_err(ZMR_ESTATE, "begin_trajectory: no record begun (begin_record first)");
+    w->rec_traj = true;
     return ZMR_OK;
 }
 
@@ -414,9 +707,10 @@ zmr_status zmr_writer_add_frame(zmr_writer *w, zmr_frame *u)
 {
     if (w == NULL || u == NULL || u->kind != ZMR_FRAME_UPDATE)
         return zmr_err(ZMR_EINVAL, "add_frame: need a writer and a ZMR_FRAME_UPDATE frame");
-    if (w->failed || !w->in_record)
-        return zmr_err(ZMR_ESTATE, "add_frame: %s",
-                       w->failed ? "the writer failed earlier" : "no record begun (begin_record first)");
+    if (w->failed)
+        return refuse_failed(w, "add_frame");
+    if (!w->in_record)
+        return zmr_err(ZMR_ESTATE, "add_frame: no record begun (begin_record first)");
     zmr_frame *out;
     zmr_status st = zmr_frame_create(&out, ZMR_FRAME_UPDATE);
     if (st < 0)
@@ -433,9 +727,10 @@ zmr_status zmr_writer_add_frame(zmr_writer *w, zmr_frame *u)
     json_object_object_foreach(w->schema_meta, key, decl) {
         zmr_tag tag;
         json_object *fill, *val;
-        zmr_schema_meta_decl(decl, key, &tag, &fill);
+        bool has_fill;
+        zmr_schema_meta_decl(decl, key, &tag, &fill, &has_fill);
         if (!json_object_object_get_ex(u->meta, key, &val)) {
-            if (fill == NULL) {
+            if (!has_fill) {
                 zmr_frame_free(out);
                 return zmr_err(ZMR_EINVAL, "add_frame: declared meta key '%s' missing and it has no fill", key);
             }
@@ -449,27 +744,54 @@ zmr_status zmr_writer_add_frame(zmr_writer *w, zmr_frame *u)
         json_object_object_add(out->meta, key, json_object_get(val));
     }
     out->has_step = true;
-    out->step = u->has_step ? u->step : (int64_t)w->rec_frames;
+    out->step = u->has_step ? u->step : (w->rec_frames ? w->last_step + 1 : 0);
+    if (w->rec_frames > 0 && out->step <= w->last_step) {
+        long long bad = (long long)out->step;
+        zmr_frame_free(out);
+        return zmr_err(ZMR_EINVAL, "add_frame: step %lld after step %lld: steps increase strictly within a record",
+                       bad, (long long)w->last_step);
+    }
+    if (w->rec_frames > 0 && u->has_time != w->rec_timed) {
+        zmr_frame_free(out);
+        return zmr_err(ZMR_EINVAL, "add_frame: frame %llu %s a time but the record's first frame %s (time is all "
+                                   "or nothing within a record)", (unsigned long long)w->rec_frames,
+                       u->has_time ? "has" : "lacks", w->rec_timed ? "has one" : "has none");
+    }
+    if (u->has_box && w->rec_boxed && u->box.cell_defined != w->rec_cell_defined) {
+        zmr_frame_free(out);
+        return zmr_err(ZMR_EINVAL, "add_frame: the cell's cell_defined changes within the record (one flag for the "
+                                   "record's cell section)");
+    }
     out->has_time = u->has_time;
     out->time = u->time;
+    /* blocks: checked against the declaration and the system first: nothing
+     * below may fail on the caller's data once the carried state changes */
+    for (size_t bi = 0; bi < u->nblocks && st == ZMR_OK; bi++) {
+        st = zmr_frame_put_block_copy(out, &u->blocks[bi]);
+        if (st == ZMR_OK)
+            st = declare_block(w, out, &out->blocks[out->nblocks - 1]);
+        if (st == ZMR_OK)
+            st = check_against_system(w, &out->blocks[out->nblocks - 1]);
+    }
+    if (st < 0) {
+        zmr_frame_free(out);
+        return fail_writer(w, st); /* the declaration may have grown */
+    }
     if (u->has_box && (!w->state->has_box || memcmp(&u->box, &w->state->box, sizeof u->box))) {
         out->has_box = true;
         out->box = u->box;
         w->state->has_box = true;
         w->state->box = u->box;
     }
-    /* blocks: round by the schema, then keep only those that changed */
-    for (size_t bi = 0; bi < u->nblocks && st == ZMR_OK; bi++) {
-        const struct zmr_block *b = &u->blocks[bi];
-        for (size_t ci = 0; ci < b->ncols && st == ZMR_OK; ci++)
-            st = schema_dtype_check(w, b->name, &b->cols[ci]);
-        if (st == ZMR_OK)
-            st = zmr_frame_put_block_copy(out, b);
-        if (st < 0)
-            break;
-        struct zmr_block *ob = &out->blocks[out->nblocks - 1];
+    if (u->has_box) {
+        w->rec_boxed = true;
+        w->rec_cell_defined = u->box.cell_defined;
+    }
+    /* round by the schema, then keep only the blocks that changed */
+    for (size_t bi = 0; bi < out->nblocks && st == ZMR_OK;) {
+        struct zmr_block *ob = &out->blocks[bi];
         for (size_t ci = 0; ci < ob->ncols; ci++) {
-            double pr = ob->cols[ci].dtype == ZMR_F64 ? schema_precision(w, b->name, ob->cols[ci].name) : 0.0;
+            double pr = ob->cols[ci].dtype == ZMR_F64 ? schema_precision(w, ob->name, ob->cols[ci].name) : 0.0;
             if (pr != 0.0) {
                 double *d = ob->cols[ci].data;
                 for (uint64_t e = 0; e < ob->cols[ci].nelem; e++)
@@ -477,24 +799,25 @@ zmr_status zmr_writer_add_frame(zmr_writer *w, zmr_frame *u)
             }
         }
         size_t si;
-        if (w->rec_frames > 0 && zmr_frame_find_block(w->state, b->name, &si) == ZMR_OK &&
+        if (w->rec_frames > 0 && zmr_frame_find_block(w->state, ob->name, &si) == ZMR_OK &&
             zmr_block_equal(&w->state->blocks[si], ob)) {
-            zmr_frame_remove_block(out, out->nblocks - 1);
+            zmr_frame_remove_block(out, bi);
             continue;
         }
         st = zmr_frame_put_block_copy(w->state, ob);
+        bi++;
     }
     if (st == ZMR_OK && zmr_frame_check_targets(w->state, w->system, w->state) < 0)
         st = zmr_err_prefix(ZMR_EINVAL, "add_frame");
     void *v = NULL;
     size_t n = 0;
+    int64_t out_step = out->step;
     if (st == ZMR_OK)
         st = zmr_frame_encode(out, &v, &n);
     if (st < 0) {
         /* the carried state may already hold this frame's blocks */
         zmr_frame_free(out);
-        w->failed = true;
-        return st;
+        return fail_writer(w, st);
     }
     size_t ab;
     if (!w->atoms_known && zmr_frame_find_block(w->state, "atoms", &ab) == ZMR_OK) {
@@ -502,22 +825,46 @@ zmr_status zmr_writer_add_frame(zmr_writer *w, zmr_frame *u)
         w->natoms[w->n_records - 1] = w->state->blocks[ab].count;
     }
     zmr_frame_free(out);
+    w->last_step = out_step;
+    w->rec_timed = u->has_time;
     unsigned char k[9];
     key_of(k, 'f', w->n_frames_total + w->rec_frames);
-    if ((st = push(w, k, 9, v, n)) < 0) {
-        w->failed = true;
-        return st;
-    }
+    if ((st = push(w, k, 9, v, n)) < 0)
+        return fail_writer(w, st);
     w->rec_frames++;
     return ZMR_OK;
+}
+
+/* The declaration as written: every column {"dtype", "trailing",
+ * "precision"?, "nullable"?} in that order, "trailing" [] for a column no
+ * frame presented and that none was given for. */
+static void fix_blocks(zmr_writer *w)
+{
+    json_object_object_foreach(w->schema_blocks, bname, bd) {
+        json_object *cols, *nc = json_object_new_object();
+        (void)bname;
+        if (json_object_object_get_ex(bd, "columns", &cols)) {
+            json_object_object_foreach(cols, cname, cd) {
+                json_object *n = json_object_new_object(), *x;
+                static const char *const order[] = {"dtype", "trailing", "precision", "nullable"};
+                for (int k = 0; k < 4; k++) {
+                    if (json_object_object_get_ex(cd, order[k], &x))
+                        json_object_object_add(n, order[k], json_object_get(x));
+                    else if (k == 1)
+                        json_object_object_add(n, "trailing", json_object_new_array());
+                }
+                json_object_object_add(nc, cname, n);
+            }
+        }
+        json_object_object_add(bd, "columns", nc);
+    }
 }
 
 zmr_status zmr_writer_commit(zmr_writer *w)
 {
     if (w == NULL)
         return zmr_err(ZMR_EINVAL, "commit: NULL writer");
-    zmr_status st = w->failed ? zmr_err(ZMR_ESTATE, "commit: the writer failed earlier; nothing committed")
-                              : end_record(w);
+    zmr_status st = w->failed ? refuse_failed(w, "commit") : end_record(w);
     zmr_frame *idx = NULL;
     void *iv = NULL;
     size_t in = 0;
@@ -526,7 +873,15 @@ zmr_status zmr_writer_commit(zmr_writer *w)
         st = zmr_frame_create(&idx, ZMR_FRAME_INDEX);
     if (st == ZMR_OK) {
         uint64_t R = w->n_records, shape[1] = {R};
-        st = zmr_frame_add_block(idx, "records", R);
+        /* the collection's own columns first, then the binding's four */
+        if (w->own && w->own->blocks[0].count != R)
+            st = zmr_err(ZMR_EINVAL, "commit: the index columns hold %llu rows but the collection has %llu "
+                                     "records; nothing committed", (unsigned long long)w->own->blocks[0].count,
+                         (unsigned long long)R);
+        else if (w->own)
+            st = zmr_frame_put_block_copy(idx, &w->own->blocks[0]);
+        else
+            st = zmr_frame_add_block(idx, "records", R);
         if (st == ZMR_OK)
             st = zmr_frame_add_column(idx, "records", "first_frame", ZMR_U64, shape, 1, w->first, R * 8, NULL, 0);
         if (st == ZMR_OK)
@@ -540,6 +895,7 @@ zmr_status zmr_writer_commit(zmr_writer *w)
             st = zmr_frame_encode(idx, &iv, &in);
     }
     if (st == ZMR_OK) {
+        fix_blocks(w);
         json_object *m = json_object_new_object();
         json_object_object_add(m, "layout", json_object_new_string("mrec-lmdb"));
         json_object_object_add(m, "layout_version", json_object_new_int(ZMR_LAYOUT_VERSION));

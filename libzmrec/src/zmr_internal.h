@@ -41,9 +41,12 @@ ZMR_HIDDEN int zmr_json_int(json_object *o, int *neg, int64_t *i, uint64_t *u);
 ZMR_HIDDEN int zmr_json_u64(json_object *o, uint64_t *u);
 /* Read f64 typed value (number, "NaN", "Infinity", "-Infinity"). */
 ZMR_HIDDEN int zmr_json_f64(json_object *o, double *d);
-/* A decl in sequence_schema.meta: tag string or {"type": tag, "fill": v}. */
+/* A decl in sequence_schema.meta: {"dtype": tag, "fill": v} (fill optional;
+ * JSON null is a fill for a json key only), or the earlier forms
+ * {"type": tag, "fill": v} and a bare tag string. *fill is NULL when absent
+ * or null; *has_fill (may be NULL) says which. */
 ZMR_HIDDEN zmr_status zmr_schema_meta_decl(json_object *decl, const char *key, zmr_tag *tag,
-                                           json_object **fill);
+                                           json_object **fill, bool *has_fill);
 
 /* Frame internals used by the reader and writer. */
 struct zmr_col {

@@ -524,7 +524,10 @@ static void test_roundtrip(void **state)
     size_t b;
     OK(zmr_frame_find_block(f, "extra", &b));
     assert_int_equal(zmr_frame_block_count(f, b), 0);
-    assert_int_equal(zmr_frame_ncolumns(f, b), 0);
+    /* the emptying update carries the declared columns with zero rows */
+    assert_int_equal(zmr_frame_ncolumns(f, b), 1);
+    OK(zmr_frame_find_column(f, "extra", "v", &c));
+    assert_true(c.dtype == ZMR_I32 && c.shape[0] == 0 && c.nbytes == 0);
     OK(zmr_frame_find_column(f, "atoms", "position", &c));
     assert_true(((const double *)c.data)[0] == 1.0);
     zmr_frame_free(f);
@@ -1087,6 +1090,606 @@ static void test_trajectory_references(void **state)
                    "not below /system/atoms's 3 rows");
 }
 
+/* ------------------------------------------------------------ the public
+ * reference layout's byte-level example: the two-record H2O2 conformer
+ * collection, rebuilt by hand (header texts, lengths and payloads as the
+ * example states them), read, then written by this library and compared
+ * value for value. */
+
+static const double CONF_X[4] = {0.8212890625, -0.0517578125, -0.0078125, -0.8369140625};
+static const double CONF_Y[4] = {0.900390625, 0.751953125, -0.751953125, -0.876953125};
+static const double CONF_Z[4] = {0.4345703125, -0.017578125, -0.0126953125, 0.375};
+
+/* "MRF1" | u32le len | header | zero pad to 8 | payload */
+static unsigned char *mrf1(const char *hdr, const void *payload, size_t plen, size_t *len)
+{
+    size_t h = strlen(hdr), head = (8 + h + 7) / 8 * 8;
+    unsigned char *v = calloc(1, head + plen + 1);
+    memcpy(v, "MRF1", 4);
+    v[4] = (unsigned char)h;
+    v[5] = (unsigned char)(h >> 8);
+    memcpy(v + 8, hdr, h);
+    if (plen)
+        memcpy(v + head, payload, plen);
+    *len = head + plen;
+    return v;
+}
+
+/* f value: atoms x/y/z (x[0] replaced by x0) at step, pe; blocks == 0: none */
+static unsigned char *conf_update(int blocks, double x0, int step, const char *pe, size_t *len)
+{
+    char hdr[512];
+    double pay[12];
+    if (!blocks) {
+        snprintf(hdr, sizeof hdr, "{\"blocks\":{},\"meta\":{\"pe\":%s},\"step\":%d}", pe, step);
+        return mrf1(hdr, NULL, 0, len);
+    }
+    snprintf(hdr, sizeof hdr,
+             "{\"blocks\":{\"atoms\":{\"count\":4,\"structural_shape\":null,\"columns\":{"
+             "\"x\":{\"dtype\":\"f64\",\"shape\":[4],\"offset\":0},"
+             "\"y\":{\"dtype\":\"f64\",\"shape\":[4],\"offset\":32},"
+             "\"z\":{\"dtype\":\"f64\",\"shape\":[4],\"offset\":64}}}},"
+             "\"meta\":{\"pe\":%s},\"step\":%d}", pe, step);
+    memcpy(pay, CONF_X, 32);
+    memcpy(pay + 4, CONF_Y, 32);
+    memcpy(pay + 8, CONF_Z, 32);
+    pay[0] = x0;
+    return mrf1(hdr, pay, sizeof pay, len);
+}
+
+static const char CONF_SYSTEM_HDR[] =
+    "{\"blocks\":{\"atoms\":{\"count\":4,\"structural_shape\":null,\"columns\":{"
+    "\"element\":{\"dtype\":\"string\",\"shape\":[4],\"values\":[\"H\",\"O\",\"O\",\"H\"]},"
+    "\"type\":{\"dtype\":\"string\",\"shape\":[4],\"values\":[\"H1\",\"O1\",\"O1\",\"H1\"]}}},"
+    "\"bonds\":{\"count\":3,\"structural_shape\":null,\"columns\":{"
+    "\"type\":{\"dtype\":\"string\",\"shape\":[3],\"values\":[\"O1-H1\",\"O1-O1\",\"O1-H1\"]},"
+    "\"atomi\":{\"dtype\":\"u64\",\"shape\":[3],\"offset\":0},"
+    "\"atomj\":{\"dtype\":\"u64\",\"shape\":[3],\"offset\":24}}}},"
+    "\"meta\":{\"smiles\":\"OO\",\"total_charge\":0},\"meta_types\":{\"smiles\":\"string\",\"total_charge\":\"i64\"}}";
+
+static const char CONF_INDEX_HDR[] =
+    "{\"blocks\":{\"records\":{\"count\":2,\"structural_shape\":null,\"columns\":{"
+    "\"smiles\":{\"dtype\":\"string\",\"shape\":[2],\"values\":[\"OO\",\"OO\"]},"
+    "\"first_frame\":{\"dtype\":\"u64\",\"shape\":[2],\"offset\":0},"
+    "\"n_frames\":{\"dtype\":\"u64\",\"shape\":[2],\"offset\":16},"
+    "\"n_atoms\":{\"dtype\":\"u64\",\"shape\":[2],\"offset\":32},"
+    "\"has_trajectory\":{\"dtype\":\"bool\",\"shape\":[2],\"offset\":48}}}},\"meta\":{}}";
+
+static const char CONF_META[] =
+    "{\"layout\":\"mrec-lmdb\",\"layout_version\":1,\"collection\":{\"units\":{\"length\":\"angstrom\","
+    "\"energy\":\"kcal/mol\"},\"molrec_version\":2},\"sequence_schema\":{\"blocks\":{\"atoms\":{\"columns\":{"
+    "\"x\":{\"dtype\":\"f64\",\"trailing\":[],\"precision\":0.001},"
+    "\"y\":{\"dtype\":\"f64\",\"trailing\":[],\"precision\":0.001},"
+    "\"z\":{\"dtype\":\"f64\",\"trailing\":[],\"precision\":0.001}}}},"
+    "\"meta\":{\"pe\":{\"dtype\":\"f64\"}}},\"n_records\":2,\"n_frames\":5}";
+
+#define CONF_X0 0.8203125 /* frame 0's x[0] (on the 2^-10 grid) */
+
+static unsigned char *conf_value(int which, size_t *len)
+{
+    /* which: 0..4 f/j, 5 s/r, 6 index */
+    static const int blocks[5] = {1, 1, 0, 1, 1}, step[5] = {0, 1, 2, 0, 1};
+    static const char *const pe[5] = {"-12.4", "-12.3", "-12.2", "-12.4", "-12.3"};
+    if (which < 5)
+        return conf_update(blocks[which], step[which] == 0 ? CONF_X0 : CONF_X[0], step[which], pe[which], len);
+    if (which == 5) {
+        uint64_t pay[6] = {0, 1, 2, 1, 2, 3};
+        return mrf1(CONF_SYSTEM_HDR, pay, sizeof pay, len);
+    }
+    uint64_t pay[7] = {0, 3, 3, 2, 4, 4, 0};
+    unsigned char *p = (unsigned char *)&pay[6];
+    p[0] = p[1] = 1;
+    return mrf1(CONF_INDEX_HDR, pay, sizeof pay, len);
+}
+
+static void put_conformers(const char *path)
+{
+    unsigned char k[9];
+    size_t n;
+    raw_put(path, "meta", 4, CONF_META, strlen(CONF_META));
+    unsigned char *v = conf_value(6, &n);
+    assert_int_equal(n, 8 + 353 + 7 + 56); /* header 353 B, pad 7 B, payload 56 B */
+    raw_put(path, "index", 5, v, n);
+    free(v);
+    for (uint64_t r = 0; r < 2; r++) {
+        char m[40];
+        snprintf(m, sizeof m, "{\"record_id\":\"h2o2-%d\"}", (int)r);
+        fkey(k, 'r', r);
+        raw_put(path, k, 9, m, strlen(m));
+        v = conf_value(5, &n);
+        assert_int_equal(n, 8 + 523 + 5 + 48);
+        fkey(k, 's', r);
+        raw_put(path, k, 9, v, n);
+        free(v);
+    }
+    for (uint64_t j = 0; j < 5; j++) {
+        v = conf_value((int)j, &n);
+        assert_int_equal(n, j == 2 ? 8 + 42 + 6 : 8 + 228 + 4 + 96);
+        fkey(k, 'f', j);
+        raw_put(path, k, 9, v, n);
+        free(v);
+    }
+}
+
+static void test_layout_example_read(void **state)
+{
+    fixture *fx = *state;
+    put_conformers(fx->path);
+    OK(zmr_validate(fx->path, 0));
+    zmr_reader *r;
+    OK(zmr_open(&r, fx->path, 0));
+    assert_int_equal(zmr_n_records(r), 2);
+    assert_int_equal(zmr_n_frames(r), 5);
+    assert_int_equal(zmr_molrec_version(r), 2);
+    uint64_t first, nf, na;
+    bool ht;
+    OK(zmr_record_info(r, 1, &first, &nf, &na, &ht));
+    assert_true(first == 3 && nf == 2 && na == 4 && ht);
+    /* frame 2 holds no blocks: atoms carry forward from frame 1 */
+    zmr_frame *f;
+    OK(zmr_read_update(r, 0, 2, &f));
+    assert_int_equal(zmr_frame_nblocks(f), 0);
+    zmr_frame_free(f);
+    OK(zmr_read_frame(r, 0, 2, &f));
+    zmr_column c;
+    OK(zmr_frame_find_column(f, "atoms", "y", &c));
+    assert_memory_equal(c.data, CONF_Y, 32);
+    zmr_value v;
+    OK(zmr_frame_get_meta(f, "pe", &v));
+    assert_true(v.tag == ZMR_TAG_F64 && v.f[0] == -12.2);
+    int64_t step;
+    assert_true(zmr_frame_get_step(f, &step) && step == 2);
+    zmr_frame_free(f);
+    OK(zmr_read_frame(r, 1, 0, &f));
+    OK(zmr_frame_find_column(f, "atoms", "x", &c));
+    assert_true(((const double *)c.data)[0] == CONF_X0);
+    zmr_frame_free(f);
+    OK(zmr_read_system(r, 0, &f));
+    OK(zmr_frame_get_meta(f, "total_charge", &v));
+    assert_true(v.tag == ZMR_TAG_I64 && v.i[0] == 0);
+    OK(zmr_frame_find_column(f, "bonds", "atomj", &c));
+    assert_int_equal(((const uint64_t *)c.data)[2], 3);
+    zmr_frame_free(f);
+    char *meta;
+    OK(zmr_read_record_meta(r, 1, &meta));
+    assert_string_equal(meta, "{\"record_id\":\"h2o2-1\"}");
+    zmr_free(meta);
+    zmr_close(r);
+}
+
+/* The conformer collection through this library's writer. */
+static void write_conformers(const char *path)
+{
+    zmr_writer *w;
+    OK(zmr_writer_create(&w, path, "{\"units\":{\"length\":\"angstrom\",\"energy\":\"kcal/mol\"},\"molrec_version\":2}",
+                         "{\"blocks\":{\"atoms\":{\"columns\":{"
+                         "\"x\":{\"dtype\":\"f64\",\"trailing\":[],\"precision\":0.001},"
+                         "\"y\":{\"dtype\":\"f64\",\"precision\":0.001},"
+                         "\"z\":{\"dtype\":\"f64\",\"trailing\":[],\"precision\":0.001}}}},"
+                         "\"meta\":{\"pe\":{\"dtype\":\"f64\"}}}"));
+    for (int r = 0; r < 2; r++) {
+        zmr_frame *s;
+        OK(zmr_frame_create(&s, ZMR_FRAME_SYSTEM));
+        uint64_t s4[1] = {4}, s3[1] = {3}, ai[3] = {0, 1, 2}, aj[3] = {1, 2, 3};
+        OK(zmr_frame_add_block(s, "atoms", 4));
+        OK(zmr_frame_add_string_column(s, "atoms", "element", s4, 1, "[\"H\",\"O\",\"O\",\"H\"]", NULL));
+        OK(zmr_frame_add_string_column(s, "atoms", "type", s4, 1, "[\"H1\",\"O1\",\"O1\",\"H1\"]", NULL));
+        OK(zmr_frame_add_block(s, "bonds", 3));
+        OK(zmr_frame_add_string_column(s, "bonds", "type", s3, 1, "[\"O1-H1\",\"O1-O1\",\"O1-H1\"]", NULL));
+        OK(zmr_frame_add_column(s, "bonds", "atomi", ZMR_U64, s3, 1, ai, 24, NULL, 0));
+        OK(zmr_frame_add_column(s, "bonds", "atomj", ZMR_U64, s3, 1, aj, 24, NULL, 0));
+        OK(zmr_frame_set_meta(s, "smiles", ZMR_TAG_STRING, "\"OO\""));
+        OK(zmr_frame_set_meta(s, "total_charge", ZMR_TAG_I64, "0"));
+        char m[40];
+        snprintf(m, sizeof m, "{\"record_id\":\"h2o2-%d\"}", r);
+        OK(zmr_writer_begin_record(w, m, s, NULL));
+        zmr_frame_free(s);
+        for (int k = 0; k < (r ? 2 : 3); k++) {
+            zmr_frame *u;
+            OK(zmr_frame_create(&u, ZMR_FRAME_UPDATE));
+            OK(zmr_frame_add_block(u, "atoms", 4));
+            double x[4];
+            memcpy(x, CONF_X, sizeof x);
+            x[0] = k == 0 ? CONF_X0 : CONF_X[0];
+            OK(zmr_frame_add_column(u, "atoms", "x", ZMR_F64, s4, 1, x, 32, NULL, 0));
+            OK(zmr_frame_add_column(u, "atoms", "y", ZMR_F64, s4, 1, CONF_Y, 32, NULL, 0));
+            OK(zmr_frame_add_column(u, "atoms", "z", ZMR_F64, s4, 1, CONF_Z, 32, NULL, 0));
+            OK(zmr_frame_set_meta(u, "pe", ZMR_TAG_F64, k == 0 ? "-12.4" : k == 1 ? "-12.3" : "-12.2"));
+            OK(zmr_writer_add_frame(w, u));
+            zmr_frame_free(u);
+        }
+    }
+    zmr_frame *idx;
+    OK(zmr_frame_create(&idx, ZMR_FRAME_INDEX));
+    OK(zmr_frame_add_block(idx, "records", 2));
+    uint64_t s2[1] = {2};
+    OK(zmr_frame_add_string_column(idx, "records", "n_atoms", s2, 1, "[\"OO\",\"OO\"]", NULL));
+    assert_int_equal(zmr_writer_set_index(w, idx), ZMR_EINVAL);
+    HAS("index column 'n_atoms' is the binding's own");
+    zmr_frame_free(idx);
+    OK(zmr_frame_create(&idx, ZMR_FRAME_INDEX));
+    OK(zmr_frame_add_block(idx, "records", 2));
+    OK(zmr_frame_add_string_column(idx, "records", "smiles", s2, 1, "[\"OO\",\"OO\"]", NULL));
+    OK(zmr_writer_set_index(w, idx));
+    zmr_frame_free(idx);
+    OK(zmr_writer_commit(w));
+}
+
+static void test_layout_example_write(void **state)
+{
+    fixture *fx = *state;
+    write_conformers(fx->path);
+    OK(zmr_validate(fx->path, 0));
+    unsigned char k[9];
+    size_t n, m;
+    for (uint64_t j = 0; j < 5; j++) {
+        fkey(k, 'f', j);
+        unsigned char *got = raw_get(fx->path, k, 9, &n), *want = conf_value((int)j, &m);
+        assert_int_equal(n, m);
+        assert_memory_equal(got, want, n); /* byte for byte as the example */
+        free(got);
+        free(want);
+    }
+    /* the index: own column smiles first, then the binding's four */
+    unsigned char *got = raw_get(fx->path, "index", 5, &n), *want = conf_value(6, &m);
+    assert_int_equal(n, m);
+    assert_memory_equal(got, want, n);
+    free(got);
+    free(want);
+    zmr_reader *r;
+    OK(zmr_open(&r, fx->path, 0));
+    zmr_frame *idx;
+    OK(zmr_read_index(r, &idx));
+    zmr_column c;
+    OK(zmr_frame_find_column(idx, "records", "smiles", &c));
+    assert_string_equal(c.strings[1], "OO");
+    zmr_frame_free(idx);
+    zmr_close(r);
+    fkey(k, 's', 1);
+    got = raw_get(fx->path, k, 9, &n);
+    want = conf_value(5, &m);
+    assert_int_equal(n, m);
+    assert_memory_equal(got, want, n);
+    free(got);
+    free(want);
+    char *meta = raw_get(fx->path, "meta", 4, &n);
+    meta = realloc(meta, n + 1);
+    meta[n] = '\0';
+    /* the declaration in the layout's form, trailing shapes stated */
+    assert_non_null(strstr(meta, "\"meta\":{\"pe\":{\"dtype\":\"f64\"}}"));
+    assert_non_null(strstr(meta, "\"y\":{\"dtype\":\"f64\",\"trailing\":[],\"precision\":0.001}"));
+    assert_non_null(strstr(meta, "\"sequence_schema\":{\"blocks\":{\"atoms\":{\"columns\":{\"x\":{\"dtype\":\"f64\","
+                                 "\"trailing\":[],\"precision\":0.001}"));
+    free(meta);
+}
+
+/* Declarations: the layout's {"dtype"} form written; the earlier {"type"}
+ * form and bare tags still read; trailing shapes derived and held. */
+static void test_schema_declarations(void **state)
+{
+    fixture *fx = *state;
+    zmr_writer *w;
+    assert_int_equal(zmr_writer_create(&w, fx->path, NULL, "{\"meta\":{\"e\":{\"dtype\":\"f64\",\"fill\":null}}}"),
+                     ZMR_EINVAL);
+    HAS("fill null is a fill for a json key only");
+    assert_int_equal(zmr_writer_create(&w, fx->path, NULL, "{\"meta\":{\"e\":{\"fill\":1}}}"), ZMR_EINVAL);
+    HAS("needs \"dtype\"");
+    assert_int_equal(zmr_writer_create(&w, fx->path, NULL, "{\"blocks\":{\"box\":{}}}"), ZMR_EINVAL);
+    HAS("reserved");
+    assert_int_equal(zmr_writer_create(&w, fx->path, NULL, "{\"blocks\":{\"a\":{\"columns\":{\"v\":{}}}}}"),
+                     ZMR_EINVAL);
+    HAS("column a/v needs \"dtype\"");
+    assert_int_equal(
+        zmr_writer_create(&w, fx->path, NULL, "{\"blocks\":{\"a\":{\"columns\":{\"v\":{\"dtype\":\"f64\",\"trailing\":[-1]}}}}}"),
+        ZMR_EINVAL);
+    HAS("trailing must be an array");
+    OK(zmr_writer_create(&w, fx->path, NULL,
+                         "{\"blocks\":{\"atoms\":{\"columns\":{\"v\":{\"dtype\":\"f64\",\"trailing\":[3]}}}},"
+                         "\"meta\":{\"old\":{\"type\":\"u64\",\"fill\":\"18446744073709551615\"},\"bare\":\"i32\","
+                         "\"doc\":{\"dtype\":\"json\",\"fill\":null}}}"));
+    OK(zmr_writer_begin_record(w, NULL, NULL, NULL));
+    uint64_t s23[2] = {2, 3}, s2[1] = {2};
+    double d[6] = {0};
+    zmr_frame *u;
+    OK(zmr_frame_create(&u, ZMR_FRAME_UPDATE));
+    OK(zmr_frame_add_block(u, "atoms", 2));
+    OK(zmr_frame_add_column(u, "atoms", "v", ZMR_F64, s23, 2, d, 48, NULL, 0));
+    OK(zmr_frame_add_block(u, "grid", 2));
+    uint8_t valid[2] = {1, 0};
+    OK(zmr_frame_add_column(u, "grid", "g", ZMR_F64, s23, 2, d, 48, valid, 0));
+    OK(zmr_frame_set_meta(u, "bare", ZMR_TAG_I32, "-3"));
+    OK(zmr_writer_add_frame(w, u));
+    zmr_frame_free(u);
+    /* a later frame must match the declaration the first one fixed */
+    OK(zmr_frame_create(&u, ZMR_FRAME_UPDATE));
+    OK(zmr_frame_add_block(u, "grid", 2));
+    OK(zmr_frame_add_column(u, "grid", "g", ZMR_F64, s2, 1, d, 16, NULL, 0));
+    OK(zmr_frame_set_meta(u, "bare", ZMR_TAG_I32, "1"));
+    assert_int_equal(zmr_writer_add_frame(w, u), ZMR_EINVAL);
+    HAS("column grid/g is declared f64[N][3] in sequence_schema, given f64[N]");
+    zmr_frame_free(u);
+    zmr_writer_abort(w);
+    remove(fx->path);
+    char lock[700];
+    snprintf(lock, sizeof lock, "%s-lock", fx->path);
+    remove(lock);
+
+    OK(zmr_writer_create(&w, fx->path, NULL,
+                         "{\"blocks\":{\"atoms\":{\"columns\":{\"v\":{\"dtype\":\"f64\",\"trailing\":[3]},"
+                         "\"w\":{\"dtype\":\"i32\"}}}},"
+                         "\"meta\":{\"old\":{\"type\":\"u64\",\"fill\":\"18446744073709551615\"},\"bare\":\"i32\","
+                         "\"doc\":{\"dtype\":\"json\",\"fill\":null}}}"));
+    OK(zmr_writer_begin_record(w, NULL, NULL, NULL));
+    int32_t iw[2] = {1, 2};
+    for (int k = 0; k < 3; k++) {
+        OK(zmr_frame_create(&u, ZMR_FRAME_UPDATE));
+        OK(zmr_frame_add_block(u, "atoms", k == 2 ? 0 : 2));
+        if (k < 2) {
+            OK(zmr_frame_add_column(u, "atoms", "v", ZMR_F64, s23, 2, d, 48, NULL, 0));
+            OK(zmr_frame_add_column(u, "atoms", "w", ZMR_I32, s2, 1, iw, 8, k ? valid : NULL, 0));
+        }
+        OK(zmr_frame_set_meta(u, "bare", ZMR_TAG_I32, "7"));
+        OK(zmr_frame_set_step(u, 10 * k));
+        OK(zmr_writer_add_frame(w, u));
+        zmr_frame_free(u);
+    }
+    OK(zmr_frame_create(&u, ZMR_FRAME_UPDATE));
+    OK(zmr_frame_set_meta(u, "bare", ZMR_TAG_I32, "7"));
+    OK(zmr_frame_set_step(u, 20));
+    assert_int_equal(zmr_writer_add_frame(w, u), ZMR_EINVAL);
+    HAS("step 20 after step 20: steps increase strictly");
+    zmr_frame_free(u);
+    zmr_writer_abort(w);
+    remove(fx->path);
+    remove(lock);
+
+    /* the same, committed: then read back */
+    OK(zmr_writer_create(&w, fx->path, NULL,
+                         "{\"blocks\":{\"atoms\":{\"columns\":{\"v\":{\"dtype\":\"f64\",\"trailing\":[3]},"
+                         "\"w\":{\"dtype\":\"i32\"},\"never\":{\"dtype\":\"string\"}}}},"
+                         "\"meta\":{\"old\":{\"type\":\"u64\",\"fill\":\"18446744073709551615\"},\"bare\":\"i32\","
+                         "\"doc\":{\"dtype\":\"json\",\"fill\":null}}}"));
+    OK(zmr_writer_begin_record(w, NULL, NULL, NULL));
+    OK(zmr_frame_create(&u, ZMR_FRAME_UPDATE));
+    OK(zmr_frame_add_block(u, "atoms", 2));
+    OK(zmr_frame_add_column(u, "atoms", "v", ZMR_F64, s23, 2, d, 48, NULL, 0));
+    OK(zmr_frame_add_column(u, "atoms", "w", ZMR_I32, s2, 1, iw, 8, valid, 0));
+    OK(zmr_frame_set_meta(u, "bare", ZMR_TAG_I32, "7"));
+    assert_int_equal(zmr_writer_add_frame(w, u), ZMR_EINVAL);
+    HAS("block 'atoms' lacks column 'never' that sequence_schema declares");
+    zmr_frame_free(u);
+    zmr_writer_abort(w);
+    remove(fx->path);
+    remove(lock);
+
+    OK(zmr_writer_create(&w, fx->path, NULL,
+                         "{\"blocks\":{\"atoms\":{\"columns\":{\"v\":{\"dtype\":\"f64\",\"trailing\":[3]},"
+                         "\"w\":{\"dtype\":\"i32\"}}}},"
+                         "\"meta\":{\"old\":{\"type\":\"u64\",\"fill\":\"18446744073709551615\"},\"bare\":\"i32\","
+                         "\"doc\":{\"dtype\":\"json\",\"fill\":null}}}"));
+    OK(zmr_writer_begin_record(w, NULL, NULL, NULL));
+    for (int k = 0; k < 2; k++) {
+        OK(zmr_frame_create(&u, ZMR_FRAME_UPDATE));
+        OK(zmr_frame_add_block(u, "atoms", k ? 0 : 2));
+        if (!k) {
+            OK(zmr_frame_add_column(u, "atoms", "v", ZMR_F64, s23, 2, d, 48, NULL, 0));
+            OK(zmr_frame_add_column(u, "atoms", "w", ZMR_I32, s2, 1, iw, 8, valid, 0));
+        }
+        OK(zmr_frame_set_meta(u, "bare", ZMR_TAG_I32, "7"));
+        OK(zmr_writer_add_frame(w, u));
+        zmr_frame_free(u);
+    }
+    OK(zmr_writer_commit(w));
+    OK(zmr_validate(fx->path, 0));
+    size_t n;
+    char *meta = raw_get(fx->path, "meta", 4, &n);
+    meta = realloc(meta, n + 1);
+    meta[n] = '\0';
+    assert_non_null(strstr(meta, "\"v\":{\"dtype\":\"f64\",\"trailing\":[3]}"));
+    assert_non_null(strstr(meta, "\"w\":{\"dtype\":\"i32\",\"trailing\":[],\"nullable\":true}"));
+    assert_non_null(strstr(meta, "\"old\":{\"dtype\":\"u64\",\"fill\":\"18446744073709551615\"}"));
+    assert_non_null(strstr(meta, "\"bare\":{\"dtype\":\"i32\"}"));
+    assert_non_null(strstr(meta, "\"doc\":{\"dtype\":\"json\",\"fill\":null}"));
+    free(meta);
+    zmr_reader *r;
+    OK(zmr_open(&r, fx->path, 0));
+    zmr_frame *f;
+    OK(zmr_read_update(r, 0, 1, &f));
+    zmr_value v;
+    OK(zmr_frame_get_meta(f, "old", &v)); /* fill materialized, typed by the schema */
+    assert_true(v.tag == ZMR_TAG_U64 && v.u[0] == UINT64_MAX);
+    OK(zmr_frame_get_meta(f, "doc", &v));
+    assert_true(v.tag == ZMR_TAG_JSON && !strcmp(v.text, "null"));
+    zmr_column c;
+    OK(zmr_frame_find_column(f, "atoms", "v", &c)); /* emptied with its declared columns */
+    assert_true(c.ndim == 2 && c.shape[0] == 0 && c.shape[1] == 3);
+    int64_t step;
+    assert_true(zmr_frame_get_step(f, &step) && step == 1);
+    zmr_frame_free(f);
+    zmr_close(r);
+
+    /* a file written by the earlier writer ({"type": tag}) still reads */
+    meta = raw_get(fx->path, "meta", 4, &n);
+    meta = realloc(meta, n + 1);
+    meta[n] = '\0';
+    char *p = strstr(meta, "\"old\":{\"dtype\"");
+    memcpy(p + 7, "\"type\"", 6); /* "dtype" (7 bytes) -> "type" (6) */
+    memmove(p + 13, p + 14, strlen(p + 14) + 1);
+    assert_non_null(strstr(meta, "\"old\":{\"type\":\"u64\""));
+    raw_put(fx->path, "meta", 4, meta, strlen(meta));
+    free(meta);
+    OK(zmr_validate(fx->path, 0));
+    OK(zmr_open(&r, fx->path, 0));
+    OK(zmr_read_update(r, 0, 0, &f));
+    OK(zmr_frame_get_meta(f, "old", &v));
+    assert_true(v.tag == ZMR_TAG_U64 && v.u[0] == UINT64_MAX);
+    zmr_frame_free(f);
+    zmr_close(r);
+}
+
+/* Canonical column keys at their one dtype and shape, wherever they appear;
+ * canonical per-step keys f64. */
+static void test_canonical_keys(void **state)
+{
+    fixture *fx = *state;
+    zmr_frame *f;
+    OK(zmr_frame_create(&f, ZMR_FRAME_SYSTEM));
+    OK(zmr_frame_add_block(f, "atoms", 2));
+    uint64_t s2[1] = {2}, s23[2] = {2, 3};
+    uint8_t z8[2] = {1, 8};
+    int64_t t64[2] = {1, 2};
+    double d6[6] = {0};
+    assert_int_equal(zmr_frame_add_column(f, "atoms", "atomic_number", ZMR_U8, s2, 1, z8, 2, NULL, 0), ZMR_EINVAL);
+    HAS("column atoms/atomic_number: 'atomic_number' is a canonical column key: it must be u64[N] (one value per "
+        "row) wherever it appears, given u8[N]");
+    assert_int_equal(zmr_frame_add_column(f, "atoms", "type", ZMR_I64, s2, 1, t64, 16, NULL, 0), ZMR_EINVAL);
+    HAS("'type' is a canonical column key: it must be string[N]");
+    assert_int_equal(zmr_frame_add_column(f, "atoms", "x", ZMR_F64, s23, 2, d6, 48, NULL, 0), ZMR_EINVAL);
+    HAS("it must be f64[N] (one value per row) wherever it appears, given f64[N][3]");
+    assert_int_equal(zmr_frame_add_string_column(f, "atoms", "mass", s2, 1, "[\"a\",\"b\"]", NULL), ZMR_EINVAL);
+    HAS("'mass' is a canonical column key: it must be f64[N]");
+    OK(zmr_frame_add_column(f, "atoms", "position", ZMR_F64, s23, 2, d6, 48, NULL, 0)); /* not canonical */
+    OK(zmr_frame_add_string_column(f, "atoms", "type", s2, 1, "[\"a\",\"b\"]", NULL));
+    uint64_t u[2] = {1, 8};
+    OK(zmr_frame_add_column(f, "atoms", "type_id", ZMR_U64, s2, 1, u, 16, NULL, 0));
+    zmr_frame_free(f);
+    OK(zmr_frame_create(&f, ZMR_FRAME_INDEX)); /* every frame kind */
+    OK(zmr_frame_add_block(f, "records", 2));
+    assert_int_equal(zmr_frame_add_column(f, "records", "id", ZMR_I64, s2, 1, t64, 16, NULL, 0), ZMR_EINVAL);
+    HAS("it must be u64[N]");
+    zmr_frame_free(f);
+    zmr_writer *w;
+    assert_int_equal(zmr_writer_create(&w, fx->path, NULL, "{\"meta\":{\"temp\":{\"dtype\":\"i32\"}}}"),
+                     ZMR_EINVAL);
+    HAS("sequence_schema.meta.temp: 'temp' is a canonical per-step key: it must be f64, given i32");
+}
+
+/* A trajectory of zero frames: has_trajectory true, n_frames 0; a record
+ * with neither a system nor a trajectory is refused. */
+static void test_zero_frame_trajectory(void **state)
+{
+    fixture *fx = *state;
+    zmr_writer *w;
+    OK(zmr_writer_create(&w, fx->path, NULL, NULL));
+    assert_int_equal(zmr_writer_begin_trajectory(w), ZMR_ESTATE);
+    OK(zmr_writer_begin_record(w, "{\"k\":0}", NULL, NULL));
+    OK(zmr_writer_begin_trajectory(w));
+    OK(zmr_writer_begin_record(w, "{\"k\":1}", NULL, NULL));
+    zmr_frame *u = atoms_frame(ZMR_FRAME_UPDATE, 2, 0);
+    OK(zmr_writer_add_frame(w, u));
+    zmr_frame_free(u);
+    OK(zmr_writer_begin_record(w, "{\"k\":2}", NULL, NULL));
+    assert_int_equal(zmr_writer_commit(w), ZMR_EINVAL);
+    HAS("record 2 has neither a system nor a trajectory");
+    zmr_reader *r;
+    assert_int_equal(zmr_open(&r, fx->path, 0), ZMR_ENOTCOLL); /* nothing committed */
+    remove(fx->path);
+    char lock[700];
+    snprintf(lock, sizeof lock, "%s-lock", fx->path);
+    remove(lock);
+
+    OK(zmr_writer_create(&w, fx->path, NULL, NULL));
+    OK(zmr_writer_begin_record(w, NULL, NULL, NULL));
+    OK(zmr_writer_begin_trajectory(w));
+    OK(zmr_writer_begin_record(w, NULL, NULL, NULL));
+    u = atoms_frame(ZMR_FRAME_UPDATE, 2, 0);
+    OK(zmr_writer_add_frame(w, u));
+    zmr_frame_free(u);
+    OK(zmr_writer_commit(w));
+    OK(zmr_validate(fx->path, 0));
+    OK(zmr_open(&r, fx->path, 0));
+    uint64_t first, nf, na;
+    bool ht;
+    OK(zmr_record_info(r, 0, &first, &nf, &na, &ht));
+    assert_true(first == 0 && nf == 0 && na == 0 && ht);
+    OK(zmr_record_info(r, 1, &first, &nf, &na, &ht));
+    assert_true(first == 0 && nf == 1 && na == 2 && ht);
+    zmr_frame *f;
+    assert_int_equal(zmr_read_frame(r, 0, 0, &f), ZMR_ERANGE);
+    zmr_close(r);
+}
+
+/* A directory is named as one; validate's key-level details name the file. */
+static void test_open_messages(void **state)
+{
+    fixture *fx = *state;
+    zmr_reader *r;
+    assert_int_equal(zmr_open(&r, fx->dir, 0), ZMR_ENOTCOLL);
+    HAS("is a directory (a collection is one file");
+    assert_int_equal(zmr_validate(fx->dir, 0), ZMR_ENOTCOLL);
+    write_collection(fx->path);
+    unsigned char k[9];
+    fkey(k, 'f', 1);
+    raw_put(fx->path, k, 9, "MRF2\0\0\0\0", 8);
+    assert_int_equal(zmr_validate(fx->path, 0), ZMR_ECORRUPT);
+    assert_true(strncmp(zmr_last_error(), fx->path, strlen(fx->path)) == 0);
+    HAS("f/1");
+}
+
+/* An undefined cell is periodic on no axis; a grid block's shape is pinned. */
+static void test_cell_and_grid_rules(void **state)
+{
+    fixture *fx = *state;
+    zmr_frame *f;
+    OK(zmr_frame_create(&f, ZMR_FRAME_SYSTEM));
+    zmr_box b = {.vectors = {1, 0, 0, 0, 1, 0, 0, 0, 1}, .boundary = {true, false, false}, .cell_defined = false};
+    assert_int_equal(zmr_frame_set_box(f, &b), ZMR_EINVAL);
+    HAS("an undefined cell (cell_defined false) is periodic on no axis, but boundary says [true, false, false]");
+    b.boundary[0] = false;
+    OK(zmr_frame_set_box(f, &b));
+    zmr_frame_free(f);
+    zmr_writer *w;
+    OK(zmr_writer_create(&w, fx->path, NULL, NULL));
+    OK(zmr_writer_begin_record(w, NULL, NULL, NULL));
+    double d[8] = {0};
+    uint64_t s8[1] = {8};
+    for (int k = 0; k < 2; k++) {
+        zmr_frame *u;
+        OK(zmr_frame_create(&u, ZMR_FRAME_UPDATE));
+        OK(zmr_frame_add_block(u, "rho", 8));
+        OK(zmr_frame_set_block_json(u, "rho", "structural_shape", k ? "[4,2,1]" : "[2,2,2]"));
+        OK(zmr_frame_add_column(u, "rho", "v", ZMR_F64, s8, 1, d, 64, NULL, 0));
+        assert_int_equal(zmr_writer_add_frame(w, u), k ? ZMR_EINVAL : ZMR_OK);
+        zmr_frame_free(u);
+    }
+    HAS("block rho has structural shape [4,2,1], sequence_schema declares [2,2,2]");
+    zmr_writer_abort(w);
+}
+
+/* validate holds updates to a declaration in the layout's form; a file
+ * whose declaration states no trailing shapes (written earlier) is read as
+ * it is. */
+static void test_validate_declarations(void **state)
+{
+    fixture *fx = *state;
+    write_conformers(fx->path);
+    size_t n;
+    char *meta = raw_get(fx->path, "meta", 4, &n);
+    meta = realloc(meta, n + 1);
+    meta[n] = '\0';
+    char *y = strstr(meta, "\"y\":{\"dtype\":\"f64\",\"trailing\":[]");
+    assert_non_null(y);
+    memcpy(y + 13, "\"i64\"", 5); /* "y" declared i64 */
+    raw_put(fx->path, "meta", 4, meta, strlen(meta));
+    assert_int_equal(zmr_validate(fx->path, 0), ZMR_ECORRUPT);
+    HAS("f/0: column atoms/y is not the dtype and trailing shape sequence_schema declares");
+    memcpy(y + 13, "\"f64\"", 5);
+    char *z = strstr(meta, "\"z\":{");
+    memcpy(z, "\"w\"", 3); /* z undeclared, w declared instead */
+    raw_put(fx->path, "meta", 4, meta, strlen(meta));
+    assert_int_equal(zmr_validate(fx->path, 0), ZMR_ECORRUPT);
+    HAS("f/0: column atoms/z is not declared in sequence_schema.blocks.atoms");
+    memcpy(z, "\"z\"", 3);
+    /* the earlier form: no trailing shapes stated -> not held */
+    char *t;
+    while ((t = strstr(meta, ",\"trailing\":[]")) != NULL)
+        memmove(t, t + 14, strlen(t + 14) + 1);
+    memcpy(strstr(meta, "\"y\":{\"dtype\":\"f64\"") + 13, "\"i64\"", 5);
+    raw_put(fx->path, "meta", 4, meta, strlen(meta));
+    OK(zmr_validate(fx->path, 0));
+    free(meta);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1105,6 +1708,14 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_undeclared_update_meta, setup, teardown),
         cmocka_unit_test_setup_teardown(test_aligned_blocks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trajectory_references, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_layout_example_read, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_layout_example_write, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_schema_declarations, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_canonical_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_zero_frame_trajectory, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_messages, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cell_and_grid_rules, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_validate_declarations, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,21 +33,21 @@ def run_zr(*args, **kw):
 
 
 def _collection(path, records=30, frames=4, atoms=5):
-    schema = {"meta": {"energy": {"type": "f64", "fill": "NaN"}}}
+    schema = {"meta": {"pe": {"dtype": "f64", "fill": "NaN"}}}
     with mrec.Writer(path, schema=schema, units={"style": "ase"}) as w:
         for r in range(records):
             fr = []
             for k in range(frames):
-                d = {"meta": {"energy": -1.0 * k}} if k != 2 else {}
+                d = {"meta": {"pe": -1.0 * k}} if k != 2 else {}
                 if k != 1:  # frame 1 carries frame 0's positions forward
-                    d["blocks"] = {"atoms": {"position": np.full((atoms + r % 3, 3), r + k / 10)}}
+                    d["blocks"] = {"atoms": {c: np.full(atoms + r % 3, r + k / 10 + j) for j, c in enumerate("xyz")}}
                 fr.append(d)
             w.add_record(meta={"i": r}, system={"blocks": {"atoms": {"element": ["H"] * (atoms + r % 3)}}},
                          frames=fr)
         # a system-only record holding positions, and one without any
-        w.add_record(meta={"i": -1}, system={"blocks": {"atoms": {"position": np.ones((2, 3))}},
-                                             "meta": {"energy": 2.5, "step": 7}})
-        w.add_record(meta={"i": -2})
+        w.add_record(meta={"i": -1}, system={"blocks": {"atoms": {c: np.ones(2) for c in "xyz"}},
+                                             "meta": {"pe": 2.5, "step": 7}})
+        w.add_record(meta={"i": -2}, trajectory=True)  # a trajectory of zero frames
     return path
 
 
@@ -86,7 +86,7 @@ def test_empty_file_is_not_a_collection(tmp_path, content):
     if _zr_bin():
         for cmd in ("validate", "info"):
             res = run_zr(cmd, p)
-            assert res.returncode == 1
+            assert res.returncode == 3  # cannot open: not a collection
             assert re.fullmatch(f"zr mrec {cmd}: not an mrec-lmdb collection: {p} {why}",
                                 res.stderr.strip()), res.stderr
 
@@ -108,7 +108,7 @@ def test_reader_argument_errors(tmp_path):
             r.update(0, 2 ** 64)
         with pytest.raises(IndexError):
             r.frame(0, 4)
-        assert r.frame(0, 3)["blocks"]["atoms"]["position"].shape == (5, 3)
+        assert r.frame(0, 3)["blocks"]["atoms"]["x"].shape == (5,)
 
 
 def test_decimal_strings_are_canonical():
@@ -136,8 +136,9 @@ def test_validate_survives_liblmdb_crashes(tmp_path):
         p = tmp_path / f"bad{seed}.mrec.lmdb"
         p.write_bytes(bytes(b))
         res = run_zr("validate", p)
-        assert res.returncode in (0, 1), (seed, res.returncode, res.stderr)  # never killed by a signal
-        if res.returncode == 1:
+        # never killed by a signal: 1 damaged, 3 no longer readable as a collection
+        assert res.returncode in (0, 1, 3), (seed, res.returncode, res.stderr)
+        if res.returncode in (1, 3):
             last = res.stderr.strip().splitlines()[-1]
             assert last.startswith("zr mrec validate: "), res.stderr
             if "the LMDB structure is damaged (reader crashed with signal" in last:
@@ -168,7 +169,7 @@ def test_dump_numbers_and_compact_header(tmp_path):
     assert len(header) < 600
     assert '"values":["C","C","C","C","C","C",...(994 more)]' in header
     res = run_zr("dump", p, "1")
-    assert res.returncode == 1 and "out of range" in res.stderr
+    assert res.returncode == 2 and f"zr mrec dump: {p}: record 1 is out of range (n_records 1)" in res.stderr
 
 
 # ------------------------------------------------------- importers
@@ -211,19 +212,23 @@ def test_lammps_dump_import_keeps_only_real_data(tmp_path, forces):
         assert r.units == {"style": "unknown"}
         assert r.schema["meta"] == {}  # no energy declared: a LAMMPS dump has none
         s = r.system(0)
-        assert "energy" not in s["meta"]
+        assert "pe" not in s["meta"] and "energy" not in s["meta"]
+        # canonical columns at their canonical dtypes; the numeric LAMMPS type is type_id
+        assert s["blocks"]["atoms"]["atomic_number"].dtype == np.uint64
+        assert s["blocks"]["atoms"]["type_id"].dtype == np.uint64 and "type" not in s["blocks"]["atoms"]
+        assert r.schema["blocks"]["atoms"]["columns"]["x"] == {"dtype": "f64", "trailing": []}
         frames = list(r.frames(0))
         assert [f["step"] for f in frames] == [0, 10]
         for k, f in enumerate(frames):
             assert f["meta"] == {}
             atoms = f["blocks"]["atoms"]
-            assert ("force" in atoms) == forces
+            assert ("fx" in atoms) == forces and "force" not in atoms and "position" not in atoms
             if forces:
-                np.testing.assert_array_equal(atoms["force"][1], [-0.1, k + 0.5, 0.0])
+                np.testing.assert_array_equal([atoms[c][1] for c in ("fx", "fy", "fz")], [-0.1, k + 0.5, 0.0])
             box = f["box"]
             np.testing.assert_array_equal(box["origin"], [-5.0, -2.0, 0.0])
             np.testing.assert_array_equal(np.diag(box["vectors"]), [10.0, 10.0, 10.0])
-            pos = atoms["position"]
+            pos = np.stack([atoms[c] for c in "xyz"], axis=1)
             np.testing.assert_array_equal(pos[0], [-4.0, -1.0, 1.0])  # as in the file
             assert (pos >= box["origin"]).all() and (pos < box["origin"] + np.diag(box["vectors"])).all()
         np.testing.assert_array_equal(s["box"]["origin"], [-5.0, -2.0, 0.0])
@@ -260,8 +265,9 @@ def test_ase_formats_keep_energy_and_ase_units(tmp_path):
     mrec.import_files([src], out, progress=False)
     with mrec.Reader(out) as r:
         assert r.units == mrec.ASE_UNITS
-        assert [f["meta"]["energy"] for f in r.frames(0)] == [-1.0, -2.0]
-        assert "force" not in r.frame(0, 0)["blocks"]["atoms"]  # none in the file
+        assert [f["meta"]["pe"] for f in r.frames(0)] == [-1.0, -2.0]
+        assert r.schema["meta"] == {"pe": {"dtype": "f64", "fill": "NaN"}}
+        assert "fx" not in r.frame(0, 0)["blocks"]["atoms"]  # none in the file
 
 
 def test_failed_import_leaves_nothing(tmp_path):
@@ -338,7 +344,7 @@ def test_lmdb_streams_batches_equal_converted_stores(tmp_path, mode, workers, tr
         stores = mrec.to_zrecord(r, tmp_path / "z")
         streams = mrec.lmdb_streams(r)
     try:
-        assert set(streams) == set(stores) == {"positions", "record", "step", "energy"}
+        assert set(streams) == set(stores) == {"positions", "record", "step", "pe"}
         assert all(len(s) == 12 * 4 + 1 for s in streams.values())
         opts = dict(batch_size=5, seed=11, mode=mode, num_workers=workers, transform=transform)
         with DataLoader(stores, **opts) as a, DataLoader(streams, **opts) as b:
@@ -353,8 +359,9 @@ def test_lmdb_streams_batches_equal_converted_stores(tmp_path, mode, workers, tr
         b0 = next(whole)
         whole.close()
         np.testing.assert_array_equal(b0["positions"][1], b0["positions"][0])  # frame 1 carried
-        assert np.isnan(b0["energy"][2]) and b0["energy"][3] == -3.0
-        assert b0["step"][48] == 7 and b0["energy"][48] == 2.5 and b0["record"][48] == 12
+        assert np.isnan(b0["pe"][2]) and b0["pe"][3] == -3.0
+        assert b0["step"][48] == 7 and b0["pe"][48] == 2.5 and b0["record"][48] == 12
+        np.testing.assert_array_equal(b0["positions"][0][0], [0.0, 1.0, 2.0])  # x y z side by side
         # picklable by path (spawned workers reopen them)
         import pickle
         again = {k: pickle.loads(pickle.dumps(v)) for k, v in streams.items()}
@@ -365,7 +372,7 @@ def test_lmdb_streams_batches_equal_converted_stores(tmp_path, mode, workers, tr
         # closing the streams closes the loaders reading them first
         dl = DataLoader(streams, batch_size=3)
         next(dl)
-        streams["energy"].close()
+        streams["pe"].close()
         assert dl.closed and all(s.closed for s in streams.values())
         with pytest.raises(ValueError):
             DataLoader(streams, batch_size=3)
@@ -386,7 +393,7 @@ def test_lmdb_streams_on_lammps_import(tmp_path):
     with mrec.Reader(out) as r:
         assert r.units == {"style": "unknown"}
         f = r.frame(0, 0)
-        assert "energy" not in f["meta"] and "force" in f["blocks"]["atoms"]
+        assert "pe" not in f["meta"] and "fx" in f["blocks"]["atoms"]
         np.testing.assert_allclose(f["box"]["origin"], [-20.6917] * 3)
         stores = mrec.to_zrecord(r, tmp_path / "z")
         streams = mrec.lmdb_streams(out)

@@ -1,10 +1,17 @@
 /*
  * zr mrec - mrec-lmdb collections (libzmrec):
- *   zr mrec validate FILE          check every rule of the layout
- *   zr mrec info FILE              records, frames, atoms, blocks, units
- *   zr mrec dump FILE RECORD [FRAME]  a record's meta and system, or a resolved frame
+ *   zr mrec validate [--json] [--nolock] FILE    check every rule of the layout
+ *   zr mrec info [--json] [--nolock] FILE        records, frames, atoms, index columns, blocks
+ *   zr mrec dump [--nolock] FILE RECORD [FRAME]  a record's meta and system, or a resolved frame
+ *   zr mrec dump [--nolock] FILE index           the index frame (own columns and the binding's)
  *   zr mrec import FILE... [--format NAME] [--units STYLE] -o OUT.mrec.lmdb
- *                                  ASE-based importers: runs loaderx.mrec's main
+ *                                                ASE-based importers: runs loaderx.mrec's main
+ * --nolock may also come before the subcommand (zr mrec --nolock info FILE).
+ *
+ * Exit status: 0 ok; 1 a check failed / the file is damaged; 2 usage (bad
+ * arguments, a record or frame number out of range); 3 the file cannot be
+ * opened (missing, unreadable, a directory, not a collection, locked).
+ * Errors go to stderr as "zr mrec SUB: FILE: problem".
  *
  * validate runs the walk in a child process: LMDB keeps no page checksums,
  * so damage inside its B-tree pages can crash liblmdb itself (SIGSEGV, or
@@ -30,19 +37,149 @@ pid_t fork(void);
 unsigned alarm(unsigned seconds);
 void _exit(int status);
 
-static int usage(void)
+#define EXIT_CHECK 1
+#define EXIT_OPEN 3
+
+static const char USAGE[] =
+    "usage: zr mrec [--nolock] validate [--json] FILE\n"
+    "       zr mrec [--nolock] info [--json] FILE\n"
+    "       zr mrec [--nolock] dump FILE RECORD [FRAME]\n"
+    "       zr mrec [--nolock] dump FILE index\n"
+    "       zr mrec import FILE... [--format NAME] [--units STYLE] -o OUT.mrec.lmdb\n";
+
+static const char OPTIONS[] =
+    "options:\n"
+    "  --json      validate, info: one JSON object on stdout\n"
+    "  --nolock    open without LMDB's lock file (read-only media; no writer may run)\n"
+    "  -h, --help  this help (zr mrec SUB --help: the subcommand's)\n"
+    "exit status: 0 ok, 1 check failed or file damaged, 2 usage, 3 cannot open\n";
+
+struct sub_help {
+    const char *name, *text;
+};
+
+static const struct sub_help SUB_HELP[] = {
+    {"validate", "usage: zr mrec validate [--json] [--nolock] FILE\n"
+                 "Check every rule of the layout: meta, index, every record's meta, system and frames\n"
+                 "(decoded, resolved, references and aligned blocks), keys outside the layout.\n"
+                 "Runs in a child process so damaged LMDB pages cannot crash zr.\n"
+                 "options:\n  --json    print {\"file\", \"ok\", ...} on stdout\n"
+                 "  --nolock  open without LMDB's lock file (read-only media)\n"
+                 "exit status: 0 valid, 1 a rule is broken, 3 cannot open\n"
+                 "example: zr mrec validate water.mrec.lmdb\n"},
+    {"info", "usage: zr mrec info [--json] [--nolock] FILE\n"
+             "Records, frames, atoms, the meta document, the collection's own index columns, and the\n"
+             "blocks of record 0's system and first frame (both read and checked).\n"
+             "options:\n  --json    print one JSON object on stdout\n"
+             "  --nolock  open without LMDB's lock file (read-only media)\n"
+             "exit status: 0 ok, 1 record 0's system or first frame is damaged, 3 cannot open\n"
+             "example: zr mrec info --json water.mrec.lmdb\n"},
+    {"dump", "usage: zr mrec dump [--nolock] FILE RECORD [FRAME]\n"
+             "       zr mrec dump [--nolock] FILE index\n"
+             "A record's index row, meta and system; or frame FRAME of it resolved (carry-forward);\n"
+             "or the index frame. Headers print as compact JSON, arrays past 6 elements cut.\n"
+             "options:\n  --nolock  open without LMDB's lock file (read-only media)\n"
+             "exit status: 0 ok, 1 the value is damaged, 2 usage or RECORD / FRAME out of range,\n"
+             "3 cannot open\n"
+             "example: zr mrec dump water.mrec.lmdb 0 3\n"},
+};
+
+static void print_usage(FILE *out)
 {
-    fprintf(stderr, "usage: zr mrec validate FILE\n"
-                    "       zr mrec info FILE\n"
-                    "       zr mrec dump FILE RECORD [FRAME]\n"
-                    "       zr mrec import FILE... [--format NAME] [--units STYLE] -o OUT.mrec.lmdb\n");
-    return 2;
+    fputs(USAGE, out);
 }
 
-static int fail(const char *what)
+static int usage_error(const char *fmt, const char *arg)
 {
-    fprintf(stderr, "zr mrec %s: %s\n", what, zmr_last_error());
-    return 1;
+    fputs("zr mrec: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputc('\n', stderr);
+    print_usage(stderr);
+    return ZR_EXIT_USAGE;
+}
+
+static int exit_for(int st)
+{
+    switch (st) {
+    case ZMR_EIO: case ZMR_EBUSY: case ZMR_EEXIST: case ZMR_ENOTCOLL: return EXIT_OPEN;
+    case ZMR_ERANGE: return ZR_EXIT_USAGE;
+    default: return EXIT_CHECK;
+    }
+}
+
+/* "zr mrec SUB: FILE: detail" (the file named once). Returns the exit status. */
+static int fail(const char *sub, const char *path, int st)
+{
+    const char *d = zmr_last_error();
+    if (strstr(d, path))
+        fprintf(stderr, "zr mrec %s: %s\n", sub, d);
+    else
+        fprintf(stderr, "zr mrec %s: %s: %s\n", sub, path, d);
+    return exit_for(st);
+}
+
+static void json_str(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(out, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(out, "\\u%04x", *p);
+        else
+            fputc(*p, out);
+    }
+    fputc('"', out);
+}
+
+struct opts {
+    int json, nolock;
+    int nargs;
+    char *args[4];
+};
+
+/* Options and positional arguments of subcommand `sub` (argv[first..]):
+ * --json (when allowed), --nolock, -h/--help, "--". Returns -1 to go on,
+ * else an exit status. */
+static int parse(int argc, char **argv, int first, const char *sub, int json_ok, int max_args,
+                 struct opts *o)
+{
+    int dashdash = 0;
+    for (int k = first; k < argc; k++) {
+        const char *a = argv[k];
+        /* "-1" is a (refused) number, not an option */
+        if (!dashdash && a[0] == '-' && a[1] != '\0' && !(a[1] >= '0' && a[1] <= '9')) {
+            if (!strcmp(a, "--")) {
+                dashdash = 1;
+            } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+                for (size_t h = 0; h < sizeof SUB_HELP / sizeof *SUB_HELP; h++)
+                    if (!strcmp(SUB_HELP[h].name, sub))
+                        fputs(SUB_HELP[h].text, stdout);
+                return 0;
+            } else if (!strcmp(a, "--nolock")) {
+                o->nolock = 1;
+            } else if (json_ok && !strcmp(a, "--json")) {
+                o->json = 1;
+            } else {
+                fprintf(stderr, "zr mrec %s: unknown option '%s'\n", sub, a);
+                print_usage(stderr);
+                return ZR_EXIT_USAGE;
+            }
+            continue;
+        }
+        if (o->nargs == max_args) {
+            fprintf(stderr, "zr mrec %s: too many arguments ('%s')\n", sub, a);
+            print_usage(stderr);
+            return ZR_EXIT_USAGE;
+        }
+        o->args[o->nargs++] = argv[k];
+    }
+    if (o->nargs == 0) {
+        fprintf(stderr, "zr mrec %s: FILE is missing\n", sub);
+        print_usage(stderr);
+        return ZR_EXIT_USAGE;
+    }
+    return -1;
 }
 
 /* A decimal number in 0..2^64-1: digits only (no sign, no spaces), and
@@ -58,8 +195,8 @@ static int parse_u64(const char *what, const char *s, uint64_t *out)
         ok = *end == '\0' && errno == 0;
     }
     if (!ok) {
-        fprintf(stderr, "zr mrec dump: %s '%s' is not a number in 0..18446744073709551615\n", what,
-                s ? s : "");
+        fprintf(stderr, "zr mrec dump: %s '%s' is not a number in 0..18446744073709551615 (or 'index')\n",
+                what, s ? s : "");
         return -1;
     }
     *out = v;
@@ -79,11 +216,43 @@ static void print_blocks(const char *title, const zmr_frame *f)
     }
 }
 
-static int cmd_info(const char *path)
+static void json_blocks(const zmr_frame *f)
+{
+    printf("[");
+    for (size_t b = 0; f && b < zmr_frame_nblocks(f); b++) {
+        printf("%s{\"name\":", b ? "," : "");
+        json_str(stdout, zmr_frame_block_name(f, b));
+        printf(",\"rows\":%" PRIu64 ",\"columns\":[", zmr_frame_block_count(f, b));
+        for (size_t c = 0; c < zmr_frame_ncolumns(f, b); c++) {
+            zmr_column col;
+            zmr_frame_column(f, b, c, &col);
+            printf("%s{\"name\":", c ? "," : "");
+            json_str(stdout, col.name);
+            printf(",\"dtype\":\"%s\"}", zmr_dtype_name(col.dtype));
+        }
+        printf("]}");
+    }
+    printf("]");
+}
+
+static int is_binding_column(const char *name)
+{
+    static const char *const binding[] = {"first_frame", "n_frames", "n_atoms", "has_trajectory"};
+    for (int k = 0; k < 4; k++)
+        if (!strcmp(name, binding[k]))
+            return 1;
+    return 0;
+}
+
+/* info reads (and so checks) the index, record 0's system and first
+ * frame: a damaged one is reported and makes the exit status 1. */
+static int cmd_info(const char *path, const struct opts *o)
 {
     zmr_reader *r;
-    if (zmr_open(&r, path, 0) < 0)
-        return fail("info");
+    int st = zmr_open(&r, path, o->nolock ? ZMR_OPEN_NOLOCK : 0);
+    if (st < 0)
+        return fail("info", path, st);
+    int rc = 0;
     uint64_t R = zmr_n_records(r), amin = UINT64_MAX, amax = 0, atot = 0, ntraj = 0;
     for (uint64_t k = 0; k < R; k++) {
         uint64_t ff, nf, na;
@@ -94,27 +263,75 @@ static int cmd_info(const char *path)
         atot += na;
         ntraj += ht;
     }
-    printf("file:           %s\n", path);
-    printf("layout:         mrec-lmdb, layout_version %d, molrec_version %d\n", ZMR_LAYOUT_VERSION,
-           zmr_molrec_version(r));
-    printf("records:        %" PRIu64 " (%" PRIu64 " with a trajectory)\n", R, ntraj);
-    printf("frames:         %" PRIu64 "\n", zmr_n_frames(r));
-    if (R)
-        printf("atoms:          %" PRIu64 " total, %" PRIu64 "..%" PRIu64 " per record\n", atot, amin, amax);
-    printf("meta:           %s\n", zmr_meta_json(r));
-    zmr_frame *f = NULL;
-    if (R && zmr_read_system(r, 0, &f) == ZMR_OK && f) {
-        print_blocks("system blocks:  ", f);
-        zmr_frame_free(f);
+    zmr_frame *idx = NULL, *sys = NULL, *fr = NULL;
+    if ((st = zmr_read_index(r, &idx)) < 0)
+        rc = fail("info", path, st);
+    if (R && (st = zmr_read_system(r, 0, &sys)) < 0)
+        rc = fail("info", path, st);
+    uint64_t nf0 = 0;
+    if (R && zmr_record_info(r, 0, NULL, &nf0, NULL, NULL) == ZMR_OK && nf0 &&
+        (st = zmr_read_frame(r, 0, 0, &fr)) < 0)
+        rc = fail("info", path, st);
+    if (rc)
+        rc = EXIT_CHECK;
+    if (o->json) {
+        printf("{\"file\":");
+        json_str(stdout, path);
+        printf(",\"layout\":\"mrec-lmdb\",\"layout_version\":%d,\"molrec_version\":%d,\"records\":%" PRIu64
+               ",\"with_trajectory\":%" PRIu64 ",\"frames\":%" PRIu64 ",\"atoms\":{\"total\":%" PRIu64
+               ",\"min\":%" PRIu64 ",\"max\":%" PRIu64 "},\"meta\":%s,\"index_columns\":[",
+               ZMR_LAYOUT_VERSION, zmr_molrec_version(r), R, ntraj, zmr_n_frames(r), atot, R ? amin : 0, amax,
+               zmr_meta_json(r));
+    } else {
+        printf("file:           %s\n", path);
+        printf("layout:         mrec-lmdb, layout_version %d, molrec_version %d\n", ZMR_LAYOUT_VERSION,
+               zmr_molrec_version(r));
+        printf("records:        %" PRIu64 " (%" PRIu64 " with a trajectory)\n", R, ntraj);
+        printf("frames:         %" PRIu64 "\n", zmr_n_frames(r));
+        if (R)
+            printf("atoms:          %" PRIu64 " total, %" PRIu64 "..%" PRIu64 " per record\n", atot, amin, amax);
+        printf("meta:           %s\n", zmr_meta_json(r));
+        printf("index columns: ");
     }
-    uint64_t nf = 0;
-    if (R && zmr_record_info(r, 0, NULL, &nf, NULL, NULL) == ZMR_OK && nf &&
-        zmr_read_frame(r, 0, 0, &f) == ZMR_OK) {
-        print_blocks("frame blocks:   ", f);
-        zmr_frame_free(f);
+    int n = 0;
+    for (size_t c = 0; idx && c < zmr_frame_ncolumns(idx, 0); c++) {
+        zmr_column col;
+        zmr_frame_column(idx, 0, c, &col);
+        if (is_binding_column(col.name))
+            continue;
+        if (o->json) {
+            printf("%s{\"name\":", n++ ? "," : "");
+            json_str(stdout, col.name);
+            printf(",\"dtype\":\"%s\",\"masked\":%s", zmr_dtype_name(col.dtype), col.validity ? "true" : "false");
+            if (col.precision != 0)
+                printf(",\"precision\":%.17g", col.precision);
+            printf("}");
+            continue;
+        }
+        printf("%s %s:%s", n++ ? "," : "", col.name, zmr_dtype_name(col.dtype));
+        if (col.precision != 0)
+            printf(" precision %.17g", col.precision);
+        if (col.validity)
+            printf(" masked");
     }
+    if (o->json) {
+        printf("],\"system_blocks\":");
+        json_blocks(sys);
+        printf(",\"frame_blocks\":");
+        json_blocks(fr);
+        printf(",\"ok\":%s}\n", rc ? "false" : "true");
+    } else {
+        printf("%s\n", n ? "" : " none (only the binding's four)");
+        if (sys)
+            print_blocks("system blocks:  ", sys);
+        if (fr)
+            print_blocks("frame blocks:   ", fr);
+    }
+    zmr_frame_free(idx);
+    zmr_frame_free(sys);
+    zmr_frame_free(fr);
     zmr_close(r);
-    return 0;
+    return rc;
 }
 
 /* ----------------------------------------------- compact header printing
@@ -234,35 +451,49 @@ static void print_frame(zmr_frame *f)
 
 static int cmd_dump(int argc, char **argv)
 {
-    uint64_t rec, k = 0;
-    if (argc < 4 || argc > 5)
-        return usage();
-    if (parse_u64("RECORD", argv[3], &rec) < 0 || (argc == 5 && parse_u64("FRAME", argv[4], &k) < 0))
-        return 2;
+    struct opts o = {0};
+    int prc = parse(argc, argv, 2, "dump", 0, 3, &o);
+    if (prc >= 0)
+        return prc;
+    if (o.nargs < 2)
+        return usage_error("dump: RECORD (or 'index') is missing%s", "");
+    const char *path = o.args[0];
+    uint64_t rec = 0, k = 0;
+    int index = o.nargs == 2 && !strcmp(o.args[1], "index");
+    if (!index && (parse_u64("RECORD", o.args[1], &rec) < 0 || (o.nargs == 3 && parse_u64("FRAME", o.args[2], &k) < 0)))
+        return ZR_EXIT_USAGE;
     zmr_reader *r;
-    if (zmr_open(&r, argv[2], 0) < 0)
-        return fail("dump");
+    int st = zmr_open(&r, path, o.nolock ? ZMR_OPEN_NOLOCK : 0);
+    if (st < 0)
+        return fail("dump", path, st);
     int rc = 0;
     zmr_frame *f = NULL;
-    if (argc == 4) {
+    if (index) {
+        if ((st = zmr_read_index(r, &f)) < 0) {
+            rc = fail("dump", path, st);
+        } else {
+            printf("index ");
+            print_frame(f);
+        }
+    } else if (o.nargs == 2) {
         char *meta;
         uint64_t ff, nf, na;
         bool ht;
-        if (zmr_record_info(r, rec, &ff, &nf, &na, &ht) < 0 || zmr_read_record_meta(r, rec, &meta) < 0) {
-            rc = fail("dump");
+        if ((st = zmr_record_info(r, rec, &ff, &nf, &na, &ht)) < 0 || (st = zmr_read_record_meta(r, rec, &meta)) < 0) {
+            rc = fail("dump", path, st);
         } else {
             printf("record %" PRIu64 ": first_frame %" PRIu64 ", n_frames %" PRIu64 ", n_atoms %" PRIu64
                    ", has_trajectory %s\nmeta: %s\n", rec, ff, nf, na, ht ? "true" : "false", meta);
             zmr_free(meta);
-            if (zmr_read_system(r, rec, &f) < 0)
-                rc = fail("dump");
+            if ((st = zmr_read_system(r, rec, &f)) < 0)
+                rc = fail("dump", path, st);
             else if (f == NULL)
                 printf("system: none\n");
             else
                 printf("system "), print_frame(f);
         }
-    } else if (zmr_read_frame(r, rec, k, &f) < 0) {
-        rc = fail("dump");
+    } else if ((st = zmr_read_frame(r, rec, k, &f)) < 0) {
+        rc = fail("dump", path, st);
     } else {
         printf("record %" PRIu64 " frame %" PRIu64 " (resolved) ", rec, k);
         print_frame(f);
@@ -272,29 +503,46 @@ static int cmd_dump(int argc, char **argv)
     return rc;
 }
 
-static int validate_here(const char *path)
+static int validate_here(const char *path, const struct opts *o)
 {
-    if (zmr_validate(path, 0) < 0)
-        return fail("validate");
-    zmr_reader *r;
-    if (zmr_open(&r, path, 0) < 0)
-        return fail("validate");
-    printf("%s: ok (%" PRIu64 " records, %" PRIu64 " frames, molrec_version %d)\n", path, zmr_n_records(r),
-           zmr_n_frames(r), zmr_molrec_version(r));
+    unsigned flags = o->nolock ? ZMR_OPEN_NOLOCK : 0;
+    zmr_reader *r = NULL;
+    int st = zmr_validate(path, flags);
+    if (st == ZMR_OK)
+        st = zmr_open(&r, path, flags);
+    if (st < 0) {
+        if (o->json) {
+            printf("{\"file\":");
+            json_str(stdout, path);
+            printf(",\"ok\":false,\"error\":");
+            json_str(stdout, zmr_last_error());
+            printf("}\n");
+        }
+        return fail("validate", path, st);
+    }
+    if (o->json) {
+        printf("{\"file\":");
+        json_str(stdout, path);
+        printf(",\"ok\":true,\"records\":%" PRIu64 ",\"frames\":%" PRIu64 ",\"molrec_version\":%d}\n",
+               zmr_n_records(r), zmr_n_frames(r), zmr_molrec_version(r));
+    } else {
+        printf("%s: ok (%" PRIu64 " records, %" PRIu64 " frames, molrec_version %d)\n", path, zmr_n_records(r),
+               zmr_n_frames(r), zmr_molrec_version(r));
+    }
     zmr_close(r);
     return 0;
 }
 
 /* The walk runs in a child (opening the environment there, after the
  * fork); a child killed by a signal means liblmdb crashed on the file. */
-static int cmd_validate(const char *path)
+static int cmd_validate(const char *path, const struct opts *o)
 {
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "zr mrec validate: cannot fork (%s); validating in this process\n", strerror(errno));
-        return validate_here(path);
+        return validate_here(path, o);
     }
     /* liblmdb's page walk trusts the file: a damaged one can send it
      * into a loop, so the child has a time limit (SIGALRM ends it). */
@@ -305,7 +553,7 @@ static int cmd_validate(const char *path)
     if (pid == 0) {
         if (limit > 0)
             alarm(limit);
-        int rc = validate_here(path);
+        int rc = validate_here(path, o);
         fflush(stdout);
         fflush(stderr);
         _exit(rc);
@@ -314,54 +562,108 @@ static int cmd_validate(const char *path)
     while (waitpid(pid, &status, 0) < 0) {
         if (errno != EINTR) {
             fprintf(stderr, "zr mrec validate: waitpid: %s\n", strerror(errno));
-            return 1;
+            return EXIT_CHECK;
         }
     }
     if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
+        if (o->json) {
+            printf("{\"file\":");
+            json_str(stdout, path);
+            printf(",\"ok\":false,\"error\":\"timed out after %u s\"}\n", limit);
+        }
         fprintf(stderr, "zr mrec validate: %s: timed out after %u s (the LMDB structure is damaged, "
                 "or the file needs longer: set ZR_MREC_VALIDATE_TIMEOUT)\n", path, limit);
-        return 1;
+        return EXIT_CHECK;
     }
     if (WIFSIGNALED(status)) {
+        if (o->json) {
+            printf("{\"file\":");
+            json_str(stdout, path);
+            printf(",\"ok\":false,\"error\":\"the LMDB structure is damaged (reader crashed with signal %d)\"}\n",
+                   WTERMSIG(status));
+        }
         fprintf(stderr, "zr mrec validate: %s: the LMDB structure is damaged (reader crashed with signal %d)\n",
                 path, WTERMSIG(status));
-        return 1;
+        return EXIT_CHECK;
     }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : EXIT_CHECK;
+}
+
+static int run_import(int argc, char **argv)
+{
+    /* python3 -c <run loaderx.mrec.main as "zr mrec"> import ARGS... */
+    char **av = calloc((size_t)argc + 4, sizeof *av);
+    if (av == NULL)
+        return EXIT_CHECK;
+    const char *py = getenv("ZR_PYTHON");
+    av[0] = (char *)(py && *py ? py : "python3");
+    av[1] = "-c";
+    av[2] = "import sys\n"
+            "try:\n"
+            "    from loaderx.mrec import main\n"
+            "except ImportError as e:\n"
+            "    sys.exit('zr mrec import: needs the loaderx Python package (%s)' % e)\n"
+            "sys.exit(main(sys.argv[1:], prog='zr mrec'))\n";
+    for (int k = 1; k < argc; k++)
+        av[2 + k] = argv[k];
+    execvp(av[0], av);
+    fprintf(stderr, "zr mrec import: cannot run %s (needs python3 with the loaderx package and ase)\n", av[0]);
+    free(av);
+    return EXIT_CHECK;
 }
 
 int zr_cmd_mrec(int argc, char **argv)
 {
-    if (argc < 2)
-        return usage();
-    const char *sub = argv[1];
-    if (!strcmp(sub, "validate") && argc == 3)
-        return cmd_validate(argv[2]);
-    if (!strcmp(sub, "info") && argc == 3)
-        return cmd_info(argv[2]);
-    if (!strcmp(sub, "dump"))
-        return cmd_dump(argc, argv);
-    if (!strcmp(sub, "import")) {
-        /* python3 -c <run loaderx.mrec.main as "zr mrec"> import ARGS... */
-        char **av = calloc((size_t)argc + 4, sizeof *av);
-        if (av == NULL)
-            return 1;
-        const char *py = getenv("ZR_PYTHON");
-        av[0] = (char *)(py && *py ? py : "python3");
-        av[1] = "-c";
-        av[2] = "import sys\n"
-                "try:\n"
-                "    from loaderx.mrec import main\n"
-                "except ImportError as e:\n"
-                "    sys.exit('zr mrec import: needs the loaderx Python package (%s)' % e)\n"
-                "sys.exit(main(sys.argv[1:], prog='zr mrec'))\n";
-        for (int k = 1; k < argc; k++)
-            av[2 + k] = argv[k];
-        execvp(av[0], av);
-        fprintf(stderr, "zr mrec import: cannot run %s (needs python3 with the loaderx package and ase)\n",
-                av[0]);
-        free(av);
-        return 1;
+    /* options before the subcommand: --nolock, -h/--help */
+    int nolock = 0, k = 1;
+    for (; k < argc && argv[k][0] == '-'; k++) {
+        if (!strcmp(argv[k], "-h") || !strcmp(argv[k], "--help")) {
+            print_usage(stdout);
+            fputs(OPTIONS, stdout);
+            fputs("examples:\n  zr mrec import dump.lammpstrj -o run.mrec.lmdb\n"
+                  "  zr mrec validate run.mrec.lmdb\n  zr mrec --nolock info /media/cdrom/run.mrec.lmdb\n",
+                  stdout);
+            return 0;
+        }
+        if (strcmp(argv[k], "--nolock"))
+            return usage_error("unknown option '%s'", argv[k]);
+        nolock = 1;
     }
-    return usage();
+    if (k == argc) {
+        print_usage(stderr);
+        return ZR_EXIT_USAGE;
+    }
+    /* argv from the subcommand on, "mrec" kept in front */
+    argv += k - 1;
+    argc -= k - 1;
+    const char *sub = argv[1];
+    if (!strcmp(sub, "import")) {
+        if (nolock)
+            return usage_error("--nolock does not apply to '%s' (it writes a new file)", sub);
+        return run_import(argc, argv);
+    }
+    if (strcmp(sub, "validate") && strcmp(sub, "info") && strcmp(sub, "dump"))
+        return usage_error("unknown subcommand '%s'", sub);
+    if (!strcmp(sub, "dump")) {
+        if (!nolock)
+            return cmd_dump(argc, argv);
+        /* hand --nolock on to the subcommand's own parser */
+        char **av = calloc((size_t)argc + 2, sizeof *av);
+        if (av == NULL)
+            return EXIT_CHECK;
+        av[0] = argv[0];
+        av[1] = argv[1];
+        av[2] = "--nolock";
+        for (int j = 2; j < argc; j++)
+            av[j + 1] = argv[j];
+        int rc = cmd_dump(argc + 1, av);
+        free(av);
+        return rc;
+    }
+    struct opts o = {0};
+    o.nolock = nolock;
+    int prc = parse(argc, argv, 2, sub, 1, 1, &o);
+    if (prc >= 0)
+        return prc;
+    return !strcmp(sub, "validate") ? cmd_validate(o.args[0], &o) : cmd_info(o.args[0], &o);
 }

@@ -284,7 +284,7 @@ def _read_frame(h, schema_meta=None):
         types = dict(hdr.get("meta_types") or {})
         if schema_meta:
             for k, decl in schema_meta.items():
-                types.setdefault(k, decl if isinstance(decl, str) else decl["type"])
+                types.setdefault(k, decl_tag(decl))
         if "meta_types" in hdr:
             out["meta_types"] = dict(hdr["meta_types"])
         meta = {}
@@ -302,6 +302,15 @@ def _read_frame(h, schema_meta=None):
         return out
     finally:
         _zr.zmr_frame_free(h)
+
+
+def decl_tag(decl):
+    """The tag of a ``sequence_schema.meta`` declaration: ``{"dtype": tag,
+    "fill": value}`` (the layout's form), or the earlier ``{"type": tag}``
+    and bare tag string."""
+    if isinstance(decl, str):
+        return decl
+    return decl["dtype"] if "dtype" in decl else decl["type"]
 
 
 def _infer_json_tag(v):
@@ -338,7 +347,9 @@ class Writer:
 
     ``units``: {"length": "angstrom", ...}; ``collection``: more collection
     fields; ``schema``: the sequence_schema ({"blocks": {...}, "meta":
-    {key: tag | {"type": tag, "fill": value}}}). Nothing is a collection
+    {key: {"dtype": tag, "fill": value}}}; the earlier forms
+    {"type": tag, ...} and a bare tag are accepted and written as
+    {"dtype": ...}). Nothing is a collection
     until :meth:`commit` (also run by leaving a ``with`` block without an
     exception; an exception aborts)."""
 
@@ -365,16 +376,24 @@ class Writer:
         finally:
             _zr.zmr_frame_free(h)
 
-    def add_record(self, meta=None, system=None, frames=()):
+    def add_record(self, meta=None, system=None, frames=(), trajectory=None):
         """Append a record; returns its index. ``frames``: iterable of
-        update dicts (their meta typed by the schema)."""
+        update dicts (their meta typed by the schema). ``trajectory``:
+        True for a record with a trajectory even when ``frames`` is empty
+        (a trajectory of zero frames); None: it has one iff it has frames.
+        A record needs a system or a trajectory."""
         w = self._w()
+        frames = list(frames)
+        if trajectory is False and frames:
+            raise ValueError("add_record: trajectory=False with frames")
         sh = _make_frame(SYSTEM, system) if system is not None else None
         try:
             idx = _zr.zmr_py_begin_record(w, _dumps(meta or {}), sh)
         finally:
             if sh is not None:
                 _zr.zmr_frame_free(sh)
+        if trajectory:
+            _zr.zmr_writer_begin_trajectory(w)
         for fr in frames:
             self.add_frame(fr)
         return idx
@@ -388,9 +407,20 @@ class Writer:
                 decl = self._schema_meta.get(k)
                 if decl is None:
                     raise ValueError(f"frame meta key {k!r} is not declared in schema['meta']")
-                tag = decl if isinstance(decl, str) else decl["type"]
+                tag = decl_tag(decl)
                 _zr.zmr_py_set_meta(h, k, tag, _dumps(typed_encode(tag, v)))
             _zr.zmr_writer_add_frame(self._w(), h)
+        finally:
+            _zr.zmr_frame_free(h)
+
+    def set_index(self, columns):
+        """The collection's own index columns: {name: column} or a
+        :class:`Block` (precision, masks), one row per record (checked at
+        commit). The binding's names (first_frame, n_frames, n_atoms,
+        has_trajectory) are refused."""
+        h = _make_frame(INDEX, {"blocks": {"records": columns}})
+        try:
+            _zr.zmr_writer_set_index(self._w(), h)
         finally:
             _zr.zmr_frame_free(h)
 
@@ -424,6 +454,11 @@ class Writer:
 def _check_exists(path):
     if not os.path.exists(path):
         raise FileNotFoundError(errno.ENOENT, "no such mrec-lmdb collection", path)
+
+
+#: The binding's own index columns (Reader.record_info); a collection's
+#: own index columns cannot take these names.
+INDEX_COLUMNS = ("first_frame", "n_frames", "n_atoms", "has_trajectory")
 
 
 def _u64_index(what, v):
@@ -521,6 +556,24 @@ class Reader(_Closing):
     def ff(self):
         return _read_frame(_zr.zmr_py_read(self._r(), 3, 0, 0))
 
+    @property
+    def index_block(self):
+        """The collection's own index columns (one row per record) as a
+        :class:`Block` keeping their precision; masked columns are
+        MaskedArrays. The binding's four (first_frame, n_frames, n_atoms,
+        has_trajectory: :meth:`record_info`) are left out. Hand it to
+        :meth:`Writer.set_index` to write it again."""
+        b = _read_frame(_zr.zmr_py_read(self._r(), 4, 0, 0))["blocks"]["records"]
+        cols = b.columns if isinstance(b, Block) else b
+        prec = b.precision if isinstance(b, Block) else {}
+        own = {k: v for k, v in cols.items() if k not in INDEX_COLUMNS}
+        return Block(own, count=len(self), precision={k: p for k, p in prec.items() if k in own})
+
+    @property
+    def index(self):
+        """{name: column} of the collection's own index columns."""
+        return self.index_block.columns
+
 
 def validate(path, nolock=False):
     """Check every rule of the layout; raises naming the key and the rule
@@ -592,28 +645,95 @@ def units_for(name):
     raise UsageError(f"unknown units {name!r}: expected one of {', '.join(LAMMPS_UNITS)}, ase, unknown")
 
 
+#: The layout's canonical column keys and their one dtype (one value per
+#: row wherever they appear); libzmrec refuses them at any other dtype.
+CANONICAL_COLUMNS = {
+    **dict.fromkeys(("x", "y", "z", "vx", "vy", "vz", "fx", "fy", "fz", "charge", "mass", "quatw", "quati",
+                     "quatj", "quatk", "mux", "muy", "muz", "axis_x", "axis_y", "axis_z", "occupancy",
+                     "b_factor"), "f64"),
+    **dict.fromkeys(("id", "atomic_number", "type_id", "mol_id", "res_id", "atomi", "atomj", "atomk", "atoml",
+                     "atomm", "ibead", "bond_type", "bond_number", "atom_map"), "u64"),
+    "formal_charge": "i64", "ix": "i32", "iy": "i32", "iz": "i32",
+    **dict.fromkeys(("free", "is_14", "exclude_14"), "bool"),
+    **dict.fromkeys(("element", "type", "name", "res_name", "bead_type", "chain", "icode", "altloc", "style"),
+                    "string"),
+}
+#: The canonical per-step meta keys (all f64).
+CANONICAL_META = ("pe", "ke", "etotal", "temp", "press", "volume")
+
+#: ASE per-atom array names and the canonical key they are stored under.
+_ASE_ARRAYS = {"initial_charges": "charge", "masses": "mass", "id": "id", "mol-id": "mol_id",
+               "mol_id": "mol_id", "mol": "mol_id"}
+
+
+def _as_canonical(name, a):
+    """``a`` at ``name``'s canonical dtype, or None when it cannot be that
+    exactly (the caller then keeps it under another name)."""
+    want = CANONICAL_COLUMNS[name]
+    if a.ndim != 1:
+        return None
+    if want == "string":
+        return [str(x) for x in a.tolist()] if a.dtype.kind in "USO" else None
+    if want == "f64":
+        return a.astype(np.float64) if a.dtype.kind in "fiu" else None
+    if want == "bool":
+        return a if a.dtype.kind == "b" else None
+    if a.dtype.kind not in "iu":
+        return None
+    info = np.iinfo(DTYPES[want])
+    if a.size and (a.min() < info.min or a.max() > info.max):
+        return None
+    return a.astype(DTYPES[want])
+
+
 def _static_columns(atoms, fmt):
+    """The per-atom columns of one image that do not change along a file,
+    under their canonical keys: element (string), atomic_number (u64), a
+    numeric LAMMPS type as type_id (u64), a type label as type (string),
+    charge and mass (f64), id / mol_id (u64); other arrays under their ASE
+    name (float f64, integer i64, strings, bool)."""
     cols = {"element": atoms.get_chemical_symbols(),
-            "atomic_number": np.asarray(atoms.numbers, dtype=np.uint8)}
+            "atomic_number": np.asarray(atoms.numbers, dtype=np.uint64)}
     for name, arr in atoms.arrays.items():
         if name in ("numbers", "positions"):
             continue
         if name == "momenta" and fmt in _LAMMPS_FORMATS:
-            continue  # ASE converted the dump's velocities; stored raw below
+            continue  # velocities, stored with the positions as vx vy vz
         a = np.asarray(arr)
+        key = _ASE_ARRAYS.get(name, name)
+        if name == "type":
+            key = "type" if a.dtype.kind in "USO" else "type_id"
+        if key in CANONICAL_COLUMNS:
+            v = _as_canonical(key, a)
+            if v is not None:
+                cols[key] = v
+                continue
+            key = f"ase_{name}"  # not storable at the canonical dtype
         if a.dtype.kind in "US" or a.dtype == object:
-            cols[name] = [str(x) for x in a.tolist()]
+            cols[key] = [str(x) for x in a.tolist()]
         elif a.dtype.kind == "f":
-            cols[name] = a.astype(np.float64)
+            cols[key] = a.astype(np.float64)
         elif a.dtype.kind in "iu":
-            cols[name] = a.astype(np.int64)
+            cols[key] = a.astype(np.int64)
         elif a.dtype.kind == "b":
-            cols[name] = a
+            cols[key] = a
+    return cols
+
+
+def _dynamic_columns(atoms, fmt):
+    """x y z, plus fx fy fz when the file has forces and (LAMMPS) vx vy vz
+    when it has velocities, each f64 (N,)."""
+    pos = np.asarray(atoms.positions, dtype=np.float64)
+    cols = {"x": pos[:, 0].copy(), "y": pos[:, 1].copy(), "z": pos[:, 2].copy()}
+    _, forces = _calc_results(atoms, fmt)
+    if forces is not None:
+        f = np.asarray(forces, dtype=np.float64)
+        cols.update(fx=f[:, 0].copy(), fy=f[:, 1].copy(), fz=f[:, 2].copy())
     if fmt in _LAMMPS_FORMATS and "momenta" in atoms.arrays:
         from ase.calculators.lammps import convert
         # back to the file's numbers (ASE read them as 'metal')
-        cols["velocity"] = np.asarray(convert(atoms.get_velocities(), "velocity", "ASE", "metal"),
-                                      dtype=np.float64)
+        v = np.asarray(convert(atoms.get_velocities(), "velocity", "ASE", "metal"), dtype=np.float64)
+        cols.update(vx=v[:, 0].copy(), vy=v[:, 1].copy(), vz=v[:, 2].copy())
     return cols
 
 
@@ -624,8 +744,10 @@ def _box(atoms):
     # ASE keeps a LAMMPS box's lower corner (xlo, ylo, zlo) as the cell
     # displacement and leaves positions as in the file: it is the origin.
     origin = np.asarray(atoms.get_celldisp(), dtype=float).ravel()
-    return {"vectors": cell, "origin": [float(x) for x in origin], "boundary": [bool(x) for x in atoms.pbc],
-            "cell_defined": bool(atoms.cell.rank == 3)}
+    defined = bool(atoms.cell.rank == 3)
+    # an undefined cell is periodic on no axis (the layout's rule)
+    return {"vectors": cell, "origin": [float(x) for x in origin],
+            "boundary": [bool(x) and defined for x in atoms.pbc], "cell_defined": defined}
 
 
 def _calc_results(atoms, fmt):
@@ -636,32 +758,34 @@ def _calc_results(atoms, fmt):
     return energy, res.get("forces")
 
 
-def _system_from_atoms(atoms, fmt, with_positions=True):
+def _system_from_atoms(atoms, fmt, dynamic=True, with_atoms=True):
+    """The system frame of one image: its static columns, plus (``dynamic``:
+    a file of one image) positions, forces, velocities; without
+    ``with_atoms`` (a trajectory whose atom count changes) no atoms block."""
     cols = _static_columns(atoms, fmt)
-    if with_positions:
-        cols["position"] = np.asarray(atoms.positions, dtype=np.float64)
+    if dynamic:
+        cols.update(_dynamic_columns(atoms, fmt))
     meta, types = {}, {}
     energy, _ = _calc_results(atoms, fmt)
     if energy is not None:
-        meta["energy"], types["energy"] = float(energy), "f64"
+        meta["pe"], types["pe"] = float(energy), "f64"
     for k, v in atoms.info.items():
         if isinstance(v, (bool, int, float, str, np.integer, np.floating)) and k not in meta:
             meta[k] = v.item() if isinstance(v, np.generic) else v
-    d = {"blocks": {"atoms": cols}, "meta": meta, "meta_types": types}
+    d = {"blocks": {"atoms": cols} if with_atoms else {}, "meta": meta, "meta_types": types}
     box = _box(atoms)
     if box is not None:
         d["box"] = box
     return d
 
 
-def _update_from_atoms(atoms, k, fmt, with_energy):
-    cols = {"position": np.asarray(atoms.positions, dtype=np.float64)}
-    energy, forces = _calc_results(atoms, fmt)
-    if forces is not None:
-        cols["force"] = np.asarray(forces, dtype=np.float64)
+def _update_from_atoms(atoms, k, fmt, with_energy, with_static=False):
+    cols = _static_columns(atoms, fmt) if with_static else {}
+    cols.update(_dynamic_columns(atoms, fmt))
+    energy, _ = _calc_results(atoms, fmt)
     d = {"blocks": {_TRAJ_BLOCK: cols}, "meta": {}}
     if with_energy and energy is not None:
-        d["meta"]["energy"] = float(energy)
+        d["meta"]["pe"] = float(energy)
     d["step"] = int(atoms.info.get("timestep", k))
     box = _box(atoms)
     if box is not None:
@@ -769,9 +893,8 @@ def import_files(paths, out, format=None, progress=None, units=None):
         progress = sys.stderr.isatty()
     bar = _Progress(progress)
     with_energy = any(f not in _NO_ENERGY_FORMATS for f in fmts)
-    schema = {"blocks": {_TRAJ_BLOCK: {"columns": {"position": {"dtype": "f64"},
-                                                  "force": {"dtype": "f64"}}}},
-              "meta": {"energy": {"type": "f64", "fill": "NaN"}} if with_energy else {}}
+    # blocks are declared by the first frame presenting them (the writer)
+    schema = {"meta": {"pe": {"dtype": "f64", "fill": "NaN"}} if with_energy else {}}
     partial = f"{out}.partial-{os.getpid()}"
     _remove_quietly(partial, partial + "-lock")
     nrec = nfr = 0
@@ -800,9 +923,13 @@ def import_files(paths, out, format=None, progress=None, units=None):
                         raise ValueError(f"{p}: ASE read no image ({fmt})")
                     meta = {"source": os.path.basename(p), "format": fmt}
                     if len(images) > 1:
-                        w.add_record(meta=meta, system=_system_from_atoms(images[0], fmt, with_positions=False))
+                        # a trajectory block sharing the system's name keeps
+                        # its row count: a changing atom count has no system atoms
+                        fixed = len({len(a) for a in images}) == 1
+                        w.add_record(meta=meta, system=_system_from_atoms(images[0], fmt, dynamic=False,
+                                                                          with_atoms=fixed))
                         for k, a in enumerate(images):
-                            w.add_frame(_update_from_atoms(a, k, fmt, with_energy))
+                            w.add_frame(_update_from_atoms(a, k, fmt, with_energy, with_static=not fixed))
                             nfr += 1
                             bar(i, len(paths), nrec, nfr)
                     else:
@@ -826,31 +953,51 @@ def import_files(paths, out, format=None, progress=None, units=None):
 
 # ----------------------------------------------------------- loader streams
 
-def frame_items(reader, block="atoms", column="position", scalars=("step", "energy"),
+#: The position columns the loader streams read by default.
+POSITION_COLUMNS = ("x", "y", "z")
+
+
+def _column_names(column):
+    names = (column,) if isinstance(column, str) else tuple(column)
+    if not names or not all(isinstance(c, str) and c and "," not in c for c in names):
+        raise ValueError(f"column: a column name or a sequence of names, got {column!r}")
+    return names
+
+
+def _item_value(cols, names):
+    """One column as stored, or several 1-d columns side by side (n, k)."""
+    if len(names) == 1:
+        return np.asarray(cols[names[0]], dtype=np.float64)
+    return np.stack([np.asarray(cols[c], dtype=np.float64) for c in names], axis=1)
+
+
+def frame_items(reader, block="atoms", column=POSITION_COLUMNS, scalars=("step", "pe"),
                 include_systems=True):
-    """Yield (record, frame, positions (n, 3) f64, {scalar: value}) for
-    every frame of every record, resolving carry-forward in one pass per
-    record. A record without a trajectory yields its system once (frame
-    -1) when ``include_systems``; its scalars come from the system meta
-    (NaN / -1 when absent)."""
+    """Yield (record, frame, positions f64, {scalar: value}) for every
+    frame of every record, resolving carry-forward in one pass per record.
+    ``column``: one column (as stored) or several 1-d columns stacked to
+    (n, k); by default ``x y z`` as (n_atoms, 3). A record without a
+    trajectory yields its system once (frame -1) when ``include_systems``;
+    its scalars come from the system meta (NaN / -1 when absent)."""
+    names = _column_names(column)
     for r in range(len(reader)):
         info = reader.record_info(r)
         if info["n_frames"]:
             for k, fr in enumerate(reader.frames(r)):
-                pos = fr["blocks"][block][column] if not isinstance(fr["blocks"][block], Block) \
-                    else fr["blocks"][block].columns[column]
+                b = fr["blocks"][block]
+                cols = b.columns if isinstance(b, Block) else b
                 vals = {s: fr.get(s, fr["meta"].get(s)) for s in scalars}
-                yield r, k, np.asarray(pos, dtype=np.float64), vals
+                yield r, k, _item_value(cols, names), vals
         elif include_systems:
             sysd = reader.system(r)
             if sysd is None or block not in sysd["blocks"]:
                 continue
             b = sysd["blocks"][block]
             cols = b.columns if isinstance(b, Block) else b
-            if column not in cols:
+            if names[0] not in cols:
                 continue
             vals = {s: sysd["meta"].get(s) for s in scalars}
-            yield r, -1, np.asarray(cols[column], dtype=np.float64), vals
+            yield r, -1, _item_value(cols, names), vals
 
 
 class _LmdbSource(_Closing):
@@ -943,7 +1090,7 @@ def _reopen_lmdb_stream(args, which, name, dtype, ragged):
     return LmdbStream(src, which, name, dtype, ragged)
 
 
-def lmdb_streams(source, block="atoms", column="position", scalars=("step", "energy"),
+def lmdb_streams(source, block="atoms", column=POSITION_COLUMNS, scalars=("step", "pe"),
                  include_systems=True, nolock=False):
     """A collection as DataLoader streams read directly from LMDB, no
     conversion: ``{"positions": ragged f64 (one (n_atoms, 3) array per
@@ -962,7 +1109,7 @@ def lmdb_streams(source, block="atoms", column="position", scalars=("step", "ene
     for name in ("positions", "record"):
         if name in scalars:
             raise ValueError(f"scalar name {name!r} collides with a stream name")
-    src = _LmdbSource(path, nolock, block, column, scalars, include_systems)
+    src = _LmdbSource(path, nolock, block, ",".join(_column_names(column)), scalars, include_systems)
     if src.length == 0:
         src.close()
         raise ValueError(f"{path}: no frames (and no system holding {block}/{column}) to stream")
@@ -973,7 +1120,7 @@ def lmdb_streams(source, block="atoms", column="position", scalars=("step", "ene
     return out
 
 
-def to_zrecord(reader, out_dir, block="atoms", column="position", scalars=("step", "energy"),
+def to_zrecord(reader, out_dir, block="atoms", column=POSITION_COLUMNS, scalars=("step", "pe"),
                include_systems=True, codec="zstd"):
     """Convert a collection's frames into zrecord stores the DataLoader
     draws from: ``positions`` (RaggedStore f64, one (n_atoms, 3) record per
@@ -1007,13 +1154,23 @@ def to_zrecord(reader, out_dir, block="atoms", column="position", scalars=("step
 
 def main(argv=None, prog="python3 -m loaderx.mrec"):
     """Command line (``zr mrec import`` runs this with prog="zr mrec").
-    Exit status 0 ok, 1 failure, 2 usage (bad arguments, unknown or
-    unguessable format, unknown units); errors are one line on stderr."""
+    Exit status 0 ok, 1 failure (an input ASE cannot read, a rule broken),
+    2 usage (bad arguments, unknown or unguessable format, unknown units),
+    3 a file cannot be opened or the output exists; errors are one line on
+    stderr naming the file."""
     import argparse
+
+    from .errors import NotAStoreError, StoreBusy
 
     ap = argparse.ArgumentParser(prog=prog, description="mrec-lmdb collections")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    imp = sub.add_parser("import", help="import files with ASE into a new collection")
+    imp = sub.add_parser("import", help="import files with ASE into a new collection",
+                         description="Import files with ASE into a new collection OUT (written aside and "
+                                     "published only when complete).",
+                         epilog=f"exit status: 0 ok, 1 an input cannot be imported, 2 usage, 3 cannot open "
+                                f"an input or OUT exists\nexample: {prog} import dump.lammpstrj --units real "
+                                "-o run.mrec.lmdb",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     imp.add_argument("files", nargs="+")
     imp.add_argument("--format", "-f", default=None,
                      help="ASE format name (lammps-dump-text, extxyz, xyz, json, db, gromacs, ...); "
@@ -1039,6 +1196,10 @@ def main(argv=None, prog="python3 -m loaderx.mrec"):
     except UsageError as e:
         print(f"{where}: {e}", file=sys.stderr)
         return 2
+    except (FileExistsError, FileNotFoundError, PermissionError, IsADirectoryError, NotAStoreError,
+            StoreBusy) as e:
+        print(f"{where}: {e}", file=sys.stderr)
+        return 3
     except ValueError as e:
         print(f"{where}: {e}", file=sys.stderr)
         return 1
