@@ -318,3 +318,28 @@ def test_closing_a_source_closes_the_mixture_loader(store_dir):
     assert dl.closed
     m.close()
     cb[1].close()
+
+
+def test_zr_info_and_verify_over_shards(store_dir):
+    import glob
+    import shutil
+    import subprocess
+
+    zr = shutil.which("zr")
+    if zr is None:
+        pytest.skip("the zr tool is not on PATH")
+    n = write_dataset(store_dir, LENS)
+    shards = sorted(glob.glob(str(store_dir / "x-*")))
+    p = subprocess.run([zr, "info", "--concat", *shards], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert f"{len(LENS)} shards as one (dense <f4, shape (3, 4)), {n} records" in p.stdout
+    p = subprocess.run([zr, "verify", "--concat", *shards], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("0 bad (ok)") == len(LENS)
+    # a ragged shard among dense ones: named, exit 1
+    p = subprocess.run([zr, "verify", "--concat", *shards, str(store_dir / "y-00")],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1
+    assert "not one dataset" in p.stderr and "y-00" in p.stderr and "kind" in p.stderr
