@@ -114,7 +114,7 @@ void zld_mixture_free(zld_mixture *m)
  * (the same for every stream: sources keep one base per source), and
  * optionally the (source, index) pairs. */
 static int mix_decode(const zld_mixture *m, const uint64_t *virt, uint64_t count,
-                      uint32_t *source, uint64_t *local, int64_t *global)
+                      uint32_t *source, uint64_t *local, int64_t *global, uint64_t *scratch)
 {
     for (uint64_t i = 0; i < count;) {
         if (virt[i] >= m->length)
@@ -124,7 +124,8 @@ static int mix_decode(const zld_mixture *m, const uint64_t *virt, uint64_t count
         uint64_t run = 1; /* consecutive positions of one step */
         while (i + run < count && virt[i + run] == virt[i] + run && p + run < m->g)
             run++;
-        if (zsm_mixture_positions(&m->cfg, step, p, run, source + i, local + i) != ZSM_OK)
+        if (zsm_mixture_positions(&m->cfg, step, p, run, source + i, local + i,
+                                  scratch ? scratch + i : NULL) != ZSM_OK)
             return zr_set_error(ZR_EINVAL, "mixture: the sampler refused step %" PRIu64, step);
         if (global)
             for (uint64_t j = i; j < i + run; j++)
@@ -139,9 +140,11 @@ typedef struct decoded {
     uint32_t small_src[SMALL];
     uint64_t small_loc[SMALL];
     int64_t small_glob[SMALL];
+    uint64_t small_scr[SMALL];
     uint32_t *src;
     uint64_t *loc;
     int64_t *glob;
+    uint64_t *scr;
     void *heap;
 } decoded;
 
@@ -151,19 +154,21 @@ static int decode_tmp(const mix_stream *ms, const uint64_t *virt, uint64_t count
     d->src = d->small_src;
     d->loc = d->small_loc;
     d->glob = d->small_glob;
+    d->scr = d->small_scr;
     if (count > SMALL) {
-        if (count > SIZE_MAX / 20)
+        if (count > SIZE_MAX / 28)
             return zr_set_error(ZR_ENOMEM, "mixture: %" PRIu64 " indices do not fit in memory",
                                 count);
-        d->heap = malloc((size_t)count * 20);
+        d->heap = malloc((size_t)count * 28);
         if (d->heap == NULL)
             return zr_set_error(ZR_ENOMEM, "mixture: out of memory for %" PRIu64 " indices",
                                 count);
         d->loc = d->heap;
         d->glob = (int64_t *)(d->loc + count);
-        d->src = (uint32_t *)(d->glob + count);
+        d->scr = (uint64_t *)(d->glob + count);
+        d->src = (uint32_t *)(d->scr + count);
     }
-    int rc = mix_decode(ms->m, virt, count, d->src, d->loc, d->glob);
+    int rc = mix_decode(ms->m, virt, count, d->src, d->loc, d->glob, d->scr);
     if (rc != ZR_OK) {
         free(d->heap);
         d->heap = NULL;
@@ -376,7 +381,7 @@ int zld_mixture_locate(const zld_mixture *m, const uint64_t *virt, uint64_t coun
     if (count > 0 && (virt == NULL || source == NULL || index == NULL))
         return zr_set_error(ZR_EINVAL, "zld_mixture_locate: NULL array with count %" PRIu64,
                             count);
-    return mix_decode(m, virt, count, source, index, NULL);
+    return mix_decode(m, virt, count, source, index, NULL, NULL);
 }
 
 /* ------------------------------------------------- readahead sizing hook */

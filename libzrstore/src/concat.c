@@ -260,13 +260,14 @@ int zrs_concat_check_aligned(const zrs_concat *a, const zrs_concat *b)
  * the next one's). */
 static uint32_t shard_of(const zrs_concat *c, uint64_t i)
 {
-    size_t lo = 0, hi = c->n; /* offset[lo] <= i < offset[hi] */
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (c->offset[mid] <= i)
-            lo = mid;
-        else
-            hi = mid;
+    /* Branch-free halving (a conditional move per step): random indices
+     * would mispredict a branchy search at every level. */
+    const uint64_t *off = c->offset;
+    size_t lo = 0, len = c->n; /* offset[lo] <= i < offset[lo + len] */
+    while (len > 1) {
+        size_t half = len / 2;
+        lo = off[lo + half] <= i ? lo + half : lo;
+        len -= half;
     }
     return (uint32_t)lo;
 }

@@ -123,15 +123,20 @@ typedef struct zsm_mixture {
 ZSM_API int zsm_mixture_validate(const zsm_mixture *m);
 
 /* This rank's batch for `step`: source[j] and index[j] (index[j] <
- * lengths[source[j]]) for j < batch_size. */
+ * lengths[source[j]]) for j < batch_size. `scratch`: batch_size uint64
+ * values of working memory, or NULL (the same result, computed position
+ * by position: slower). */
 ZSM_API int zsm_mixture_indices(const zsm_mixture *m, uint64_t step, uint32_t *source,
-                                uint64_t *index);
+                                uint64_t *index, uint64_t *scratch);
 
 /* Positions [first, first + count) of the global batch of `step` (any
  * rank's; first + count <= G), into source[0..count) and index[0..count).
- * m->rank is ignored. */
+ * m->rank is ignored. `scratch` as above (count values); it speeds up
+ * whole windows (count dividing G, first a multiple of count) of mixtures
+ * of up to 16 sources. */
 ZSM_API int zsm_mixture_positions(const zsm_mixture *m, uint64_t step, uint64_t first,
-                                  uint64_t count, uint32_t *source, uint64_t *index);
+                                  uint64_t count, uint32_t *source, uint64_t *index,
+                                  uint64_t *scratch);
 
 #ifdef __cplusplus
 }

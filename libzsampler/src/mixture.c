@@ -28,6 +28,9 @@
  * sampler hashes every seed before use. */
 #define SOURCE_SEED_STEP UINT64_C(0x9E3779B97F4A7C15)
 
+/* Mixtures of up to this many sources compute whole windows per source. */
+#define WINDOW_MAX_SOURCES 16u
+
 int zsm_mixture_validate(const zsm_mixture *m)
 {
     if (m == NULL || m->nsources == 0 || m->nsources > ZSM_MIXTURE_MAX_SOURCES ||
@@ -68,16 +71,44 @@ static uint32_t pick(const zsm_mixture *m, double total, uint64_t u)
 }
 
 int zsm_mixture_positions(const zsm_mixture *m, uint64_t step, uint64_t first, uint64_t count,
-                          uint32_t *source, uint64_t *index)
+                          uint32_t *source, uint64_t *index, uint64_t *scratch)
 {
     if (zsm_mixture_validate(m) != ZSM_OK)
         return ZSM_EINVAL;
     const uint64_t g = m->batch_size * m->world_size;
     if (first > g || count > g - first || (count > 0 && (source == NULL || index == NULL)))
         return ZSM_EINVAL;
+    if (count == 0)
+        return ZSM_OK;
     double total = 0.0;
     for (uint32_t k = 0; k < m->nsources; k++)
         total += m->weights[k];
+    if (scratch != NULL && g % count == 0 && first % count == 0 &&
+        m->nsources <= WINDOW_MAX_SOURCES) {
+        /* Whole windows: positions [first, first + count) are "rank"
+         * first / count of a sampler whose world is g / count, so each
+         * source's indices for the window come from one zsm_indices call
+         * (the same values as position by position, far cheaper). */
+        const uint32_t r = (uint32_t)(first / count), w = (uint32_t)(g / count);
+        zsm_config draw = {UINT64_MAX, count, m->seed, ZSM_IID, r, w};
+        (void)zsm_indices(&draw, step, index); /* the draws, for now */
+        uint64_t seen = 0; /* bit k: source k appears */
+        for (uint64_t j = 0; j < count; j++) {
+            source[j] = pick(m, total, index[j]);
+            seen |= UINT64_C(1) << source[j];
+        }
+        for (uint32_t k = 0; k < m->nsources; k++) {
+            if (!(seen >> k & 1))
+                continue;
+            zsm_config own = {m->lengths[k], count, m->seed + (uint64_t)(k + 1) * SOURCE_SEED_STEP,
+                              m->modes[k], r, w};
+            (void)zsm_indices(&own, step, scratch);
+            for (uint64_t j = 0; j < count; j++)
+                if (source[j] == k)
+                    index[j] = scratch[j];
+        }
+        return ZSM_OK;
+    }
     zsm_config draw = {UINT64_MAX, 1, m->seed, ZSM_IID, 0, (uint32_t)g};
     zsm_config own = {0, 1, 0, ZSM_IID, 0, (uint32_t)g};
     for (uint64_t j = 0; j < count; j++) {
@@ -96,11 +127,11 @@ int zsm_mixture_positions(const zsm_mixture *m, uint64_t step, uint64_t first, u
     return ZSM_OK;
 }
 
-int zsm_mixture_indices(const zsm_mixture *m, uint64_t step, uint32_t *source, uint64_t *index)
+int zsm_mixture_indices(const zsm_mixture *m, uint64_t step, uint32_t *source, uint64_t *index,
+                        uint64_t *scratch)
 {
-    if (m == NULL)
-        return ZSM_EINVAL;
     if (zsm_mixture_validate(m) != ZSM_OK)
         return ZSM_EINVAL;
-    return zsm_mixture_positions(m, step, m->batch_size * m->rank, m->batch_size, source, index);
+    return zsm_mixture_positions(m, step, m->batch_size * m->rank, m->batch_size, source, index,
+                                 scratch);
 }

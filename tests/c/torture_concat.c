@@ -514,13 +514,27 @@ static void test_mixture_sampler(void **state)
     uint64_t idx[64];
     for (uint64_t step = 0; step < steps; step++) {
         /* the global batch, then every rank's slice of it */
-        assert_int_equal(zsm_mixture_positions(&m, step, 0, 64, src, idx), ZSM_OK);
+        assert_int_equal(zsm_mixture_positions(&m, step, 0, 64, src, idx, NULL), ZSM_OK);
+        /* whole windows with scratch: the same values */
+        {
+            uint32_t s3[64];
+            uint64_t i3[64], scr[64];
+            assert_int_equal(zsm_mixture_positions(&m, step, 0, 64, s3, i3, scr), ZSM_OK);
+            assert_memory_equal(s3, src, sizeof s3);
+            assert_memory_equal(i3, idx, sizeof i3);
+            assert_int_equal(zsm_mixture_positions(&m, step, 32, 32, s3, i3, scr), ZSM_OK);
+            assert_memory_equal(s3, src + 32, 32 * sizeof *s3);
+            assert_memory_equal(i3, idx + 32, 32 * sizeof *i3);
+            assert_int_equal(zsm_mixture_positions(&m, step, 5, 20, s3, i3, scr), ZSM_OK);
+            assert_memory_equal(i3, idx + 5, 20 * sizeof *i3);
+        }
         for (uint32_t r = 0; r < 4; r++) {
             zsm_mixture mr = m;
             mr.rank = r;
             uint32_t s2[16];
             uint64_t i2[16];
-            assert_int_equal(zsm_mixture_indices(&mr, step, s2, i2), ZSM_OK);
+            uint64_t scr2[16];
+            assert_int_equal(zsm_mixture_indices(&mr, step, s2, i2, r % 2 ? scr2 : NULL), ZSM_OK);
             assert_memory_equal(s2, src + 16 * r, sizeof s2);
             assert_memory_equal(i2, idx + 16 * r, sizeof i2);
         }
@@ -558,11 +572,11 @@ static void test_mixture_sampler(void **state)
     /* pure function: the same step twice, another step differs */
     uint32_t sa[64], sb[64];
     uint64_t ia[64], ib[64];
-    assert_int_equal(zsm_mixture_positions(&m, 123456789, 0, 64, sa, ia), ZSM_OK);
-    assert_int_equal(zsm_mixture_positions(&m, 123456789, 0, 64, sb, ib), ZSM_OK);
+    assert_int_equal(zsm_mixture_positions(&m, 123456789, 0, 64, sa, ia, NULL), ZSM_OK);
+    assert_int_equal(zsm_mixture_positions(&m, 123456789, 0, 64, sb, ib, NULL), ZSM_OK);
     assert_memory_equal(sa, sb, sizeof sa);
     assert_memory_equal(ia, ib, sizeof ia);
-    assert_int_equal(zsm_mixture_positions(&m, 123456790, 0, 64, sb, ib), ZSM_OK);
+    assert_int_equal(zsm_mixture_positions(&m, 123456790, 0, 64, sb, ib, NULL), ZSM_OK);
     assert_true(memcmp(ia, ib, sizeof ia) != 0);
 
     /* validation */
@@ -582,7 +596,7 @@ static void test_mixture_sampler(void **state)
     bad = m;
     bad.nsources = 0;
     assert_int_equal(zsm_mixture_validate(&bad), ZSM_EINVAL);
-    assert_int_equal(zsm_mixture_positions(&m, 0, 60, 5, src, idx), ZSM_EINVAL);
+    assert_int_equal(zsm_mixture_positions(&m, 0, 60, 5, src, idx, NULL), ZSM_EINVAL);
 }
 
 /* A loader over a two-source mixture: every record is the one
@@ -636,7 +650,7 @@ static void test_mixture_loader(void **state)
             zsm_mixture zm = {w, lens, modes, 2, 7, 16, 0, 1};
             uint32_t s2[16];
             uint64_t l2[16];
-            assert_int_equal(zsm_mixture_indices(&zm, step, s2, l2), ZSM_OK);
+            assert_int_equal(zsm_mixture_indices(&zm, step, s2, l2, NULL), ZSM_OK);
             assert_memory_equal(src, s2, sizeof src);
             assert_memory_equal(loc, l2, sizeof loc);
             uint64_t nb;
