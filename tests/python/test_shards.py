@@ -343,3 +343,41 @@ def test_zr_info_and_verify_over_shards(store_dir):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 1
     assert "not one dataset" in p.stderr and "y-00" in p.stderr and "kind" in p.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_loader_over_shards_survives_fork(store_dir):
+    """A forked child rebuilds the loader over shards (and a mixture) that
+    reopen themselves, and gets the batch the parent would get next."""
+    write_dataset(store_dir, LENS)
+    x = ConcatStore(str(store_dir / "x-*"))
+    big, small = mixture_sources(store_dir)
+    m = Mixture({"big": big, "small": small}, weights=[1, 1], modes="iid")
+    for streams in ({"x": x}, m):
+        dl = DataLoader(streams, batch_size=8, seed=2)
+        next(dl)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: no pytest machinery, just bytes on the pipe
+            code = 1
+            try:
+                os.close(r)
+                os.write(w, next(dl)["x"].tobytes())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(w)
+        got = b""
+        while True:
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                break
+            got += chunk
+        os.close(r)
+        _, status = os.waitpid(pid, 0)
+        assert os.WEXITSTATUS(status) == 0
+        expect = next(dl)["x"]
+        assert got == expect.tobytes()
+        dl.close()
+    m.close()
+    x.close()
