@@ -33,6 +33,7 @@ struct zrs_concat {
     size_t ndim;
     uint64_t shape[ZRS_MAX_NDIM];
     uint64_t record_size;
+    double per_record;   /* n / length: the proportional guess of a shard */
 };
 
 /* Index counts up to this use stack scratch (no malloc). */
@@ -128,6 +129,7 @@ static int build(zrs_concat **out, zrs_store *const *stores, size_t n, int owns)
         }
         c->offset[k + 1] = c->offset[k] + len;
     }
+    c->per_record = c->offset[n] ? (double)n / (double)c->offset[n] : 0.0;
     *out = c;
     return ZR_OK;
 }
@@ -260,9 +262,21 @@ int zrs_concat_check_aligned(const zrs_concat *a, const zrs_concat *b)
  * the next one's). */
 static uint32_t shard_of(const zrs_concat *c, uint64_t i)
 {
-    /* Branch-free halving (a conditional move per step): random indices
-     * would mispredict a branchy search at every level. */
     const uint64_t *off = c->offset;
+    /* Shards are usually of similar lengths: guess by proportion and check
+     * the guess and its neighbours first. */
+    size_t k = (size_t)((double)i * c->per_record);
+    if (k >= c->n)
+        k = c->n - 1;
+    for (int tries = 0; tries < 2; tries++) {
+        if (i < off[k])
+            k--;
+        else if (i >= off[k + 1])
+            k++;
+        else
+            return (uint32_t)k;
+    }
+    /* Branch-free halving (a conditional move per step). */
     size_t lo = 0, len = c->n; /* offset[lo] <= i < offset[lo + len] */
     while (len > 1) {
         size_t half = len / 2;
