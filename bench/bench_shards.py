@@ -8,9 +8,9 @@
    (ConcatStore), raw and zstd, 147 KiB (224x224x3 uint8) and 2 KiB
    (512 float32) records, on identical random index plans, results checked
    equal before timing.
-2. Loader: DataLoader batches over a two-source Mixture against the
-   single-source DataLoader over one of its stores (2 KiB and 147 KiB raw
-   records, batch 256 and 64).
+2. Loader: DataLoader batches over a two-source Mixture (two stores of
+   different lengths, weights 1:1) against the single-source DataLoader
+   over the first store (2 KiB and 147 KiB raw records, batch 256 and 64).
 
 Every pair is timed in alternation (A B, B A, A B, ...) over --rounds rounds
 on a warm page cache, and the median of each side is compared. The ratio
@@ -129,9 +129,14 @@ def bench_mixture(root, mib, rounds, steps=40):
         rsize = int(np.prod(shape)) * np.dtype(dtype).itemsize
         n = max(1024, (mib << 20) // rsize)
         batch = 64 if rsize > 65536 else 256
-        a_p, b_parts = build(root, f"{label}-raw", shape, dtype, "raw", n, 16)
+        a_p, _ = build(root, f"{label}-raw", shape, dtype, "raw", n, 16)
         a = DenseStore.open(a_p, readonly=True)
-        b = ConcatStore(b_parts[:8])  # the second source: half the shards
+        b_p = os.path.join(root, f"{label}-raw-second")  # the second source: another store
+        if not os.path.exists(os.path.join(b_p, "store.zr")):
+            with DenseStore.create(b_p + ".partial", dtype, shape, codec="raw") as s:
+                s.append(records(shape, dtype, n, n + n // 2))
+            os.rename(b_p + ".partial", b_p)
+        b = DenseStore.open(b_p, readonly=True)
         mix = Mixture({"a": {"x": a}, "b": {"x": b}}, weights=[0.5, 0.5])
         single = DataLoader({"x": a}, batch_size=batch, seed=0)
         mixed = DataLoader(mix, batch_size=batch, seed=0)

@@ -58,8 +58,8 @@ def shard_paths(shards):
         p = os.fspath(shards)
         if any(c in p for c in "*?["):
             found = sorted(_glob.glob(p))
-            # a shard being written (path.partial) is not a shard yet
-            found = [f for f in found if not f.endswith(".partial")]
+            # a shard being written (.partial) or replaced (.old) is not one
+            found = [f for f in found if not f.endswith((".partial", ".old"))]
             if not found:
                 raise ValueError(f"no shards match {p!r}")
             return found
@@ -77,22 +77,27 @@ def write_shard(path, create, write):
     closed (synced) and renamed from ``path + ".partial"`` to ``path``. A
     ``.partial`` left by a killed earlier attempt is removed first, and an
     existing ``path`` (a finished earlier attempt) is replaced only after
-    the new shard is complete. Returns ``path``."""
+    the new shard is complete (it is moved to ``path + ".old"`` for the
+    moment of the swap; a swap killed in between is undone by the next
+    call). Globs given to :class:`ConcatStore` skip ``.partial`` and
+    ``.old``. Returns ``path``."""
     import shutil
 
     path = os.fspath(path)
-    partial = path + ".partial"
+    partial, old = path + ".partial", path + ".old"
     if os.path.lexists(partial):
         shutil.rmtree(partial)
+    if os.path.lexists(old):  # a replacement killed between its renames
+        if os.path.lexists(path):
+            shutil.rmtree(old)
+        else:
+            os.rename(old, path)
     store = create(partial)
     try:
         write(store)
     finally:
         store.close()  # syncs: payload, record table, header
     if os.path.lexists(path):
-        old = path + ".old"
-        if os.path.lexists(old):
-            shutil.rmtree(old)
         os.rename(path, old)
         os.rename(partial, path)
         shutil.rmtree(old)
