@@ -2,7 +2,7 @@
 """Benchmark (not a test): many stores as one dataset.
 
     python3 bench/bench_shards.py [--dir /var/tmp/zr_bench_shards] [--rounds 30]
-        [--mib 96] [--shards 16]
+        [--mib 96] [--shards 16] [--steps 40]
 
 1. Gather: the same records as one store and as 16 concatenated shards
    (ConcatStore), raw and zstd, 147 KiB (224x224x3 uint8) and 2 KiB
@@ -59,6 +59,12 @@ def build(root, name, shape, dtype, codec, n, shards):
     return one, parts
 
 
+def sizes(rsize, mib, shards):
+    """(records per dataset copy, batch size) for records of rsize bytes."""
+    batch = 64 if rsize > 65536 else 256
+    return max(shards * 8, 2 * batch, (mib << 20) // rsize), batch
+
+
 def alternate(fa, fb, rounds):
     """Time fa and fb in alternation: (wall a, wall b, cpu a, cpu b), the
     medians over the rounds of wall-clock seconds and of this process's CPU
@@ -89,8 +95,7 @@ def bench_gather(root, mib, shards, rounds):
     results = []
     for label, (shape, dtype) in SHAPES.items():
         rsize = int(np.prod(shape)) * np.dtype(dtype).itemsize
-        n = max(shards * 8, (mib << 20) // rsize)
-        batch = 64 if rsize > 65536 else 256
+        n, batch = sizes(rsize, mib, shards)
         for codec in ("raw", "zstd"):
             one_p, parts = build(root, f"{label}-{codec}", shape, dtype, codec, n, shards)
             one = DenseStore.open(one_p, readonly=True)
@@ -127,8 +132,7 @@ def bench_mixture(root, mib, rounds, steps=40):
     results = []
     for label, (shape, dtype) in SHAPES.items():
         rsize = int(np.prod(shape)) * np.dtype(dtype).itemsize
-        n = max(1024, (mib << 20) // rsize)
-        batch = 64 if rsize > 65536 else 256
+        n, batch = sizes(rsize, mib, 16)
         a_p, _ = build(root, f"{label}-raw", shape, dtype, "raw", n, 16)
         a = DenseStore.open(a_p, readonly=True)
         b_p = os.path.join(root, f"{label}-raw-second")  # the second source: another store
@@ -168,10 +172,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--mib", type=int, default=96, help="MiB of records per dataset copy")
     ap.add_argument("--shards", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=40, help="loader steps per round")
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
     res = bench_gather(a.dir, a.mib, a.shards, a.rounds)
-    res += bench_mixture(a.dir, a.mib, a.rounds)
+    res += bench_mixture(a.dir, a.mib, a.rounds, a.steps)
     worst = min(r for _, r in res)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; "
           f"worst median ratio {worst:.2f} (goal >= 0.90): " +

@@ -391,3 +391,17 @@ def test_loader_over_shards_survives_fork(store_dir):
         dl.close()
     m.close()
     x.close()
+
+
+def test_bench_script_runs(tmp_path):
+    """bench/bench_shards.py at smoke size: it runs and prints its ratios
+    (speed is never asserted in a test)."""
+    import subprocess
+    import sys
+
+    bench = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench",
+                         "bench_shards.py")
+    p = subprocess.run([sys.executable, bench, "--dir", str(tmp_path), "--mib", "1",
+                        "--rounds", "1", "--steps", "3"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "worst median ratio" in p.stdout and "loader 2KiB mixture" in p.stdout
