@@ -125,15 +125,15 @@ def bench_gather(root, mib, shards, rounds):
     return results
 
 
-def bench_mixture(root, mib, rounds, steps=40):
+def bench_mixture(root, mib, shards, rounds, steps=40):
     print(f"loader: single-source DataLoader vs a two-source Mixture (steps per round {steps})")
     print(f"  {'records':8} {'batch':>5} {'single b/s':>10} {'mixture b/s':>11} {'ratio':>6} "
           f"{'cpu ratio':>9}")
     results = []
     for label, (shape, dtype) in SHAPES.items():
         rsize = int(np.prod(shape)) * np.dtype(dtype).itemsize
-        n, batch = sizes(rsize, mib, 16)
-        a_p, _ = build(root, f"{label}-raw", shape, dtype, "raw", n, 16)
+        n, batch = sizes(rsize, mib, shards)
+        a_p, _ = build(root, f"{label}-raw", shape, dtype, "raw", n, shards)
         a = DenseStore.open(a_p, readonly=True)
         b_p = os.path.join(root, f"{label}-raw-second")  # the second source: another store
         if not os.path.exists(os.path.join(b_p, "store.zr")):
@@ -176,7 +176,7 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
     res = bench_gather(a.dir, a.mib, a.shards, a.rounds)
-    res += bench_mixture(a.dir, a.mib, a.rounds, a.steps)
+    res += bench_mixture(a.dir, a.mib, a.shards, a.rounds, a.steps)
     worst = min(r for _, r in res)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; "
           f"worst median ratio {worst:.2f} (goal >= 0.90): " +

@@ -402,6 +402,6 @@ def test_bench_script_runs(tmp_path):
     bench = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench",
                          "bench_shards.py")
     p = subprocess.run([sys.executable, bench, "--dir", str(tmp_path), "--mib", "1",
-                        "--rounds", "1", "--steps", "3"], capture_output=True, text=True, timeout=300)
+                        "--rounds", "1", "--steps", "3", "--shards", "4"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "worst median ratio" in p.stdout and "loader 2KiB mixture" in p.stdout
