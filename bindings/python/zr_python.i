@@ -555,6 +555,7 @@ ZR_INDEX_TO_U64(sizes)
 
 %include "zr_core.i"
 %include "zmrec_python.i"  /* libzmrec: mrec-lmdb collections (loaderx.mrec) */
+%include "shards_python.i" /* concatenated shards and mixtures (loaderx.shards) */
 
 %rename(zrs_item_shape) zr_py_item_shape;
 %rename(zrs_append_ragged) zr_py_append_ragged;

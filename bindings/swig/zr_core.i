@@ -41,6 +41,32 @@
 %ignore zre_delete;
 %ignore zrs_train_dict;
 
+/* Many stores as one dataset (shards): arrays of handles, paths and raw
+ * index/output pointers. Each binding reaches them through its own checked
+ * glue (Python: bindings/python/shards_python.i); the plain accessors
+ * (zrs_concat_length, ...) stay wrapped. */
+%ignore zre_gather_multi;
+%ignore zrs_concat_create;
+%ignore zrs_concat_open;
+%ignore zrs_concat_locate;
+%ignore zrs_concat_advise;
+%ignore zrs_concat_item_shape;
+%ignore zrs_concat_gather_ragged;
+%ignore zrs_concat_gather_dense;
+%ignore zrs_concat_ragged_sizes;
+%ignore zld_stream_from_concat;
+%ignore zld_mixture_create;
+%ignore zld_mixture_stream;
+%ignore zld_mixture_locate;
+%ignore zsm_mixture;
+%ignore zsm_mixture_validate;
+%ignore zsm_mixture_indices;
+%ignore zsm_mixture_positions;
+%nodefaultctor zrs_concat;
+%nodefaultdtor zrs_concat;
+%nodefaultctor zld_mixture;
+%nodefaultdtor zld_mixture;
+
 /* Opaque handles: the wrappers only ever carry pointers to these. */
 %nodefaultctor zre_engine;
 %nodefaultdtor zre_engine;

@@ -204,6 +204,54 @@ ZLD_API void zld_batch_free(zld_batch *b);
  * reuse while the loader is open and the pool has room, freed otherwise. */
 ZLD_API void zld_free(void *buffer);
 
+
+/* ============================================ many stores: shards, mixtures
+ *
+ * Concatenations (zrs_concat, zrstore.h) and weighted mixtures of several
+ * datasets, as loader streams. */
+
+/* Describe a concatenation of shards as a stream (gather, sizes, advise
+ * through zrs_concat; name = shard 0's path). The concatenation is
+ * borrowed. Several concatenated streams in one loader stay index-aligned
+ * only if they are sharded alike: check with zrs_concat_check_aligned.
+ * Readahead sizing (ZLD_READAHEAD_AUTO) counts the bytes of every shard. */
+ZLD_API int zld_stream_from_concat(zld_stream *out, zrs_concat *concat);
+
+/* A weighted mixture of `nsources` datasets, each with the same
+ * `nstreams` named streams (same kinds and identities across sources):
+ * concats[k * nstreams + s] is stream s of source k (borrowed; a single
+ * store is a concatenation of one). Within a source the streams must be
+ * sharded alike (zrs_concat_check_aligned). Each batch position draws its
+ * source by weights[k] (relative, > 0) and its index inside the source by
+ * modes[k], as zsm_mixture (zsampler.h) says, keyed by `seed`.
+ *
+ * zld_mixture_stream(m, s, &st) gives stream s as a zld_stream over a
+ * virtual index space of zld_mixture_length(m) records. Run a loader over
+ * the nstreams mixture streams with mode ZSM_SEQUENTIAL and the same
+ * batch_size and world_size as given here (any rank, start_step, workers);
+ * its batch for (step, rank) is then the mixture's, a pure function of
+ * (seed, step, rank) (it repeats after zld_mixture_length / (batch_size *
+ * world_size) >= 2^31 steps). The batch's indices (zld_batch_indices) are
+ * virtual: zld_mixture_locate turns them into (source, index inside the
+ * source). Records are gathered straight into the batch buffers.
+ *
+ * Errors: ZR_EINVAL naming the source or stream for unaligned streams, an
+ * identity that differs between sources, an empty source, a weight that is
+ * not finite and > 0, an unknown mode, a cyclic source shorter than
+ * batch_size * world_size, or batch_size * world_size above 2^32 - 1.
+ * The mixture must outlive every loader reading its streams; free it with
+ * zld_mixture_free (NULL: no-op). */
+typedef struct zld_mixture zld_mixture;
+ZLD_API int zld_mixture_create(zld_mixture **out, zrs_concat *const *concats, size_t nsources,
+                               size_t nstreams, const double *weights, const zsm_mode *modes,
+                               uint64_t seed, uint64_t batch_size, uint32_t world_size);
+ZLD_API int zld_mixture_stream(zld_mixture *m, size_t stream, zld_stream *out);
+ZLD_API uint64_t zld_mixture_length(const zld_mixture *m);
+/* source[i], index[i] of virtual index virt[i] (ZR_ERANGE past the length). */
+ZLD_API int zld_mixture_locate(const zld_mixture *m, const uint64_t *virt, uint64_t count,
+                               uint32_t *source, uint64_t *index);
+ZLD_API void zld_mixture_free(zld_mixture *m);
+
 #ifdef __cplusplus
 }
 #endif

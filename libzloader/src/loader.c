@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "zr_platform.h"
+#include "zld_shards.h"
 
 #ifndef ZLOADER_VERSION_STRING
 #error "ZLOADER_VERSION_STRING must be defined by the build"
@@ -539,9 +540,11 @@ static int auto_wants_hints(const zld_stream *streams, size_t nstreams)
     for (size_t s = 0; s < nstreams; s++) {
         if (streams[s].advise == NULL)
             continue;
-        if (streams[s].advise != store_advise)
+        uint64_t b = 0;
+        if (streams[s].advise == store_advise)
+            b = zrs_data_bytes(streams[s].user);
+        else if (!zld__stream_bytes(&streams[s], &b)) /* shards.c */
             return 1;
-        uint64_t b = zrs_data_bytes(streams[s].user);
         total = total > UINT64_MAX - b ? UINT64_MAX : total + b;
     }
     uint64_t ram = zrp_physical_memory();

@@ -376,6 +376,25 @@ ZRE_API int zre_compact(zre_engine *e);
  * ZR_ECORRUPT with a detail naming the index and the problem. */
 ZRE_API int zre_check_record(zre_engine *e, uint64_t index);
 
+
+/* ====================================================== many stores at once
+ * (concatenated datasets; see zrstore.h zrs_concat) */
+
+/* zre_gather over several engines in one call: record i is
+ * engines[which[i]]'s record index[i], placed exactly as zre_gather places
+ * it (fixed record_size, or explicit dst_bounds), so a batch whose records
+ * come from many stores lands in its final positions with no extra copy.
+ * The work is sharded over the CPUs in contiguous blocks of the batch, as
+ * one zre_gather, whatever the number of engines (engines[0]'s thread pool
+ * runs it). The engines are borrowed for the call; the same engine may
+ * appear more than once. Errors as zre_gather (ZR_ERANGE names the store),
+ * plus ZR_EINVAL for no engines, a NULL engine or which[i] >= nengines,
+ * and ZR_EBUSY while a delete or compact runs on any of them. */
+ZRE_API int zre_gather_multi(zre_engine *const *engines, size_t nengines, const uint32_t *which,
+                             const uint64_t *index, uint64_t count, void *dst,
+                             uint64_t dst_capacity, uint64_t record_size,
+                             const uint64_t *dst_bounds);
+
 #ifdef __cplusplus
 }
 #endif

@@ -267,6 +267,78 @@ ZRS_API int zrs_train_dict(const void *samples, const uint64_t *sizes,
                            uint64_t nsamples, void *dict,
                            uint64_t dict_capacity, uint64_t *dict_size);
 
+
+/* ============================================ concatenations (many shards)
+ *
+ * A dataset too big for one writer is written as many stores ("shards"),
+ * often in parallel by many processes. A concatenation reads shards of one
+ * identity (the same kind and dtype, and for dense stores the same
+ * item_shape; codecs may differ) as one index space: shard k holds the
+ * global indices [offset(k), offset(k + 1)), the prefix sums of the shard
+ * lengths taken when the concatenation is made (records appended to a
+ * shard later are not seen). Index i is located by a binary search over
+ * those sums. Gathers place every record straight into its final position
+ * in dst, sharded over the CPUs as one store's gather is (zre_gather_multi),
+ * whatever the number of shards. Negative indices wrap against the total
+ * length. Concurrent gathers on one handle are safe, as on a store.
+ * Errors: ZR_EINVAL naming both shards and what differs for an identity
+ * mismatch; ZR_ERANGE for an index outside [-length, length); otherwise as
+ * the store calls. */
+
+typedef struct zrs_concat zrs_concat;
+
+/* Concatenate open stores[0..nstores) in order (1 <= nstores <= 2^32 - 1).
+ * The stores are borrowed: they must stay open until zrs_concat_close,
+ * which does not close them. */
+ZRS_API int zrs_concat_create(zrs_concat **out, zrs_store *const *stores, size_t nstores);
+
+/* Open the store directories paths[0..npaths) (zrs_open_ex with `flags`,
+ * e.g. ZRE_OPEN_READONLY) and concatenate them; the handle owns them and
+ * zrs_concat_close closes them. Nothing stays open on failure; the detail
+ * names the failing path. */
+ZRS_API int zrs_concat_open(zrs_concat **out, const char *const *paths, size_t npaths,
+                            unsigned flags);
+
+/* Free the handle (closing its stores if zrs_concat_open opened them);
+ * returns the first close error. NULL: no-op. */
+ZRS_API int zrs_concat_close(zrs_concat *c);
+
+/* Total records (the sum of the shard lengths). */
+ZRS_API uint64_t zrs_concat_length(const zrs_concat *c);
+/* Number of shards. */
+ZRS_API size_t zrs_concat_count(const zrs_concat *c);
+/* Shard k (borrowed), NULL for k >= count. */
+ZRS_API zrs_store *zrs_concat_shard(zrs_concat *c, size_t k);
+/* First global index of shard k (k == count gives the length). */
+ZRS_API uint64_t zrs_concat_offset(const zrs_concat *c, size_t k);
+/* The shared identity, as the zrs_ accessors of a store. */
+ZRS_API zrs_kind zrs_concat_kind(const zrs_concat *c);
+ZRS_API zrs_dtype zrs_concat_dtype(const zrs_concat *c);
+ZRS_API size_t zrs_concat_item_ndim(const zrs_concat *c);
+ZRS_API const uint64_t *zrs_concat_item_shape(const zrs_concat *c);
+ZRS_API uint64_t zrs_concat_record_size(const zrs_concat *c);
+/* Stored bytes of all shards (zrs_data_bytes summed). */
+ZRS_API uint64_t zrs_concat_data_bytes(zrs_concat *c);
+
+/* Map global indices to (shard[i], local[i]) (negatives wrap). */
+ZRS_API int zrs_concat_locate(const zrs_concat *c, const int64_t *index, uint64_t count,
+                              uint32_t *shard, uint64_t *local);
+
+/* ZR_OK if a and b are sharded alike (the same number of shards, shard k
+ * of equal length in both), which keeps concatenated streams read side by
+ * side index-aligned; ZR_EINVAL naming the first shard that differs. */
+ZRS_API int zrs_concat_check_aligned(const zrs_concat *a, const zrs_concat *b);
+
+/* zrs_gather_dense / zrs_ragged_sizes / zrs_gather_ragged / zrs_advise
+ * over the concatenation, with the same placement, checks and errors. */
+ZRS_API int zrs_concat_gather_dense(zrs_concat *c, const int64_t *index, uint64_t count,
+                                    void *dst, uint64_t dst_capacity);
+ZRS_API int zrs_concat_ragged_sizes(zrs_concat *c, const int64_t *index, uint64_t count,
+                                    uint64_t *sizes);
+ZRS_API int zrs_concat_gather_ragged(zrs_concat *c, const int64_t *index, uint64_t count,
+                                     void *dst, uint64_t dst_capacity, const uint64_t *bounds);
+ZRS_API int zrs_concat_advise(zrs_concat *c, const int64_t *index, uint64_t count);
+
 #ifdef __cplusplus
 }
 #endif

@@ -85,6 +85,59 @@ ZSM_API int zsm_validate(const zsm_config *cfg);
  * each in [0, length). O(batch_size) time, independent of step. */
 ZSM_API int zsm_indices(const zsm_config *cfg, uint64_t step, uint64_t *out);
 
+
+/* ====================================================== weighted mixtures
+ *
+ * Several index spaces ("sources", e.g. datasets of different lengths)
+ * sampled by weight. Position p of the global batch of a step (p < G =
+ * batch_size * world_size) draws its source k with probability
+ * weights[k] / sum(weights), from a counter keyed by (seed, step, p), and
+ * its index inside source k from the source's own sampler at the same step
+ * and position: zsm_indices over {lengths[k], batch 1, a seed derived from
+ * seed and k, modes[k], rank p, world G}. Pure functions of (seed, step,
+ * position) like every mode: resume is a seek, and rank r's batch is
+ * positions [r * batch_size, (r + 1) * batch_size) of the global batch.
+ * Inside a mixture a cyclic source never repeats a record within one step
+ * and every record is equally likely; its permutation is thinned by the
+ * draws (over one of its cycles a source of weight share w contributes
+ * about w of that cycle's records). */
+
+#define ZSM_MIXTURE_MAX_SOURCES 65536u
+
+/* Plain data; the arrays are borrowed for each call. */
+typedef struct zsm_mixture {
+    const double *weights;   /* [nsources], each > 0 and finite (relative) */
+    const uint64_t *lengths; /* [nsources], each >= 1 */
+    const zsm_mode *modes;   /* [nsources] */
+    uint32_t nsources;       /* 1..ZSM_MIXTURE_MAX_SOURCES */
+    uint64_t seed;
+    uint64_t batch_size;     /* positions per rank per step, >= 1 */
+    uint32_t rank;           /* < world_size */
+    uint32_t world_size;     /* >= 1 */
+} zsm_mixture;
+
+/* ZSM_EINVAL for no sources, a NULL array, a weight that is not > 0 and
+ * finite, a source of length 0 or unknown mode, a cyclic source shorter
+ * than G, rank >= world_size, or G = batch_size * world_size above
+ * 2^32 - 1. */
+ZSM_API int zsm_mixture_validate(const zsm_mixture *m);
+
+/* This rank's batch for `step`: source[j] and index[j] (index[j] <
+ * lengths[source[j]]) for j < batch_size. `scratch`: batch_size uint64
+ * values of working memory, or NULL (the same result, computed position
+ * by position: slower). */
+ZSM_API int zsm_mixture_indices(const zsm_mixture *m, uint64_t step, uint32_t *source,
+                                uint64_t *index, uint64_t *scratch);
+
+/* Positions [first, first + count) of the global batch of `step` (any
+ * rank's; first + count <= G), into source[0..count) and index[0..count).
+ * m->rank is ignored. `scratch` as above (count values); it speeds up
+ * whole windows (count dividing G, first a multiple of count) of mixtures
+ * of up to 16 sources. */
+ZSM_API int zsm_mixture_positions(const zsm_mixture *m, uint64_t step, uint64_t first,
+                                  uint64_t count, uint32_t *source, uint64_t *index,
+                                  uint64_t *scratch);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,11 +12,13 @@ int zr_run_per_store(int argc, char **argv, const char *name, void (*usage)(FILE
 {
     /* Options first (anywhere before "--"), so that `zr CMD --help` never
      * reaches the store code as a path. */
-    int npaths = 0, opts_done = 0;
+    int npaths = 0, opts_done = 0, concat = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!opts_done && !strcmp(a, "--")) {
             opts_done = 1;
+        } else if (!opts_done && !strcmp(a, "--concat")) { /* cmd_concat.c */
+            concat = 1;
         } else if (!opts_done && (!strcmp(a, "--help") || !strcmp(a, "-h"))) {
             usage(stdout);
             return 0;
@@ -40,9 +42,16 @@ int zr_run_per_store(int argc, char **argv, const char *name, void (*usage)(FILE
             opts_done = 1;
             continue;
         }
+        if (!opts_done && !strcmp(argv[i], "--concat"))
+            continue;
         if (blank_between && done++)
             printf("\n");
         int r = one(argv[i]);
+        if (r > status)
+            status = r;
+    }
+    if (concat) {
+        int r = zr_concat_report(name, argc, argv);
         if (r > status)
             status = r;
     }

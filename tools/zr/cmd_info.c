@@ -19,7 +19,9 @@
 static void info_usage(FILE *out)
 {
     fprintf(out,
-            "usage: zr info [--] STORE...\n"
+            "usage: zr info [--concat] [--] STORE...\n"
+            "--concat: also open the STOREs (e.g. shard-*) as one dataset and check they\n"
+            "share one identity (exit 1 naming the shards that differ).\n"
             "Describe each store: kind, dtype, shape, codec, records, logical and stored sizes.\n"
             "Exit status: 0 ok, 1 damaged record table (or a read failure), 2 usage error,\n"
             "3 a store could not be opened (busy, or not a store); the highest that applies\n"

@@ -29,7 +29,9 @@
 static void verify_usage(FILE *out)
 {
     fprintf(out,
-            "usage: zr verify [--] STORE...\n"
+            "usage: zr verify [--concat] [--] STORE...\n"
+            "--concat: also open the STOREs (e.g. shard-*) as one dataset and check they\n"
+            "share one identity (exit 1 naming the shards that differ).\n"
             "Check every record of each store: the record table against the chunk files,\n"
             "every zstd frame's checksum and sizes, and ragged shape prefixes (raw-codec\n"
             "payloads carry no checksum: there only the table and extents are checked).\n"

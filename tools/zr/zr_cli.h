@@ -25,4 +25,9 @@ int zr_cmd_mrec(int argc, char **argv); /* cmd_mrec.c, libzmrec */
 int zr_run_per_store(int argc, char **argv, const char *name, void (*usage)(FILE *out),
                      int (*one)(const char *path), int blank_between);
 
+/* cmd_concat.c: "--concat" of the per-store commands: the STOREs of argv
+ * opened as one concatenated dataset (identity checked), summarised on
+ * stdout. 0, or 1 with a message naming the shards that differ. */
+int zr_concat_report(const char *name, int argc, char **argv);
+
 #endif

@@ -323,6 +323,9 @@ class DataLoader(_Closing):
                  readahead=None, step=None):
         self._native = None
         self._tf = None
+        mixture = streams if getattr(streams, "_zsh_mixture", False) else None  # loaderx.shards
+        if mixture is not None:
+            streams = mixture._bind(batch_size, mode, seed, world_size)
         if not hasattr(streams, "items") or len(streams) == 0:
             raise ValueError("streams must be a non-empty dict {name: DenseStore/RaggedStore}")
         names, stores = [], []
@@ -351,6 +354,8 @@ class DataLoader(_Closing):
                                  "give one of them")
             start_step = step
         self._mode, cfg = _config(lengths[0], batch_size, mode, seed, rank, world_size)
+        if mixture is not None:
+            cfg = mixture._native_cfg(cfg)
         start_step = _u64("start_step", start_step)
         num_workers = _u64("num_workers", num_workers) or (os.cpu_count() or 1)
         prefetch = _u64("prefetch", prefetch) or 2 * num_workers
@@ -386,6 +391,8 @@ class DataLoader(_Closing):
         handles = [s._handle() for s in self._stores]
         if all(isinstance(s, (DenseStore, RaggedStore)) for s in self._stores):
             self._native = _Native(_zr.zld_create(handles, options), self._stores)
+        elif any(getattr(s, "_zsh_stream", False) for s in self._stores):  # loaderx.shards
+            self._native = _Native(_zr.zsh_py_loader_create(handles, options), self._stores)
         else:  # generic streams (zld_create_streams), stores mixed in as they are
             self._native = _Native(_zr.zmr_py_loader_create(handles, options), self._stores)
         if nthreads:

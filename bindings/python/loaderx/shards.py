@@ -1,0 +1,512 @@
+"""Many stores as one dataset: concatenated shards and weighted mixtures.
+
+A store has one writer. A dataset bigger than one writer is written as
+many stores ("shards"), in parallel, by many processes or machines, and
+read back as one:
+
+``ConcatStore(shards, readonly=True)`` opens shards of one identity (the
+same dtype and item_shape, or the same ragged dtype; codecs may differ) as
+one store: ``len()`` is the sum, index ``i`` is located by prefix sums,
+``store[i]`` / ``store[a:b]`` / ``store[int_array]`` read like a
+DenseStore or RaggedStore, and a ``DataLoader`` takes it anywhere it takes
+a store. ``shards`` is a glob pattern (sorted), a list of paths, or a list
+of open stores (borrowed: they stay yours, and closing one closes the
+concatenation first). A gather is one native call whose records land
+straight in the result, threaded like one store's. Several concatenations
+in one loader must be sharded alike (shard k of each of equal length), so
+that index i is the same example in all of them: the loader checks it.
+
+``write_shard(path, write)`` is the crash-safe way to write one shard: it
+creates the store at ``path + ".partial"``, calls ``write(store)``, makes
+it durable and renames it to ``path``, so a writer killed midway leaves the
+shard absent (or a stale ``.partial``, which the next attempt replaces),
+never half-written at ``path``.
+
+``Mixture(sources, weights, modes=None)`` samples several datasets of
+different lengths by weight. ``sources`` maps a source name to a dataset,
+a dict ``{stream: store, ConcatStore, path or glob}`` with the same stream
+names (and identities) in every source. Passed to ``DataLoader`` in place
+of the stream dict, each batch position draws its source by weight and its
+index inside the source by that source's own mode (``modes``: one mode for
+all, or per source; None = the loader's ``mode``), as a pure function of
+(seed, step, rank): resume with ``state()`` is exact and batch k is the same
+whatever the thread count. The loader's ``last_indices`` are then positions
+in a virtual index space; ``mixture.locate(loader)`` turns them into
+(source names, indices inside the sources).
+"""
+
+import glob as _glob
+import os
+import weakref
+
+import numpy as np
+
+from . import _zr
+from ._closing import Closing as _Closing
+from .errors import closed
+from .zrecord import DenseStore, RaggedStore, _normalize_key, _unpack_ragged, open_store
+from .zsampler import _parse_mode, _u64
+
+__all__ = ["ConcatStore", "Mixture", "shard_paths", "write_shard"]
+
+
+def shard_paths(shards):
+    """The shard list ``shards`` names: a glob pattern (any of ``*?[``)
+    gives its matches sorted (ValueError if none match), another path is
+    one shard, a sequence is taken as it is."""
+    if isinstance(shards, (str, os.PathLike)):
+        p = os.fspath(shards)
+        if any(c in p for c in "*?["):
+            found = sorted(_glob.glob(p))
+            # a shard being written (.partial) or replaced (.old) is not one
+            found = [f for f in found if not f.endswith((".partial", ".old"))]
+            if not found:
+                raise ValueError(f"no shards match {p!r}")
+            return found
+        return [p]
+    items = list(shards)
+    if not items:
+        raise ValueError("no shards given, expected at least one store or path")
+    return [s if isinstance(s, (DenseStore, RaggedStore)) else os.fspath(s) for s in items]
+
+
+def write_shard(path, create, write):
+    """Write one shard crash-safely: ``create(partial_path)`` must create
+    and return a new store there (e.g. ``lambda p: DenseStore.create(p,
+    "<f4", (28, 28))``), ``write(store)`` fills it; then the store is
+    closed (synced) and renamed from ``path + ".partial"`` to ``path``. A
+    ``.partial`` left by a killed earlier attempt is removed first, and an
+    existing ``path`` (a finished earlier attempt) is replaced only after
+    the new shard is complete (it is moved to ``path + ".old"`` for the
+    moment of the swap; a swap killed in between is undone by the next
+    call). Globs given to :class:`ConcatStore` skip ``.partial`` and
+    ``.old``. Returns ``path``."""
+    import shutil
+
+    path = os.fspath(path)
+    partial, old = path + ".partial", path + ".old"
+    if os.path.lexists(partial):
+        shutil.rmtree(partial)
+    if os.path.lexists(old):  # a replacement killed between its renames
+        if os.path.lexists(path):
+            shutil.rmtree(old)
+        else:
+            os.rename(old, path)
+    store = create(partial)
+    try:
+        write(store)
+    finally:
+        store.close()  # syncs: payload, record table, header
+    if os.path.lexists(path):
+        os.rename(path, old)
+        os.rename(partial, path)
+        shutil.rmtree(old)
+    else:
+        os.rename(partial, path)
+    _fsync_dir(os.path.dirname(os.path.abspath(path)))
+    return path
+
+
+def _fsync_dir(d):
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class _Guard:
+    """Put in a borrowed store's ``_loaders``: closing the store closes the
+    object built on it first (as it closes a DataLoader)."""
+
+    __slots__ = ("target",)
+
+    def __init__(self, target):
+        self.target = target
+
+    def close(self):
+        t = self.target
+        if t is not None:
+            t.close()
+
+
+class ConcatStore(_Closing):
+    """Shards of one identity as one store (see the module doc)."""
+
+    _zld_stream = True  # the DataLoader's generic-stream protocol
+    _zsh_stream = True  # created by loaderx.shards (zsh_py_loader_create)
+
+    def __init__(self, shards, readonly=True):
+        self._h = None
+        self._own, self._stores, self._guards = [], [], []
+        self._loaders = set()
+        items = shard_paths(shards)
+        try:
+            for it in items:
+                if isinstance(it, (DenseStore, RaggedStore)):
+                    if it.closed:
+                        raise closed(f"shard {it.path!r}")
+                    self._stores.append(it)
+                else:
+                    s = open_store(it, readonly=readonly)
+                    self._own.append(s)
+                    self._stores.append(s)
+            self._pid = os.getpid()
+            self._h = _zr.zsh_py_concat_create([s._handle() for s in self._stores])
+        except BaseException:
+            for s in self._own:
+                s.close()
+            raise
+        for s in self._stores:
+            if s not in self._own:
+                g = _Guard(self)
+                s._loaders.add(g)
+                self._guards.append((s, g))
+        first = self._stores[0]
+        self.ragged = isinstance(first, RaggedStore)
+        self._dtype = first.dtype
+        if not self.ragged:
+            self.item_shape = first.item_shape
+        h = self._h
+        self._offsets = np.array([int(_zr.zrs_concat_offset(h, k))
+                                  for k in range(len(self._stores) + 1)], dtype=np.int64)
+
+    # ---------------------------------------------------------- handles
+
+    def _handle(self):
+        h = self._h
+        if h is None:
+            raise closed("concatenated store")
+        if self._pid != os.getpid():
+            # A forked child: the shards reopen themselves (read-only ones
+            # do); the parent's concatenation is left untouched.
+            self._h = h = _zr.zsh_py_concat_create([s._handle() for s in self._stores])
+            self._pid = os.getpid()
+        return h
+
+    @property
+    def closed(self):
+        return self._h is None
+
+    def close(self):
+        """Close the loaders reading this concatenation, then the shards it
+        opened itself (borrowed stores stay open). Idempotent."""
+        h = self._h
+        if h is None:
+            return
+        for native in list(self._loaders):
+            native.close()
+        self._h = None
+        for s, g in self._guards:
+            s._loaders.discard(g)
+        self._guards = []
+        if self._pid == os.getpid():
+            _zr.zrs_concat_close(h)
+        for s in self._own:
+            s.close()
+
+    def __reduce__(self):
+        if self._h is None or not all(s.readonly for s in self._stores):
+            raise TypeError("only an open ConcatStore of read-only shards can be pickled; it "
+                            "reopens its shards by path")
+        return (ConcatStore, ([s.path for s in self._stores], True))
+
+    # -------------------------------------------------------- properties
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def shards(self):
+        """The shard stores, in order."""
+        return list(self._stores)
+
+    @property
+    def paths(self):
+        return [s.path for s in self._stores]
+
+    @property
+    def path(self):
+        """The first shard's path (what loader errors name)."""
+        return self._stores[0].path
+
+    @property
+    def offsets(self):
+        """Prefix sums: shard k holds indices ``offsets[k]:offsets[k+1]``."""
+        return self._offsets.copy()
+
+    def __len__(self):
+        return int(_zr.zrs_concat_length(self._handle()))
+
+    def info(self):
+        d = {"kind": "ragged" if self.ragged else "dense", "dtype": self._dtype.str,
+             "shards": len(self._stores), "records": len(self), "paths": self.paths}
+        if not self.ragged:
+            d["item_shape"] = self.item_shape
+        return d
+
+    def __repr__(self):
+        state = "closed" if self._h is None else f"{len(self)} records"
+        kind = "ragged" if self.ragged else f"item_shape={self.item_shape}"
+        return (f"ConcatStore({len(self._stores)} shards from {self.path!r}, "
+                f"dtype={self._dtype.str!r}, {kind}, {state})")
+
+    # ------------------------------------------------------------ reads
+
+    def locate(self, idx):
+        """``(shard, local)`` int arrays for the global indices ``idx``."""
+        arr = np.ascontiguousarray(np.asarray(idx, dtype=np.int64).reshape(-1))
+        sh, lo = _zr.zsh_py_concat_locate(self._handle(), arr)
+        return sh.astype(np.int64), lo.astype(np.int64)
+
+    def _gather(self, idx):
+        h = self._handle()
+        if not self.ragged:
+            out = np.empty(idx.shape + self.item_shape, dtype=self._dtype)
+            if idx.size:
+                _zr.zsh_py_concat_gather_dense(h, idx.reshape(-1), out)
+            return out
+        if idx.size == 0:
+            return []
+        flat = idx.reshape(-1)
+        sizes = _zr.zsh_py_concat_ragged_sizes(h, flat)
+        bounds = np.zeros(flat.size + 1, dtype=np.uint64)
+        np.cumsum(sizes, out=bounds[1:])
+        buf = np.empty(int(bounds[-1]), dtype=np.uint8)
+        _zr.zsh_py_concat_gather_ragged(h, flat, buf, bounds)
+        return _unpack_ragged(buf, bounds, self._dtype)
+
+    def gather(self, idx):
+        """Records at ``idx`` (any index form of ``store[...]``)."""
+        return self[idx]
+
+    def __getitem__(self, key):
+        one, sel = _normalize_key(key, len(self))
+        if one:
+            return self._gather(np.array([sel], dtype=np.int64))[0]
+        if self.ragged and sel.ndim != 1:
+            raise IndexError(f"a ragged store takes 1-D index arrays, got shape {sel.shape}")
+        return self._gather(sel)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+
+def _as_concat(v, owned):
+    if isinstance(v, ConcatStore):
+        return v
+    c = ConcatStore([v] if isinstance(v, (DenseStore, RaggedStore)) else v)
+    if not isinstance(v, (DenseStore, RaggedStore)):
+        owned.append(c)
+    return c
+
+
+class Mixture(_Closing):
+    """Several datasets sampled by weight (see the module doc).
+
+    ``sources``: ``{name: {stream: store | ConcatStore | path | glob}}``
+    (or a list of such dicts, named 0, 1, ...); ``weights``: one positive
+    number per source (a dict by name or a sequence in source order;
+    relative, normalised here); ``modes``: None (every source uses the
+    loader's mode), one mode for all, or one per source ('iid' for a
+    source smaller than the global batch)."""
+
+    _zsh_mixture = True
+
+    def __init__(self, sources, weights, modes=None):
+        if isinstance(sources, dict):
+            names, datasets = list(sources.keys()), list(sources.values())
+        else:
+            datasets = list(sources)
+            names = list(range(len(datasets)))
+        if not datasets:
+            raise ValueError("a mixture needs at least one source")
+        if isinstance(weights, dict):
+            missing = [n for n in names if n not in weights]
+            if missing or len(weights) != len(names):
+                raise ValueError(f"weights must name every source exactly: sources {names}, "
+                                 f"weights {list(weights)}")
+            weights = [weights[n] for n in names]
+        weights = [float(w) for w in weights]
+        if len(weights) != len(names):
+            raise ValueError(f"{len(names)} sources but {len(weights)} weights")
+        for n, w in zip(names, weights):
+            if not (w > 0.0) or w == float("inf"):
+                raise ValueError(f"weight of source {n!r} is {w}, expected a finite number > 0")
+        if modes is None or isinstance(modes, (str, int)) or hasattr(modes, "name"):
+            modes = [modes] * len(names)
+        elif isinstance(modes, dict):
+            modes = [modes.get(n) for n in names]
+        modes = [None if m is None else _parse_mode(m) for m in modes]
+        if len(modes) != len(names):
+            raise ValueError(f"{len(names)} sources but {len(modes)} modes")
+        streams = None
+        self._owned = []
+        self._concats = []  # [source][stream]
+        try:
+            for n, ds in zip(names, datasets):
+                if not hasattr(ds, "items") or not ds:
+                    raise ValueError(f"source {n!r} must be a non-empty dict {{stream: store}}")
+                if streams is None:
+                    streams = list(ds.keys())
+                elif set(ds.keys()) != set(streams):
+                    raise ValueError(f"source {n!r} has streams {sorted(map(str, ds))}, the "
+                                     f"first source has {sorted(map(str, streams))}: every "
+                                     "source needs the same stream names")
+                self._concats.append([_as_concat(ds[s], self._owned) for s in streams])
+        except BaseException:
+            for c in self._owned:
+                c.close()
+            raise
+        self.names = names
+        self.weights = [w / sum(weights) for w in weights]
+        self._weights = weights
+        self.modes = modes
+        self.streams = streams
+        self._bindings = weakref.WeakSet()
+        self._closed = False
+
+    def __len__(self):
+        return len(self.streams)
+
+    def lengths(self):
+        """Records per source, by name."""
+        return {n: len(cs[0]) for n, cs in zip(self.names, self._concats)}
+
+    @property
+    def closed(self):
+        return self._closed
+
+    def close(self):
+        """Close every loader reading this mixture, then the shards it
+        opened from paths. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for b in list(self._bindings):
+            b.close()
+        for c in self._owned:
+            c.close()
+
+    def _bind(self, batch_size, mode, seed, world_size):
+        """The stream dict a DataLoader reads for this mixture."""
+        if self._closed:
+            raise closed("mixture")
+        b = _Binding(self, _u64("batch_size", batch_size, 1), _parse_mode(mode),
+                     _u64("seed", seed), _u64("world_size", world_size, 1))
+        self._bindings.add(b)
+        return {name: s for name, s in zip(self.streams, b.streams)}
+
+    @staticmethod
+    def _native_cfg(cfg):
+        """The loader's own sampler walks the mixture's virtual index space
+        in order; the mixture draws sources and indices."""
+        return dict(cfg, mode=_zr.ZSM_SEQUENTIAL)
+
+    def locate(self, loader, indices=None):
+        """``(sources, indices)`` for a mixture loader's batch: the source
+        name and the index inside that source of every record of
+        ``loader.last_indices`` (or of ``indices``, virtual indices of that
+        loader)."""
+        first = loader._stores[0]
+        if not isinstance(first, _MixtureStream) or first._binding.mixture is not self:
+            raise ValueError("this loader does not read this mixture")
+        v = loader.last_indices if indices is None else indices
+        v = np.ascontiguousarray(np.asarray(v, dtype=np.int64).reshape(-1))
+        src, loc = _zr.zsh_py_mixture_locate(first._binding._handle(), v)
+        names = np.array(self.names, dtype=object)
+        return names[src.astype(np.int64)], loc.astype(np.int64)
+
+    def __repr__(self):
+        shares = ", ".join(f"{n!r}: {w:.3g}" for n, w in zip(self.names, self.weights))
+        return f"Mixture({{{shares}}}, streams={self.streams})"
+
+
+class _Binding(_Closing):
+    """A mixture bound to one loader's (batch_size, mode, seed,
+    world_size): the native zld_mixture and its streams."""
+
+    def __init__(self, mixture, batch_size, mode, seed, world_size):
+        self.mixture = mixture
+        self._args = (batch_size, seed, world_size)
+        self._modes = [int((m or mode).value) for m in mixture.modes]
+        self._h = None
+        self._make()
+        self.streams = [_MixtureStream(self, k, cs) for k, cs in
+                        enumerate(mixture._concats[0])]
+        # closing any source closes this binding (and its loaders) first
+        self._guards = []
+        for cs in mixture._concats:
+            for c in cs:
+                c._loaders.add(self)
+                self._guards.append(c)
+
+    def _make(self):
+        m = self.mixture
+        handles = [c._handle() for cs in m._concats for c in cs]
+        bs, seed, ws = self._args
+        self._h = _zr.zsh_py_mixture_create(handles, len(m._concats), len(m.streams),
+                                            m._weights, self._modes, seed, bs, ws)
+        self._pid = os.getpid()
+        self.length = int(_zr.zld_mixture_length(self._h))
+
+    def _handle(self):
+        if self._h is None:
+            raise closed("mixture")
+        if self._pid != os.getpid():
+            self._make()  # a forked child: rebuilt over the reopened shards
+        return self._h
+
+    @property
+    def closed(self):
+        return self._h is None
+
+    def close(self):
+        h = self._h
+        if h is None:
+            return
+        for s in self.streams:
+            for native in list(s._loaders):
+                native.close()
+        self._h = None
+        for c in self._guards:
+            c._loaders.discard(self)
+        if self._pid == os.getpid():
+            _zr.zld_mixture_free(h)
+
+
+class _MixtureStream:
+    """One named stream of a bound mixture, as the DataLoader sees it."""
+
+    _zld_stream = True
+    _zsh_stream = True
+
+    def __init__(self, binding, k, concat):
+        self._binding = binding
+        self._k = k
+        self._loaders = set()
+        self.ragged = concat.ragged
+        self.dtype = concat.dtype
+        self.path = concat.path
+        if not concat.ragged:
+            self.item_shape = concat.item_shape
+
+    def __len__(self):
+        return self._binding.length
+
+    @property
+    def closed(self):
+        return self._binding.closed
+
+    def close(self):
+        self._binding.close()
+
+    def _handle(self):
+        return (self._binding._handle(), self._k)
