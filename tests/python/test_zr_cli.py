@@ -36,7 +36,7 @@ def test_help_and_usage_codes(cmd):
         assert res.returncode == 0
         out = res.stdout.decode()
         assert out.startswith(f"usage: zr {cmd}")
-        assert "3 a store could not be opened" in out
+        assert "3    cannot open, busy, or already exists" in out and "Example:" in out
         assert b"cannot open" not in res.stderr
     assert zr(cmd).returncode == 2
     assert zr(cmd, "--no-such-option", "x").returncode == 2
