@@ -586,25 +586,33 @@ out_fail:
 
 /* ------------------------------------------------------------- writers */
 
-size_t zr_npy_header(char *buf, size_t cap, const char *descr, const uint64_t *shape,
-                     size_t ndim)
+static size_t npy_dict(char *dict, size_t cap, const char *descr, const uint64_t *shape,
+                       size_t ndim)
 {
-    char dict[1024];
-    size_t k = (size_t)snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, "
-                                "'shape': (", descr);
-    for (size_t i = 0; i < ndim; i++)
-        k += (size_t)snprintf(dict + k, sizeof dict - k, "%" PRIu64 "%s", shape[i],
+    size_t k = (size_t)snprintf(dict, cap, "{'descr': '%s', 'fortran_order': False, 'shape': (",
+                                descr);
+    for (size_t i = 0; i < ndim && k < cap; i++)
+        k += (size_t)snprintf(dict + k, cap - k, "%" PRIu64 "%s", shape[i],
                               ndim == 1 || i + 1 < ndim ? "," : "");
-    k += (size_t)snprintf(dict + k, sizeof dict - k, "), }");
-    size_t pre = 10;
-    size_t total = (pre + k + 1 + 63) / 64 * 64;
-    int v2 = total - pre > 65535;
-    if (v2) {
-        pre = 12;
-        total = (pre + k + 1 + 63) / 64 * 64;
-    }
-    if (total > cap)
-        return 0;
+    if (k < cap)
+        k += (size_t)snprintf(dict + k, cap - k, "), }");
+    return k;
+}
+
+/* Total length for a dict of k bytes: magic, version, length, dict, '\n'
+ * padded to 64; version 2 past 65535. */
+static size_t npy_total(size_t k, int *v2)
+{
+    size_t total = (10 + k + 1 + 63) / 64 * 64;
+    *v2 = total - 10 > 65535;
+    if (*v2)
+        total = (12 + k + 1 + 63) / 64 * 64;
+    return total;
+}
+
+static size_t npy_emit(char *buf, size_t total, int v2, const char *dict, size_t k)
+{
+    size_t pre = v2 ? 12 : 10;
     memcpy(buf, "\x93NUMPY", 6);
     buf[6] = v2 ? 2 : 1;
     buf[7] = 0;
@@ -618,10 +626,45 @@ size_t zr_npy_header(char *buf, size_t cap, const char *descr, const uint64_t *s
     return total;
 }
 
+size_t zr_npy_header(char *buf, size_t cap, const char *descr, const uint64_t *shape,
+                     size_t ndim)
+{
+    char dict[2048];
+    size_t k = npy_dict(dict, sizeof dict, descr, shape, ndim);
+    int v2;
+    size_t total = npy_total(k, &v2);
+    if (k >= sizeof dict || total > cap)
+        return 0;
+    return npy_emit(buf, total, v2, dict, k);
+}
+
+size_t zr_npy_header_max(size_t ndim)
+{
+    uint64_t big[ZRS_MAX_NDIM + 1];
+    for (size_t i = 0; i <= ZRS_MAX_NDIM; i++)
+        big[i] = UINT64_MAX; /* 20 digits */
+    char dict[2048];
+    int v2;
+    return npy_total(npy_dict(dict, sizeof dict, "<c16", big, ndim), &v2);
+}
+
+size_t zr_npy_header_padded(char *buf, size_t len, const char *descr, const uint64_t *shape,
+                            size_t ndim)
+{
+    char dict[2048];
+    size_t k = npy_dict(dict, sizeof dict, descr, shape, ndim);
+    int v2;
+    if (k >= sizeof dict || npy_total(k, &v2) > len)
+        return 0;
+    v2 = len - 10 > 65535;
+    return npy_emit(buf, len, v2, dict, k);
+}
+
 typedef struct zip_member {
     char name[256];
     uint64_t offset, size;
     uint32_t crc;
+    size_t head_len; /* reserved head bytes, not yet in crc */
 } zip_member;
 
 struct zr_zip_writer {
@@ -701,6 +744,36 @@ int zr_zip_begin(zr_zip_writer *z, const char *name, char *err)
     local_header(h, m);
     z->open_member = 1;
     return zwrite(z, h, 30 + strlen(m->name) + 20, err);
+}
+
+int zr_zip_begin_reserved(zr_zip_writer *z, const char *name, size_t head_len, char *err)
+{
+    if (zr_zip_begin(z, name, err) < 0)
+        return -1;
+    zip_member *m = &z->m[z->n - 1];
+    unsigned char zero[256] = {0};
+    for (size_t done = 0; done < head_len;) {
+        size_t k = head_len - done < sizeof zero ? head_len - done : sizeof zero;
+        if (zwrite(z, zero, k, err) < 0)
+            return -1;
+        done += k;
+    }
+    m->head_len = head_len;
+    m->size = head_len;
+    return 0;
+}
+
+int zr_zip_set_head(zr_zip_writer *z, const void *head, char *err)
+{
+    zip_member *m = &z->m[z->n - 1];
+    uint64_t data_at = m->offset + 30 + strlen(m->name) + 20;
+    int rc = zrp_pwrite_all(z->f, head, m->head_len, data_at);
+    if (rc < 0)
+        return fail(err, "%s: write failed: %s", z->path, strerror(-rc));
+    uLong hc = crc32(0L, head, (uInt)m->head_len);
+    m->crc = (uint32_t)crc32_combine(hc, m->crc, (z_off_t)(m->size - m->head_len));
+    m->head_len = 0;
+    return 0;
 }
 
 int zr_zip_write(zr_zip_writer *z, const void *buf, size_t n, char *err)

@@ -24,6 +24,9 @@ static const struct command {
     {"info", zr_cmd_info, "info STORE...            kind, dtype, shape, codec, records, sizes, ratio"},
     {"verify", zr_cmd_verify, "verify STORE...          check every record (table, extents, checksums)"},
     {"ingest", zr_cmd_ingest, "ingest SRC STORE         a store from .npy, .npz, IDX(.gz), a folder, tokens"},
+    {"export", zr_cmd_export, "export STORE -o FILE     dense to .npy, ragged to .npz (data, offsets, shapes)"},
+    {"cat", zr_cmd_cat, "cat STORE INDEX...       print records as numpy does (--raw: bytes)"},
+    {"dump", zr_cmd_cat, "dump STORE INDEX...      the same as cat"},
     {"mrec", zr_cmd_mrec, "mrec validate|info|dump|import ...  mrec-lmdb collections"},
     {"version", cmd_version, "version                  versions of zr's five libraries"},
 };

@@ -143,6 +143,13 @@ void zr_format_shape(const uint64_t *shape, size_t ndim, char *buf, size_t cap);
 int zr_cmd_info(int argc, char **argv);
 int zr_cmd_verify(int argc, char **argv);
 int zr_cmd_ingest(int argc, char **argv);
+int zr_cmd_export(int argc, char **argv);
+int zr_cmd_cat(int argc, char **argv);
+int zr_cmd_stats(int argc, char **argv);
+int zr_cmd_delete(int argc, char **argv);
+int zr_cmd_compact(int argc, char **argv);
+int zr_cmd_train_dict(int argc, char **argv);
+int zr_cmd_recode(int argc, char **argv);
 int zr_cmd_mrec(int argc, char **argv); /* cmd_mrec.c, libzmrec */
 
 #endif

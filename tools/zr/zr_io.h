@@ -81,12 +81,24 @@ int zr_zip_list(const char *path, zr_zip_entry **entries, size_t *count, char *e
  * Returns its length (a multiple of 64). */
 size_t zr_npy_header(char *buf, size_t cap, const char *descr, const uint64_t *shape,
                      size_t ndim);
+/* The length zr_npy_header gives for the longest possible shape of ndim
+ * dims (every dim 20 digits): a header of this length can be written
+ * before the shape is known (zr_npy_header_padded). */
+size_t zr_npy_header_max(size_t ndim);
+/* zr_npy_header padded with spaces to exactly `len` bytes (len from
+ * zr_npy_header_max); 0 if it does not fit. */
+size_t zr_npy_header_padded(char *buf, size_t len, const char *descr, const uint64_t *shape,
+                            size_t ndim);
 
 /* A zip archive of stored members written one after another. */
 typedef struct zr_zip_writer zr_zip_writer;
 int zr_zip_create(zr_zip_writer **out, const char *path, char *err);
 /* Start member `name`; then write its bytes with zr_zip_write. */
 int zr_zip_begin(zr_zip_writer *z, const char *name, char *err);
+/* Start member `name` whose first head_len bytes are written at the end
+ * with zr_zip_set_head (a header known only once the data is out). */
+int zr_zip_begin_reserved(zr_zip_writer *z, const char *name, size_t head_len, char *err);
+int zr_zip_set_head(zr_zip_writer *z, const void *head, char *err);
 int zr_zip_write(zr_zip_writer *z, const void *buf, size_t n, char *err);
 int zr_zip_end(zr_zip_writer *z, char *err);
 /* Write the central directory, sync and close. */
@@ -133,4 +145,24 @@ int zr_sink_close(zr_sink *k);
 int zr_train_tier(const char *cmd, const char *what, zrs_dict_tier tier, const void *samples,
                   const uint64_t *bounds, uint64_t n, void **dict, uint64_t *dict_size);
 int zr_parse_tier(const char *s, zrs_dict_tier *out);
+
+/* -------------------------------------------------------------- slices */
+
+/* Records first..first+count of a store, read in one gather: dense
+ * records back to back (record_size each, bounds NULL), ragged ones
+ * packed ([ndim][dims][payload]) at bounds[0..count]. */
+typedef struct zr_slice {
+    const unsigned char *data;
+    const uint64_t *bounds;
+    uint64_t first, count, nbytes;
+} zr_slice;
+
+/* Read records [begin, end) of s in slices of about slice_bytes (at least
+ * one record each) and call fn on each; stops at the first non-zero
+ * status fn returns (returned), at a read failure (ZR_EXIT_FAILED,
+ * printed with cmd and the store path) or when zr_interrupted() (0; the
+ * caller checks). Memory: one slice. */
+int zr_read_slices(const char *cmd, zrs_store *s, uint64_t begin, uint64_t end,
+                   uint64_t slice_bytes, int (*fn)(void *ctx, const zr_slice *sl), void *ctx);
+
 #endif
