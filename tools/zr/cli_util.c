@@ -154,6 +154,49 @@ int zr_parse_i64(const char *s, int64_t *out)
     return 0;
 }
 
+int zr_parse_range(const char *cmd, const char *store, const char *a, uint64_t n, uint64_t *lo,
+                   uint64_t *hi)
+{
+    const char *colon = strchr(a, ':');
+    int64_t v;
+    if (!colon) {
+        if (zr_parse_i64(a, &v) < 0)
+            return zr_usage_error(cmd, "INDEX '%s' is not an integer or START:STOP", a);
+        if (v < -(int64_t)n || v >= (int64_t)n) {
+            zr_error(cmd, store, "index %" PRId64 " is out of range for %" PRIu64 " records", v, n);
+            return ZR_EXIT_USAGE;
+        }
+        *lo = v < 0 ? (uint64_t)(v + (int64_t)n) : (uint64_t)v;
+        *hi = *lo + 1;
+        return 0;
+    }
+    char left[32] = "", right[32] = "";
+    size_t ll = (size_t)(colon - a);
+    if (ll >= sizeof left || strlen(colon + 1) >= sizeof right)
+        return zr_usage_error(cmd, "INDEX '%s' is not START:STOP", a);
+    memcpy(left, a, ll);
+    strcpy(right, colon + 1);
+    int64_t b[2] = {0, (int64_t)n};
+    const char *parts[2] = {left, right};
+    for (int i = 0; i < 2; i++) {
+        if (!*parts[i])
+            continue;
+        if (zr_parse_i64(parts[i], &v) < 0)
+            return zr_usage_error(cmd, "INDEX '%s' is not START:STOP", a);
+        if (v < 0)
+            v += (int64_t)n;
+        b[i] = v < 0 ? 0 : v > (int64_t)n ? (int64_t)n : v;
+    }
+    *lo = (uint64_t)b[0];
+    *hi = b[1] > b[0] ? (uint64_t)b[1] : (uint64_t)b[0];
+    return 0;
+}
+
+int zr_is_negative_index(const char *a)
+{
+    return a[0] == '-' && ((a[1] >= '0' && a[1] <= '9') || a[1] == ':');
+}
+
 /* ---------------------------------------------------------------- JSON */
 
 void zr_json_print(json_object *o)

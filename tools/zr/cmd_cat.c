@@ -270,44 +270,6 @@ static json_object *json_values(const unsigned char *p, zrs_dtype dt, const uint
     return a;
 }
 
-/* Parse INDEX (i or START:STOP) against length n into [*lo, *hi). */
-static int parse_index(const char *store, const char *a, uint64_t n, uint64_t *lo, uint64_t *hi)
-{
-    const char *colon = strchr(a, ':');
-    int64_t v;
-    if (!colon) {
-        if (zr_parse_i64(a, &v) < 0)
-            return zr_usage_error(CMD, "INDEX '%s' is not an integer or START:STOP", a);
-        if (v < -(int64_t)n || v >= (int64_t)n) {
-            zr_error(CMD, store, "index %" PRId64 " is out of range for %" PRIu64 " records", v, n);
-            return ZR_EXIT_USAGE;
-        }
-        *lo = v < 0 ? (uint64_t)(v + (int64_t)n) : (uint64_t)v;
-        *hi = *lo + 1;
-        return 0;
-    }
-    char left[32] = "", right[32] = "";
-    size_t ll = (size_t)(colon - a);
-    if (ll >= sizeof left || strlen(colon + 1) >= sizeof right)
-        return zr_usage_error(CMD, "INDEX '%s' is not START:STOP", a);
-    memcpy(left, a, ll);
-    strcpy(right, colon + 1);
-    int64_t b[2] = {0, (int64_t)n};
-    const char *parts[2] = {left, right};
-    for (int i = 0; i < 2; i++) {
-        if (!*parts[i])
-            continue;
-        if (zr_parse_i64(parts[i], &v) < 0)
-            return zr_usage_error(CMD, "INDEX '%s' is not START:STOP", a);
-        if (v < 0)
-            v += (int64_t)n;
-        b[i] = v < 0 ? 0 : v > (int64_t)n ? (int64_t)n : v;
-    }
-    *lo = (uint64_t)b[0];
-    *hi = b[1] > b[0] ? (uint64_t)b[1] : (uint64_t)b[0];
-    return 0;
-}
-
 static int cat_one(zrs_store *s, uint64_t i, int raw, int json)
 {
     const int dense = zrs_get_kind(s) == ZRS_DENSE;
@@ -373,7 +335,7 @@ int zr_cmd_cat(int argc, char **argv)
     const char *store = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        int numeric = a[0] == '-' && ((a[1] >= '0' && a[1] <= '9') || a[1] == ':');
+        int numeric = zr_is_negative_index(a);
         if (!opts_done && !strcmp(a, "--"))
             opts_done = 1;
         else if (!opts_done && !strcmp(a, "--raw"))
@@ -401,7 +363,7 @@ int zr_cmd_cat(int argc, char **argv)
     zr_interrupt_install();
     for (int i = 1; i < argc && status == 0; i++) {
         const char *a = argv[i];
-        int numeric = a[0] == '-' && ((a[1] >= '0' && a[1] <= '9') || a[1] == ':');
+        int numeric = zr_is_negative_index(a);
         if (!opts_done && !strcmp(a, "--")) {
             opts_done = 1;
             continue;
@@ -413,7 +375,7 @@ int zr_cmd_cat(int argc, char **argv)
             continue;
         }
         uint64_t lo = 0, hi = 0;
-        status = parse_index(store, a, n, &lo, &hi);
+        status = zr_parse_range(CMD, store, a, n, &lo, &hi);
         for (uint64_t r = lo; status == 0 && r < hi && !zr_interrupted(); r++)
             status = cat_one(s, r, raw, json);
     }

@@ -432,11 +432,11 @@ int zr_npy_load_i64(const char *path, int64_t **out, uint64_t *count, char *err)
     int rc = zr_npy_read_header(s, &a, err);
     if (rc == 0 && a.ndim != 1)
         rc = fail(err, "%s: expected a 1-d array, got %zu dimensions", path, a.ndim);
-    int is_int = a.dtype == ZRS_INT8 || a.dtype == ZRS_INT16 || a.dtype == ZRS_INT32 ||
+    int is_int = a.dtype == ZRS_BOOL || a.dtype == ZRS_INT8 || a.dtype == ZRS_INT16 || a.dtype == ZRS_INT32 ||
                  a.dtype == ZRS_INT64 || a.dtype == ZRS_UINT8 || a.dtype == ZRS_UINT16 ||
                  a.dtype == ZRS_UINT32 || a.dtype == ZRS_UINT64;
     if (rc == 0 && !is_int)
-        rc = fail(err, "%s: expected an integer array, got dtype %s", path, a.descr);
+        rc = fail(err, "%s: expected an integer or bool array, got dtype %s", path, a.descr);
     size_t isz = zrs_dtype_itemsize(a.dtype);
     unsigned char *raw = NULL;
     int64_t *v = NULL;
@@ -454,6 +454,7 @@ int zr_npy_load_i64(const char *path, int64_t **out, uint64_t *count, char *err)
     for (uint64_t i = 0; rc == 0 && i < a.shape[0]; i++) {
         const unsigned char *p = raw + i * isz;
         switch (a.dtype) {
+        case ZRS_BOOL: v[i] = p[0] != 0; break;
         case ZRS_INT8: v[i] = (int8_t)p[0]; break;
         case ZRS_UINT8: v[i] = p[0]; break;
         case ZRS_INT16: v[i] = (int16_t)le16(p); break;

@@ -83,3 +83,66 @@ int zr_read_slices(const char *cmd, zrs_store *s, uint64_t begin, uint64_t end,
     free(buf);
     return status;
 }
+
+int zr_sample_records(const char *cmd, zrs_store *s, uint64_t bytes, unsigned char **data,
+                      uint64_t **bounds, uint64_t *n)
+{
+    *data = NULL;
+    *bounds = NULL;
+    *n = 0;
+    const uint64_t len = zrs_length(s);
+    if (len == 0) {
+        zr_error(cmd, zrs_path(s), "the store holds no records to sample");
+        return ZR_EXIT_FAILED;
+    }
+    zre_stats st;
+    int rc = zre_get_stats(zrs_engine(s), &st);
+    if (rc < 0) {
+        zr_fail(cmd, zrs_path(s), "cannot read the record table", rc);
+        return ZR_EXIT_FAILED;
+    }
+    /* Every step-th record, so that the sample spans the whole store. */
+    uint64_t step = st.logical_bytes > bytes ? (st.logical_bytes + bytes - 1) / bytes : 1;
+    uint64_t want = (len + step - 1) / step;
+    int64_t *idx = malloc(want * sizeof *idx);
+    uint64_t *b = malloc((want + 1) * sizeof *b), *sizes = malloc(want * sizeof *sizes);
+    if (!idx || !b || !sizes) {
+        free(idx);
+        free(b);
+        free(sizes);
+        zr_error(cmd, zrs_path(s), "out of memory for a sample of %" PRIu64 " records", want);
+        return ZR_EXIT_FAILED;
+    }
+    for (uint64_t i = 0; i < want; i++)
+        idx[i] = (int64_t)(i * step);
+    const int dense = zrs_get_kind(s) == ZRS_DENSE;
+    rc = 0;
+    if (dense)
+        for (uint64_t i = 0; i < want; i++)
+            sizes[i] = zrs_record_size(s);
+    else
+        rc = zrs_ragged_sizes(s, idx, want, sizes);
+    uint64_t k = 0;
+    b[0] = 0;
+    while (rc == 0 && k < want && (k == 0 || b[k] + sizes[k] <= bytes)) {
+        b[k + 1] = b[k] + sizes[k];
+        k++;
+    }
+    unsigned char *d = rc == 0 ? malloc(b[k] ? b[k] : 1) : NULL;
+    if (rc == 0 && !d)
+        rc = zr_set_error(ZR_ENOMEM, "out of memory for a %" PRIu64 "-byte sample", b[k]);
+    if (rc == 0)
+        rc = dense ? zrs_gather_dense(s, idx, k, d, b[k]) : zrs_gather_ragged(s, idx, k, d, b[k], b);
+    free(idx);
+    free(sizes);
+    if (rc < 0) {
+        free(d);
+        free(b);
+        zr_fail(cmd, zrs_path(s), "cannot read the sample", rc);
+        return ZR_EXIT_FAILED;
+    }
+    *data = d;
+    *bounds = b;
+    *n = k;
+    return 0;
+}

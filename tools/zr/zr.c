@@ -27,6 +27,11 @@ static const struct command {
     {"export", zr_cmd_export, "export STORE -o FILE     dense to .npy, ragged to .npz (data, offsets, shapes)"},
     {"cat", zr_cmd_cat, "cat STORE INDEX...       print records as numpy does (--raw: bytes)"},
     {"dump", zr_cmd_cat, "dump STORE INDEX...      the same as cat"},
+    {"stats", zr_cmd_stats, "stats STORE...           record sizes, shapes, value min/max/mean/std"},
+    {"delete", zr_cmd_delete, "delete STORE INDEX...    delete records (or --mask FILE.npy), swap-last"},
+    {"compact", zr_cmd_compact, "compact STORE            reclaim the space of deleted records"},
+    {"train-dict", zr_cmd_train_dict, "train-dict STORE -o DICT a zstd dictionary (--tier fast|balanced|max)"},
+    {"recode", zr_cmd_recode, "recode SRC DST --codec C copy a store into another codec"},
     {"mrec", zr_cmd_mrec, "mrec validate|info|dump|import ...  mrec-lmdb collections"},
     {"version", cmd_version, "version                  versions of zr's five libraries"},
 };

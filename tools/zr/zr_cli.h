@@ -89,6 +89,15 @@ int zr_run_per_store(int argc, char **argv, const char *name, void (*usage)(FILE
 int zr_parse_u64(const char *s, uint64_t *out);
 /* Parse a decimal integer, negative allowed; 0 or -1. */
 int zr_parse_i64(const char *s, int64_t *out);
+/* Parse a record INDEX against a store of n records: "I" (negative counts
+ * from the end; out of range is an error) or "START:STOP" (a python slice,
+ * either end optional, clipped) into [*lo, *hi). Returns 0, or prints the
+ * problem naming store and returns ZR_EXIT_USAGE. */
+int zr_parse_range(const char *cmd, const char *store, const char *a, uint64_t n, uint64_t *lo,
+                   uint64_t *hi);
+/* 1 if argument a reads as a negative INDEX ("-3", "-5:", "-:") rather
+ * than an option. */
+int zr_is_negative_index(const char *a);
 
 /* ---------------------------------------------------------------- JSON */
 

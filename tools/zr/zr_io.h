@@ -59,7 +59,7 @@ int zr_idx_read_header(zr_src *s, zr_array *a, char *err);
 /* Swap the byte order of count elements of dtype in place. */
 void zr_byteswap(void *data, uint64_t count, zrs_dtype dtype);
 
-/* Read a whole 1-d integer array (.npy, any integer dtype and byte order)
+/* Read a whole 1-d integer or bool array (.npy, any byte order)
  * into a malloc'd int64 array. */
 int zr_npy_load_i64(const char *path, int64_t **out, uint64_t *count, char *err);
 
@@ -164,5 +164,12 @@ typedef struct zr_slice {
  * caller checks). Memory: one slice. */
 int zr_read_slices(const char *cmd, zrs_store *s, uint64_t begin, uint64_t end,
                    uint64_t slice_bytes, int (*fn)(void *ctx, const zr_slice *sl), void *ctx);
+
+/* About `bytes` of records spread evenly over the store (every k-th
+ * record), as stored physically (ragged prefixes included): the training
+ * sample of a dictionary. *data and *bounds (n + 1) are malloc'd.
+ * ZR_EXIT_* status. */
+int zr_sample_records(const char *cmd, zrs_store *s, uint64_t bytes, unsigned char **data,
+                      uint64_t **bounds, uint64_t *n);
 
 #endif
