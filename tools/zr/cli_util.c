@@ -248,7 +248,7 @@ void zr_progress_update(zr_progress *p, uint64_t done, uint64_t bytes)
 {
     p->done = done;
     p->bytes = bytes;
-    if (!p->on)
+    if (!p->on || (done == 0 && bytes == 0))
         return;
     uint64_t now = zrp_now_ns();
     if (p->drawn && now - p->last_ns < REDRAW_NS)
@@ -263,9 +263,10 @@ void zr_progress_update(zr_progress *p, uint64_t done, uint64_t bytes)
                                                            sizeof b));
     else
         snprintf(rate, sizeof rate, "%.0f %s/s", (double)done / secs, p->unit);
-    if (p->total && done > 0 && done <= p->total) {
+    if (p->total) {
         char t[24];
-        hms(secs * (double)(p->total - done) / (double)done, t, sizeof t);
+        hms(done > 0 && done <= p->total ? secs * (double)(p->total - done) / (double)done : -1, t,
+            sizeof t);
         snprintf(eta, sizeof eta, " ETA %s", t);
     }
     if (p->total)

@@ -16,7 +16,8 @@
 #include "zr_cli.h"
 #include "zr_io.h"
 
-#define CMD "cat"
+/* "cat" or "dump", as invoked. */
+static const char *CMD = "cat";
 #define THRESHOLD 1000
 #define EDGE 3
 #define LINE_WIDTH 75
@@ -327,6 +328,7 @@ static int cat_one(zrs_store *s, uint64_t i, int raw, int json)
 
 int zr_cmd_cat(int argc, char **argv)
 {
+    CMD = argv[0];
     if (zr_wants_help(argc, argv)) {
         cat_usage(stdout);
         return 0;

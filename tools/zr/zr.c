@@ -59,15 +59,15 @@ static void usage(FILE *out)
 static int cmd_version(int argc, char **argv)
 {
     int json = 0;
+    if (zr_wants_help(argc, argv)) {
+        printf("usage: zr version [--json]\n"
+               "Print the versions of the libraries zr runs on.\n\n"
+               "Options:\n  --json      one JSON object {library: version}\n"
+               "  -h, --help  this text\n\nExample:\n  zr version\n\n%s",
+               zr_exit_table);
+        return 0;
+    }
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: zr version [--json]\n"
-                   "Print the versions of the libraries zr runs on.\n\n"
-                   "Options:\n  --json      one JSON object {library: version}\n"
-                   "  -h, --help  this text\n\nExample:\n  zr version\n\n%s",
-                   zr_exit_table);
-            return 0;
-        }
         if (strcmp(argv[i], "--json"))
             return zr_usage_error("version", "unknown argument '%s'", argv[i]);
         json = 1;
