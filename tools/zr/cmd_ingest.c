@@ -518,7 +518,7 @@ static int ingest_folder(const char *dir, const char *store, const ingest_opts *
     char what[512];
     snprintf(what, sizeof what, "%s; names in %s", skipped ? " (non-regular or empty entries skipped)" : "",
              names_path);
-    if (skipped && !o->json && status == 0)
+    if (skipped && status == 0)
         zr_error(CMD, dir, "skipped %zu entr%s that are not non-empty regular files", skipped,
                  skipped == 1 ? "y" : "ies");
     status = finish(o, &k, status, dir, what);
@@ -740,6 +740,8 @@ int zr_cmd_ingest(int argc, char **argv)
         return zr_usage_error(CMD, "give --lengths or --offsets, not both");
     const char *src = pos[0], *store = pos[1];
 
+    /* From here on Ctrl-C stops after the slice in flight. */
+    zr_interrupt_install();
     if (o.lengths || o.offsets)
         return ingest_tokens(src, store, &o);
     if (zrp_is_dir(src))
