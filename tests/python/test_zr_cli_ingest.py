@@ -84,7 +84,7 @@ def test_every_codec_and_tier(tmp_path, codec, tier):
 
 
 def test_folder_of_real_files_with_a_dictionary(tmp_path):
-    files = copyright_folder(tmp_path / "docs", limit=150)
+    files = copyright_folder(tmp_path / "docs", limit=150, max_size=32768)
     res, lines = zr_json("ingest", tmp_path / "docs", tmp_path / "st", "--codec", "zstd_dict",
                          "--tier", "fast")
     assert res.returncode == OK, res.stderr

@@ -49,13 +49,16 @@ def fashion(name):
     return np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
-def copyright_folder(dst, limit=None):
+def copyright_folder(dst, limit=None, max_size=None):
     """A folder of real text files: /usr/share/doc/*/copyright, one file per
-    package, named by the package. Returns {name: bytes}."""
+    package, named by the package (at most `limit` files, each at most
+    `max_size` bytes). Returns {name: bytes}."""
     os.makedirs(dst, exist_ok=True)
     out = {}
     for path in sorted(glob.glob("/usr/share/doc/*/copyright")):
         if not os.path.isfile(path) or os.path.getsize(path) == 0:
+            continue
+        if max_size and os.path.getsize(path) > max_size:
             continue
         name = os.path.basename(os.path.dirname(path))
         with open(path, "rb") as f:
