@@ -122,6 +122,26 @@ def test_export_ragged_npz_and_back(tmp_path, docs):
     assert z["shapes"].tolist() == [[2, 3], [-1, -1], [4, -1]]
     assert z["offsets"].tolist() == [0, 6, 7, 11]
     np.testing.assert_array_equal(z["data"], np.concatenate([r.reshape(-1) for r in rec]))
+    # zr ingest takes the .npz back: the same records with the same shapes.
+    for npz, want in ((tmp_path / "r.npz", rec), (tmp_path / "d.npz", None)):
+        back = tmp_path / f"back-{npz.stem}"
+        res, (j,) = zr_json("ingest", npz, back)
+        assert res.returncode == OK and j["kind"] == "ragged", res.stderr
+        with RaggedStore.open(str(back), readonly=True) as st:
+            if want is None:
+                assert [st[i].tobytes() for i in (0, len(files) - 1)] == [files[0], files[-1]]
+            else:
+                got = [st[i] for i in range(len(st))]
+                assert [g.shape for g in got] == [w.shape for w in want]
+                for g, w in zip(got, want):
+                    np.testing.assert_array_equal(g, w)
+    # A damaged shapes table is refused, naming the record.
+    bad = dict(np.load(tmp_path / "r.npz"))
+    bad["shapes"] = bad["shapes"].copy()
+    bad["shapes"][2, 0] = 5
+    np.savez(tmp_path / "bad.npz", **bad)
+    res = zr("ingest", tmp_path / "bad.npz", tmp_path / "bad")
+    assert res.returncode == FAILED and b"record 2" in res.stderr
 
 
 def test_export_interrupted_removes_the_partial_file(tmp_path, images):

@@ -421,37 +421,39 @@ int zr_idx_read_header(zr_src *s, zr_array *a, char *err)
     return 0;
 }
 
-int zr_npy_load_i64(const char *path, int64_t **out, uint64_t *count, char *err)
+int zr_load_i64(zr_src *s, size_t ndim, int64_t **out, uint64_t *rows, uint64_t *cols, char *err)
 {
+    const char *path = zr_src_name(s);
     *out = NULL;
-    *count = 0;
-    zr_src *s;
-    if (zr_src_open_file(&s, path, err) < 0)
-        return -1;
+    *rows = *cols = 0;
     zr_array a;
     int rc = zr_npy_read_header(s, &a, err);
-    if (rc == 0 && a.ndim != 1)
-        rc = fail(err, "%s: expected a 1-d array, got %zu dimensions", path, a.ndim);
-    int is_int = a.dtype == ZRS_BOOL || a.dtype == ZRS_INT8 || a.dtype == ZRS_INT16 || a.dtype == ZRS_INT32 ||
-                 a.dtype == ZRS_INT64 || a.dtype == ZRS_UINT8 || a.dtype == ZRS_UINT16 ||
-                 a.dtype == ZRS_UINT32 || a.dtype == ZRS_UINT64;
+    if (rc == 0 && a.ndim != ndim)
+        rc = fail(err, "%s: expected a %zu-d array, got %zu dimensions", path, ndim, a.ndim);
+    int is_int = a.dtype == ZRS_BOOL || a.dtype == ZRS_INT8 || a.dtype == ZRS_INT16 ||
+                 a.dtype == ZRS_INT32 || a.dtype == ZRS_INT64 || a.dtype == ZRS_UINT8 ||
+                 a.dtype == ZRS_UINT16 || a.dtype == ZRS_UINT32 || a.dtype == ZRS_UINT64;
     if (rc == 0 && !is_int)
         rc = fail(err, "%s: expected an integer or bool array, got dtype %s", path, a.descr);
-    size_t isz = zrs_dtype_itemsize(a.dtype);
+    if (rc == 0 && a.fortran && ndim > 1)
+        rc = fail(err, "%s: expected a C-order array", path);
+    const size_t isz = zrs_dtype_itemsize(a.dtype);
+    const uint64_t n = rc == 0 ? zr_array_count(&a, 0) : 0;
+    if (rc == 0 && n > (UINT64_MAX >> 4))
+        rc = fail(err, "%s: too many values", path);
     unsigned char *raw = NULL;
     int64_t *v = NULL;
     if (rc == 0) {
-        raw = malloc(a.shape[0] * isz + 1);
-        v = malloc(a.shape[0] * sizeof *v + 1);
+        raw = malloc(n * isz + 1);
+        v = malloc(n * sizeof *v + 1);
         if (!raw || !v)
-            rc = fail(err, "%s: out of memory for %" PRIu64 " values", path, a.shape[0]);
+            rc = fail(err, "%s: out of memory for %" PRIu64 " values", path, n);
     }
     if (rc == 0)
-        rc = zr_src_read_exact(s, raw, a.shape[0] * isz, "the data", err);
-    zr_src_close(s);
+        rc = zr_src_read_exact(s, raw, n * isz, "the data", err);
     if (rc == 0 && a.swap)
-        zr_byteswap(raw, a.shape[0], a.dtype);
-    for (uint64_t i = 0; rc == 0 && i < a.shape[0]; i++) {
+        zr_byteswap(raw, n, a.dtype);
+    for (uint64_t i = 0; rc == 0 && i < n; i++) {
         const unsigned char *p = raw + i * isz;
         switch (a.dtype) {
         case ZRS_BOOL: v[i] = p[0] != 0; break;
@@ -475,8 +477,22 @@ int zr_npy_load_i64(const char *path, int64_t **out, uint64_t *count, char *err)
         return -1;
     }
     *out = v;
-    *count = a.shape[0];
+    *rows = a.shape[0];
+    *cols = ndim > 1 ? a.shape[1] : 1;
     return 0;
+}
+
+int zr_npy_load_i64(const char *path, int64_t **out, uint64_t *count, char *err)
+{
+    zr_src *s;
+    uint64_t cols;
+    *out = NULL;
+    *count = 0;
+    if (zr_src_open_file(&s, path, err) < 0)
+        return -1;
+    int rc = zr_load_i64(s, 1, out, count, &cols, err);
+    zr_src_close(s);
+    return rc;
 }
 
 /* ----------------------------------------------------------------- zip */

@@ -62,6 +62,9 @@ void zr_byteswap(void *data, uint64_t count, zrs_dtype dtype);
 /* Read a whole 1-d integer or bool array (.npy, any byte order)
  * into a malloc'd int64 array. */
 int zr_npy_load_i64(const char *path, int64_t **out, uint64_t *count, char *err);
+/* The same from a source holding a .npy, of ndim 1 or 2 (C order): *rows
+ * and *cols (1 for ndim 1) values, row-major. */
+int zr_load_i64(zr_src *s, size_t ndim, int64_t **out, uint64_t *rows, uint64_t *cols, char *err);
 
 /* ----------------------------------------------------------------- zip */
 
