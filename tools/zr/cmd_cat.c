@@ -53,43 +53,6 @@ static const char *numpy_name(zrs_dtype dt)
     return (unsigned)dt < sizeof names / sizeof names[0] ? names[dt] : "?";
 }
 
-static double half_to_double(uint16_t h)
-{
-    int e = (h >> 10) & 31, m = h & 1023;
-    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
-    return (h & 0x8000) ? -v : v;
-}
-
-/* Element i of a payload as a double (real part for complex). */
-static double elem_real(const unsigned char *p, zrs_dtype dt, uint64_t i, double *imag)
-{
-    const size_t isz = zrs_dtype_itemsize(dt);
-    p += i * isz;
-    union {
-        int8_t i8; int16_t i16; int32_t i32; int64_t i64;
-        uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64;
-        float f32; double f64; float c64[2]; double c128[2];
-    } u;
-    memcpy(&u, p, isz);
-    *imag = 0;
-    switch (dt) {
-    case ZRS_BOOL: return u.u8 != 0;
-    case ZRS_INT8: return u.i8;
-    case ZRS_INT16: return u.i16;
-    case ZRS_INT32: return u.i32;
-    case ZRS_INT64: return (double)u.i64;
-    case ZRS_UINT8: return u.u8;
-    case ZRS_UINT16: return u.u16;
-    case ZRS_UINT32: return u.u32;
-    case ZRS_UINT64: return (double)u.u64;
-    case ZRS_FLOAT16: return half_to_double(u.u16);
-    case ZRS_FLOAT32: return u.f32;
-    case ZRS_FLOAT64: return u.f64;
-    case ZRS_COMPLEX64: *imag = u.c64[1]; return u.c64[0];
-    default: *imag = u.c128[1]; return u.c128[0];
-    }
-}
-
 static void fmt_float(double v, int digits, char *buf, size_t cap)
 {
     if (isnan(v)) {
@@ -118,7 +81,7 @@ static void fmt_elem(const unsigned char *p, zrs_dtype dt, uint64_t i, char *buf
             snprintf(buf, cap, "%" PRIu64, (uint64_t)v);
         return;
     }
-    double im, re = elem_real(p, dt, i, &im);
+    double im, re = zr_elem_double(p, dt, i, &im);
     int digits = dt == ZRS_FLOAT16 ? 4 : 8;
     switch (dt) {
     case ZRS_BOOL: snprintf(buf, cap, re != 0 ? "True" : "False"); break;
@@ -251,7 +214,7 @@ static json_object *json_values(const unsigned char *p, zrs_dtype dt, const uint
             memcpy(&v, p + base * 8, 8);
             return dt == ZRS_INT64 ? json_object_new_int64(v) : json_object_new_uint64((uint64_t)v);
         }
-        double im, re = elem_real(p, dt, base, &im);
+        double im, re = zr_elem_double(p, dt, base, &im);
         if (dt == ZRS_BOOL)
             return json_object_new_boolean(re != 0);
         if (dt == ZRS_COMPLEX64 || dt == ZRS_COMPLEX128) {

@@ -69,6 +69,20 @@ static void ingest_usage(FILE *out)
             zr_exit_table);
 }
 
+/* Bytes per committed slice, and of the first slice, which also feeds
+ * dictionary training (the tier's sample size) when one is trained. */
+static void slice_sizes(const ingest_opts *o, uint64_t *slice, uint64_t *first)
+{
+    *slice = o->sink.codec == ZRE_CODEC_ZSTD_DICT ? SLICE_BYTES_DICT : SLICE_BYTES;
+    *first = *slice;
+    if (o->sink.codec == ZRE_CODEC_ZSTD_DICT && !o->sink.dict_path) {
+        uint64_t dcap, scap;
+        zrs_dict_tier_sizes(o->sink.tier, &dcap, &scap);
+        if (scap > *first)
+            *first = scap;
+    }
+}
+
 /* ---------------------------------------------------------- reporting */
 
 static void report(const ingest_opts *o, const zr_sink *k, const char *src, const char *what)
@@ -174,18 +188,13 @@ static int ingest_array(zr_src *src, const zr_array *a, const char *store, const
         zr_error(CMD, name, "records of shape with a zero dimension hold no bytes");
         return ZR_EXIT_FAILED;
     }
-    uint64_t slice = o->sink.codec == ZRE_CODEC_ZSTD_DICT ? SLICE_BYTES_DICT : SLICE_BYTES;
-    uint64_t per = rec ? slice / rec : 1;
+    uint64_t slice, first_slice;
+    slice_sizes(o, &slice, &first_slice);
+    uint64_t per = rec ? slice / rec : 1, first_per = rec ? first_slice / rec : 1;
     if (per == 0)
         per = 1;
-    /* The first slice also feeds dictionary training. */
-    uint64_t first_per = per;
-    if (o->sink.codec == ZRE_CODEC_ZSTD_DICT && !o->sink.dict_path && !o->sink.append) {
-        uint64_t dcap, scap;
-        zrs_dict_tier_sizes(o->sink.tier, &dcap, &scap);
-        if (rec && scap / rec > first_per)
-            first_per = scap / rec;
-    }
+    if (first_per < per)
+        first_per = per;
     if (first_per > n)
         first_per = n ? n : 1;
     if (per > n)
@@ -440,14 +449,8 @@ static int ingest_folder(const char *dir, const char *store, const ingest_opts *
     char *names_path = malloc(sl + 8);
     snprintf(names_path, sl + 8, "%.*s.names", (int)sl, store);
 
-    uint64_t slice = o->sink.codec == ZRE_CODEC_ZSTD_DICT ? SLICE_BYTES_DICT : SLICE_BYTES;
-    uint64_t first_slice = slice;
-    if (o->sink.codec == ZRE_CODEC_ZSTD_DICT && !o->sink.dict_path) {
-        uint64_t dcap, scap;
-        zrs_dict_tier_sizes(o->sink.tier, &dcap, &scap);
-        if (scap > first_slice)
-            first_slice = scap;
-    }
+    uint64_t slice, first_slice;
+    slice_sizes(o, &slice, &first_slice);
     const uint64_t pre = ZRS_RAGGED_PREFIX_SIZE(1);
     zr_sink k = {.cmd = CMD, .path = store, .o = &o->sink};
     zr_progress pr;
@@ -555,14 +558,8 @@ static int ingest_flat(zr_src *src, const zr_array *a, const uint64_t *off, uint
     char err[ZR_IO_ERR];
     const char *path = zr_src_name(src);
     const size_t isz = zrs_dtype_itemsize(a->dtype);
-    uint64_t slice = o->sink.codec == ZRE_CODEC_ZSTD_DICT ? SLICE_BYTES_DICT : SLICE_BYTES;
-    uint64_t first_slice = slice;
-    if (o->sink.codec == ZRE_CODEC_ZSTD_DICT && !o->sink.dict_path) {
-        uint64_t dcap, scap;
-        zrs_dict_tier_sizes(o->sink.tier, &dcap, &scap);
-        if (scap > first_slice)
-            first_slice = scap;
-    }
+    uint64_t slice, first_slice;
+    slice_sizes(o, &slice, &first_slice);
     /* Each record's ndim. */
     uint8_t *nds = malloc(n ? n : 1);
     uint64_t *bounds = malloc((n + 1) * sizeof *bounds);

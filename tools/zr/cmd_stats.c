@@ -52,40 +52,11 @@ typedef struct acc {
     uint64_t records;
 } acc;
 
-static double value_at(const unsigned char *p, zrs_dtype dt, uint64_t i)
-{
-    const size_t isz = zrs_dtype_itemsize(dt);
-    p += i * isz;
-    union {
-        int8_t i8; int16_t i16; int32_t i32; int64_t i64; uint8_t u8; uint16_t u16;
-        uint32_t u32; uint64_t u64; float f32; double f64;
-    } u;
-    memcpy(&u, p, isz < 8 ? isz : 8);
-    switch (dt) {
-    case ZRS_BOOL: return u.u8 != 0;
-    case ZRS_INT8: return u.i8;
-    case ZRS_INT16: return u.i16;
-    case ZRS_INT32: return u.i32;
-    case ZRS_INT64: return (double)u.i64;
-    case ZRS_UINT8: return u.u8;
-    case ZRS_UINT16: return u.u16;
-    case ZRS_UINT32: return u.u32;
-    case ZRS_UINT64: return (double)u.u64;
-    case ZRS_FLOAT16: {
-        int e = (u.u16 >> 10) & 31, m = u.u16 & 1023;
-        double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
-        return (u.u16 & 0x8000) ? -v : v;
-    }
-    case ZRS_FLOAT32: case ZRS_COMPLEX64: return u.f32;
-    default: return u.f64;
-    }
-}
-
 static void add_values(acc *a, const unsigned char *p, uint64_t n)
 {
     const zrs_dtype dt = zrs_get_dtype(a->s);
     for (uint64_t i = 0; i < n; i++) {
-        double v = value_at(p, dt, i);
+        double im, v = zr_elem_double(p, dt, i, &im);
         if (isnan(v)) {
             a->nan++;
             continue;

@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -493,6 +494,44 @@ int zr_npy_load_i64(const char *path, int64_t **out, uint64_t *count, char *err)
     int rc = zr_load_i64(s, 1, out, count, &cols, err);
     zr_src_close(s);
     return rc;
+}
+
+/* ------------------------------------------------------------ elements */
+
+static double half_to_double(uint16_t h)
+{
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+double zr_elem_double(const void *payload, zrs_dtype dt, uint64_t i, double *imag)
+{
+    const size_t isz = zrs_dtype_itemsize(dt);
+    const unsigned char *p = (const unsigned char *)payload + i * isz;
+    union {
+        int8_t i8; int16_t i16; int32_t i32; int64_t i64;
+        uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64;
+        float f32; double f64; float c64[2]; double c128[2];
+    } u;
+    memcpy(&u, p, isz);
+    *imag = 0;
+    switch (dt) {
+    case ZRS_BOOL: return u.u8 != 0;
+    case ZRS_INT8: return u.i8;
+    case ZRS_INT16: return u.i16;
+    case ZRS_INT32: return u.i32;
+    case ZRS_INT64: return (double)u.i64;
+    case ZRS_UINT8: return u.u8;
+    case ZRS_UINT16: return u.u16;
+    case ZRS_UINT32: return u.u32;
+    case ZRS_UINT64: return (double)u.u64;
+    case ZRS_FLOAT16: return half_to_double(u.u16);
+    case ZRS_FLOAT32: return u.f32;
+    case ZRS_FLOAT64: return u.f64;
+    case ZRS_COMPLEX64: *imag = u.c64[1]; return u.c64[0];
+    default: *imag = u.c128[1]; return u.c128[0];
+    }
 }
 
 /* ----------------------------------------------------------------- zip */

@@ -66,6 +66,11 @@ int zr_npy_load_i64(const char *path, int64_t **out, uint64_t *count, char *err)
  * and *cols (1 for ndim 1) values, row-major. */
 int zr_load_i64(zr_src *s, size_t ndim, int64_t **out, uint64_t *rows, uint64_t *cols, char *err);
 
+/* Element i of a payload of dtype as a double: the real part of a complex
+ * number (its imaginary part in *imag, else 0); int64/uint64 beyond 2^53
+ * round. */
+double zr_elem_double(const void *payload, zrs_dtype dtype, uint64_t i, double *imag);
+
 /* ----------------------------------------------------------------- zip */
 
 typedef struct zr_zip_entry {
