@@ -52,6 +52,7 @@ static void ingest_usage(FILE *out)
             "  --tier fast|balanced|max    zstd_dict: train a dictionary of this tier on the\n"
             "                              first records (default balanced)\n"
             "  --dict FILE                 zstd_dict: use this dictionary (zr train-dict)\n"
+            "                              (--tier or --dict alone imply --codec zstd_dict)\n"
             "  --append                    add to STORE if it exists with the same identity\n"
             "  --array NAME                .npz: ingest only this array, into STORE\n"
             "  --ragged                    .npy/IDX/.npz: a ragged store, one record per row\n"
