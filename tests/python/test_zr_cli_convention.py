@@ -180,3 +180,24 @@ def test_version_lists_five_libraries():
     names = [line.split()[0] for line in res.stdout.decode().splitlines()]
     assert names == ["libzrengine", "libzrstore", "libzsampler", "libzloader", "libzmrec"]
     assert json.loads(zr("version", "--json").stdout)["zrstore"].count(".") == 2
+
+
+@pytest.mark.parametrize("cmd", ["ingest", "export", "recode", "stats"])
+def test_progress_of_long_commands_on_a_terminal(tmp_path, cmd):
+    # About 40 MiB: several slices, so the line is drawn before the end.
+    arr = np.random.default_rng(2).integers(0, 4, (10000, 4096), dtype=np.uint8)
+    np.save(tmp_path / "a.npy", arr)
+    src = tmp_path / "src"
+    assert zr("ingest", tmp_path / "a.npy", src, "--codec", "raw").returncode == OK
+    args = {"ingest": ["ingest", tmp_path / "a.npy", tmp_path / "o", "--codec", "raw"],
+            "export": ["export", src, "-o", tmp_path / "o.npy"],
+            "recode": ["recode", src, tmp_path / "o", "--codec", "raw"],
+            "stats": ["stats", src]}[cmd]
+    status, out = run_in_pty(args)
+    assert status == OK, out
+    assert b"records (" in out and b"/s" in out and b"ETA" in out, out
+    # Not a terminal: the same command prints no progress.
+    for p in (tmp_path / "o", tmp_path / "o.npy"):
+        subprocess.run(["rm", "-rf", str(p)], check=True)
+    res = zr(*args)
+    assert res.returncode == OK and b"ETA" not in res.stderr and b"\r" not in res.stderr

@@ -8,7 +8,7 @@
  *           own ndim are -1). np.load reads both; zr ingest takes the .npz
  *           back as a ragged store.
  * Reads in slices through the public gather contract (bounded memory,
- * ragged offsets and shapes excepted: 8 bytes per record per dim). FILE
+ * ragged offsets and shapes excepted: 9 bytes per record plus 8 per dim). FILE
  * must not exist (--force replaces it); a failed or interrupted export
  * removes the partial file.
  */
@@ -54,7 +54,8 @@ typedef struct export_ctx {
     FILE *fp;                  /* dense */
     zr_zip_writer *z;          /* ragged */
     uint64_t *offsets;         /* ragged: records + 1, in elements */
-    int64_t *shapes;           /* ragged: records x ZRS_MAX_NDIM */
+    uint8_t *ndims;            /* ragged: each record's ndim */
+    uint64_t *dims, ndims_total, dims_cap; /* ragged: every record's dims, back to back */
     size_t max_ndim;
     uint64_t bytes;
     const char *out;
@@ -92,8 +93,19 @@ static int ragged_slice(void *vctx, const zr_slice *sl)
         }
         uint64_t rec = sl->first + i;
         c->offsets[rec + 1] = c->offsets[rec] + (size - off) / isz;
-        for (size_t j = 0; j < ZRS_MAX_NDIM; j++)
-            c->shapes[rec * ZRS_MAX_NDIM + j] = j < nd ? (int64_t)dims[j] : -1;
+        c->ndims[rec] = (uint8_t)nd;
+        if (c->ndims_total + nd > c->dims_cap) {
+            uint64_t nc = (c->dims_cap + nd) * 2 + 64;
+            uint64_t *nv = realloc(c->dims, nc * sizeof *nv);
+            if (!nv) {
+                zr_error(CMD, zrs_path(c->s), "out of memory for the shapes");
+                return ZR_EXIT_FAILED;
+            }
+            c->dims = nv;
+            c->dims_cap = nc;
+        }
+        memcpy(c->dims + c->ndims_total, dims, nd * sizeof *dims);
+        c->ndims_total += nd;
         if (nd > c->max_ndim)
             c->max_ndim = nd;
         if (zr_zip_write(c->z, r + off, (size_t)(size - off), err) < 0) {
@@ -122,8 +134,8 @@ static int export_ragged(export_ctx *c, uint64_t n, char *err)
 {
     const char *descr = zrs_dtype_str(zrs_get_dtype(c->s));
     c->offsets = calloc(n + 1, sizeof *c->offsets);
-    c->shapes = malloc((n ? n : 1) * ZRS_MAX_NDIM * sizeof *c->shapes);
-    if (!c->offsets || !c->shapes) {
+    c->ndims = malloc(n ? n : 1);
+    if (!c->offsets || !c->ndims) {
         zr_error(CMD, zrs_path(c->s), "out of memory for the offsets and shapes of %" PRIu64
                  " records", n);
         return ZR_EXIT_FAILED;
@@ -149,14 +161,38 @@ static int export_ragged(export_ctx *c, uint64_t n, char *err)
         fprintf(stderr, "zr %s: %s\n", CMD, err);
         return ZR_EXIT_FAILED;
     }
-    /* Compact the shapes to D = max ndim columns, in place. */
+    /* shapes.npy: D = max ndim columns, -1 past each record's own ndim,
+     * written in blocks of rows. */
     const size_t d = c->max_ndim;
-    for (uint64_t i = 0; i < n; i++)
-        for (size_t j = 0; j < d; j++)
-            c->shapes[i * d + j] = c->shapes[i * ZRS_MAX_NDIM + j];
     uint64_t sshape[2] = {n, d};
-    if (small_member(c->z, "shapes.npy", "<i8", sshape, 2, c->shapes, (size_t)(n * d * 8), err) <
-        0) {
+    hl = zr_npy_header(h, sizeof h, "<i8", sshape, 2);
+    if (zr_zip_begin(c->z, "shapes.npy", err) < 0 || zr_zip_write(c->z, h, hl, err) < 0) {
+        fprintf(stderr, "zr %s: %s\n", CMD, err);
+        return ZR_EXIT_FAILED;
+    }
+    enum { ROWS = 4096 };
+    int64_t *blk = malloc(ROWS * (d ? d : 1) * sizeof *blk);
+    if (!blk) {
+        zr_error(CMD, c->out, "out of memory");
+        return ZR_EXIT_FAILED;
+    }
+    uint64_t at = 0;
+    for (uint64_t i = 0; i < n; i += ROWS) {
+        uint64_t k = n - i < ROWS ? n - i : ROWS;
+        for (uint64_t r = 0; r < k; r++) {
+            size_t nd = c->ndims[i + r];
+            for (size_t q = 0; q < d; q++)
+                blk[r * d + q] = q < nd ? (int64_t)c->dims[at + q] : -1;
+            at += nd;
+        }
+        if (zr_zip_write(c->z, blk, (size_t)(k * d * sizeof *blk), err) < 0) {
+            free(blk);
+            fprintf(stderr, "zr %s: %s\n", CMD, err);
+            return ZR_EXIT_FAILED;
+        }
+    }
+    free(blk);
+    if (zr_zip_end(c->z, err) < 0) {
         fprintf(stderr, "zr %s: %s\n", CMD, err);
         return ZR_EXIT_FAILED;
     }
@@ -258,7 +294,8 @@ int zr_cmd_export(int argc, char **argv)
     }
     zr_progress_end(&pr);
     free(c.offsets);
-    free(c.shapes);
+    free(c.ndims);
+    free(c.dims);
     const uint64_t data_bytes = dense ? n * zrs_record_size(s) : c.bytes;
     zrs_close(s);
     if (status || zr_interrupted()) {
