@@ -97,7 +97,8 @@ def test_exists_exits_3(tmp_path):
     res = zr("export", path, "-o", tmp_path / "o.npy")
     assert res.returncode == OPEN and b"o.npy" in res.stderr
     assert (tmp_path / "o.npy").read_bytes() == b"x"
-    assert zr("recode", path, path, "--codec", "raw").returncode == OPEN
+    res = zr("recode", path, path, "--codec", "raw")
+    assert res.returncode == OPEN and b"--resume" in res.stderr
 
 
 def test_damaged_data_exits_1(tmp_path):

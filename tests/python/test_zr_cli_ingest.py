@@ -134,6 +134,16 @@ def test_npz_one_store_per_array_or_one_chosen(tmp_path):
         np.testing.assert_array_equal(st[:], b)
     res = zr("ingest", tmp_path / "c.npz", tmp_path / "z", "--array", "nope")
     assert res.returncode == FAILED and b"nope" in res.stderr
+    # A damaged member (stored or deflated) is refused before anything is
+    # written: the CRC-32 is checked first.
+    for name in ("x.npz", "c.npz"):
+        data = bytearray((tmp_path / name).read_bytes())
+        at = data.index(b"b.npy") + 60  # inside the member's (compressed) bytes
+        data[at] ^= 0xFF
+        (tmp_path / f"bad-{name}").write_bytes(bytes(data))
+        res = zr("ingest", tmp_path / f"bad-{name}", tmp_path / f"bad-{name}-st", "--array", "b")
+        assert res.returncode == FAILED and b"damaged" in res.stderr, res.stderr
+        assert not (tmp_path / f"bad-{name}-st").exists()
     # --ragged: one ragged record per row.
     assert zr("ingest", tmp_path / "x.npz", tmp_path / "r", "--array", "a",
               "--ragged").returncode == OK

@@ -69,7 +69,8 @@ int zr_cmd_recode(int argc, char **argv)
     }
     const char *pos[2] = {NULL, NULL};
     int npos = 0, json = 0, quiet = 0, codec_given = 0, tier_given = 0;
-    zr_sink_opts so = {.codec = ZRE_CODEC_ZSTD, .tier = ZRS_DICT_BALANCED};
+    zr_sink_opts so = {.codec = ZRE_CODEC_ZSTD, .tier = ZRS_DICT_BALANCED,
+                       .append_flag = "--resume"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--codec") || !strcmp(a, "--tier") || !strcmp(a, "--dict")) {

@@ -140,9 +140,9 @@ int zr_src_open_zip_member(zr_src **out, const char *path, const char *name, cha
         return fail(err, "%s: member '%s': %s", path, name,
                     rc < 0 ? strerror(-rc) : "no local header where the directory says");
     }
-    s->pos = e->local_offset + 30 + le16(lh + 26) + le16(lh + 28);
-    s->left = e->csize;
-    s->out_left = e->usize;
+    const uint64_t start = e->local_offset + 30 + le16(lh + 26) + le16(lh + 28);
+    const uint64_t csize = e->csize, usize = e->usize;
+    const uint32_t want = e->crc;
     s->deflated = e->method == 8;
     free(ents);
     if (s->deflated) {
@@ -151,6 +151,37 @@ int zr_src_open_zip_member(zr_src **out, const char *path, const char *name, cha
             zr_src_close(s);
             return fail(err, "%s: out of memory", label);
         }
+    }
+    /* First pass: the CRC-32 of the whole member; then rewind. */
+    unsigned char *buf = malloc(IN_CHUNK);
+    uLong crc = crc32(0L, Z_NULL, 0);
+    uint64_t total = 0;
+    s->pos = start;
+    s->left = csize;
+    s->out_left = usize;
+    for (size_t got = 1; buf && got > 0;) {
+        got = zr_src_read(s, buf, IN_CHUNK, err);
+        crc = crc32(crc, buf, (uInt)got);
+        total += got;
+    }
+    if (!buf || s->failed || total != usize || (uint32_t)crc != want) {
+        const int oom = !buf, read_failed = s->failed, bad_size = total != usize;
+        free(buf);
+        zr_src_close(s);
+        if (oom)
+            return fail(err, "%s: out of memory", label);
+        if (read_failed)
+            return -1; /* err says what the read found */
+        return fail(err, "%s: the archive member is damaged (%s)", label,
+                    bad_size ? "shorter than its directory entry says" : "CRC-32 mismatch");
+    }
+    free(buf);
+    s->pos = start;
+    s->left = csize;
+    s->out_left = usize;
+    if (s->deflated) {
+        inflateReset(&s->zs);
+        s->zs.avail_in = 0;
     }
     *out = s;
     return 0;
@@ -602,6 +633,7 @@ int zr_zip_list(const char *path, zr_zip_entry **entries, size_t *count, char *e
             goto out_fail;
         }
         v[i].method = le16(cd + p + 10);
+        v[i].crc = le32(cd + p + 16);
         v[i].csize = le32(cd + p + 20);
         v[i].usize = le32(cd + p + 24);
         v[i].local_offset = le32(cd + p + 42);

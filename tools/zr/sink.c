@@ -95,8 +95,8 @@ int zr_sink_open(zr_sink *k, zrs_kind kind, zrs_dtype dtype, const uint64_t *sha
     k->created = 0;
     if (zrp_path_exists(k->path)) {
         if (!k->o->append) {
-            zr_error(k->cmd, k->path, "already exists (--append adds records to a store of the "
-                     "same identity)");
+            zr_error(k->cmd, k->path, "already exists (%s adds records to a store of the same "
+                     "identity)", k->o->append_flag ? k->o->append_flag : "--append");
             return ZR_EXIT_OPEN;
         }
         int rc = zrs_open(&k->s, k->path);

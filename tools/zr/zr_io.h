@@ -24,7 +24,9 @@ typedef struct zr_src zr_src;
 
 /* A file read sequentially; gzip files are decompressed on the fly. */
 int zr_src_open_file(zr_src **out, const char *path, char *err);
-/* Member `name` of zip archive `path` (stored or deflated). */
+/* Member `name` of zip archive `path` (stored or deflated). Its CRC-32 is
+ * checked in a first pass before this returns, so a damaged member is
+ * refused before any of it is used. */
 int zr_src_open_zip_member(zr_src **out, const char *path, const char *name, char *err);
 /* Read up to n bytes; fewer only at the end or on an error (then
  * zr_src_failed is 1 and err holds the message). */
@@ -76,6 +78,7 @@ double zr_elem_double(const void *payload, zrs_dtype dtype, uint64_t i, double *
 typedef struct zr_zip_entry {
     char name[256];
     uint64_t local_offset, csize, usize;
+    uint32_t crc; /* CRC-32 of the uncompressed bytes */
     unsigned method; /* 0 stored, 8 deflated */
 } zr_zip_entry;
 
@@ -125,6 +128,7 @@ typedef struct zr_sink_opts {
     zrs_dict_tier tier;   /* zstd_dict: train a dictionary of this tier ... */
     const char *dict_path;/* ... or use this one (zr train-dict's output) */
     int append;           /* add to an existing store of the same identity */
+    const char *append_flag; /* the option that sets append, for messages ("--append") */
 } zr_sink_opts;
 
 /* A store being filled in committed slices. Fill cmd, path and o, then
