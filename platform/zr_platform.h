@@ -123,6 +123,8 @@ uint64_t zrp_now_ns(void);
 
 /* 1 if standard stream fd (0 stdin, 1 stdout, 2 stderr) is a terminal. */
 int zrp_is_terminal(int fd);
+/* Sleep the calling thread for about ms milliseconds. */
+void zrp_sleep_ms(unsigned ms);
 
 /* ------------------------------------------------------- directory lists */
 

@@ -429,6 +429,13 @@ uint64_t zrp_now_ns(void)
 
 int zrp_is_terminal(int fd) { return isatty(fd) == 1; }
 
+void zrp_sleep_ms(unsigned ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
 /* ------------------------------------------------------- directory lists */
 
 void zrp_free_names(char **names, size_t count)

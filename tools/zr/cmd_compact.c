@@ -9,7 +9,6 @@
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <threads.h>
 
 #include "zr_cli.h"
 #include "zr_platform.h"
@@ -42,13 +41,13 @@ typedef struct ticker {
     int on;
 } ticker;
 
-static int tick(void *arg)
+static void tick(void *arg)
 {
     ticker *t = arg;
     uint64_t t0 = zrp_now_ns();
     char b[32];
     while (!atomic_load(&t->stop)) {
-        thrd_sleep(&(struct timespec){.tv_nsec = 100000000}, NULL);
+        zrp_sleep_ms(100);
         unsigned s = (unsigned)((zrp_now_ns() - t0) / 1000000000u);
         fprintf(stderr, "\r\033[K%s: compacting, %u:%02u elapsed, reclaiming %s", t->label, s / 60,
                 s % 60, zr_human_bytes(t->bytes, b, sizeof b));
@@ -56,7 +55,6 @@ static int tick(void *arg)
     }
     fputs("\r\033[K", stderr);
     fflush(stderr);
-    return 0;
 }
 
 static int parse_args(int argc, char **argv, int *json, int *quiet, const char **store)
@@ -102,14 +100,14 @@ int zr_cmd_compact(int argc, char **argv)
     ticker t = {.label = store, .bytes = before.reclaimable,
                 .on = !quiet && zrp_is_terminal(2)};
     atomic_init(&t.stop, 0);
-    thrd_t th;
-    int threaded = t.on && thrd_create(&th, tick, &t) == thrd_success;
+    zrp_thread th;
+    int threaded = t.on && zrp_thread_start(&th, tick, &t) == 0;
     uint64_t t0 = zrp_now_ns();
     rc = zrs_compact(s);
     double secs = (double)(zrp_now_ns() - t0) / 1e9;
     if (threaded) {
         atomic_store(&t.stop, 1);
-        thrd_join(th, NULL);
+        zrp_thread_join(th);
     }
     if (rc < 0) {
         int ex = zr_fail(CMD, store, "compact failed (the store is as the last committed batch "

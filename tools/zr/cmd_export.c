@@ -51,7 +51,8 @@ static void export_usage(FILE *out)
 
 typedef struct export_ctx {
     zrs_store *s;
-    FILE *fp;                  /* dense */
+    zrp_file f;                /* dense: the .npy being written ... */
+    uint64_t pos;              /* ... and its length so far */
     zr_zip_writer *z;          /* ragged */
     uint64_t *offsets;         /* ragged: records + 1, in elements */
     uint8_t *ndims;            /* ragged: each record's ndim */
@@ -65,10 +66,12 @@ typedef struct export_ctx {
 static int dense_slice(void *vctx, const zr_slice *sl)
 {
     export_ctx *c = vctx;
-    if (fwrite(sl->data, 1, sl->nbytes, c->fp) != sl->nbytes) {
-        zr_error(CMD, c->out, "write failed: %s", strerror(errno));
+    int rc = zrp_pwrite_all(c->f, sl->data, (size_t)sl->nbytes, c->pos);
+    if (rc < 0) {
+        zr_error(CMD, c->out, "write failed: %s", strerror(-rc));
         return ZR_EXIT_FAILED;
     }
+    c->pos += sl->nbytes;
     c->bytes += sl->nbytes;
     zr_progress_update(c->pr, sl->first + sl->count, c->bytes);
     return 0;
@@ -255,10 +258,10 @@ int zr_cmd_export(int argc, char **argv)
     zr_interrupt_install();
     zr_progress_start(&pr, out, n, "records", quiet);
     if (dense) {
-        c.fp = fopen(out, "wbx");
-        if (!c.fp) {
+        rc = zrp_open(&c.f, out, ZRP_WRITE | ZRP_CREATE | ZRP_EXCLUSIVE);
+        if (rc < 0) {
             zrs_close(s);
-            zr_error(CMD, out, "cannot create: %s", strerror(errno));
+            zr_error(CMD, out, "cannot create: %s", strerror(-rc));
             return ZR_EXIT_OPEN;
         }
         uint64_t shape[ZRS_MAX_NDIM + 1];
@@ -267,16 +270,19 @@ int zr_cmd_export(int argc, char **argv)
         char h[4096];
         size_t hl = zr_npy_header(h, sizeof h, zrs_dtype_str(zrs_get_dtype(s)), shape,
                                   zrs_item_ndim(s) + 1);
-        if (fwrite(h, 1, hl, c.fp) != hl) {
-            zr_error(CMD, out, "write failed: %s", strerror(errno));
+        rc = zrp_pwrite_all(c.f, h, hl, 0);
+        c.pos = hl;
+        if (rc < 0) {
+            zr_error(CMD, out, "write failed: %s", strerror(-rc));
             status = ZR_EXIT_FAILED;
         }
         if (status == 0)
             status = zr_read_slices(CMD, s, 0, n, SLICE_BYTES, dense_slice, &c);
-        if (fclose(c.fp) != 0 && status == 0) {
-            zr_error(CMD, out, "write failed: %s", strerror(errno));
+        if (status == 0 && !zr_interrupted() && (rc = zrp_fsync(c.f)) < 0) {
+            zr_error(CMD, out, "fsync failed: %s", strerror(-rc));
             status = ZR_EXIT_FAILED;
         }
+        zrp_close(&c.f);
     } else {
         if (zr_zip_create(&c.z, out, err) < 0) {
             zrs_close(s);
