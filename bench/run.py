@@ -259,7 +259,7 @@ def run_hyperfine(cfg, workdir):
                         os.path.join(d, f"store-{codec}"), "--codec", codec],
                        check=True, capture_output=True)
     results = []
-    for name in ("info", "verify", "ingest", "gather"):
+    for name in ("info", "verify", "ingest", "gather", "export", "recode", "compact"):
         out = os.path.join(d, f"{name}.json")
         subprocess.run(["bash", os.path.join(HERE, "hyperfine", f"{name}.sh"), d, out],
                        check=True, env=env, capture_output=True)

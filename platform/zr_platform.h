@@ -203,4 +203,21 @@ uint64_t zrp_physical_memory(void);
 /* Monotonic clock in nanoseconds. */
 uint64_t zrp_now_ns(void);
 
+/* ------------------------------------------------------------ terminals */
+
+/* 1 if standard stream fd (0 stdin, 1 stdout, 2 stderr) is a terminal. */
+int zrp_is_terminal(int fd);
+/* Sleep the calling thread for about ms milliseconds. */
+void zrp_sleep_ms(unsigned ms);
+
+/* ------------------------------------------------------- directory lists */
+
+/* The names of the entries of directory `path` (without "." and ".."),
+ * unsorted, as a malloc'd array of malloc'd strings in *names, their
+ * number in *count. Free with zrp_free_names. */
+int zrp_list_dir(const char *path, char ***names, size_t *count);
+void zrp_free_names(char **names, size_t count);
+/* 1 if path is a regular file (following symbolic links), else 0. */
+int zrp_is_regular_file(const char *path);
+
 #endif /* ZR_PLATFORM_H */

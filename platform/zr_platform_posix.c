@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <dirent.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -651,4 +652,76 @@ uint64_t zrp_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------ terminals */
+
+int zrp_is_terminal(int fd) { return isatty(fd) == 1; }
+
+void zrp_sleep_ms(unsigned ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* ------------------------------------------------------- directory lists */
+
+void zrp_free_names(char **names, size_t count)
+{
+    for (size_t i = 0; names && i < count; i++)
+        free(names[i]);
+    free(names);
+}
+
+int zrp_list_dir(const char *path, char ***names, size_t *count)
+{
+    *names = NULL;
+    *count = 0;
+    DIR *d = opendir(path);
+    if (!d)
+        return neg_errno();
+    char **v = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    for (;;) {
+        errno = 0;
+        struct dirent *de = readdir(d);
+        if (!de) {
+            if (errno)
+                rc = neg_errno();
+            break;
+        }
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 64;
+            char **nv = realloc(v, nc * sizeof *nv);
+            if (!nv) {
+                rc = -ENOMEM;
+                break;
+            }
+            v = nv;
+            cap = nc;
+        }
+        if (!(v[n] = strdup(de->d_name))) {
+            rc = -ENOMEM;
+            break;
+        }
+        n++;
+    }
+    closedir(d);
+    if (rc < 0) {
+        zrp_free_names(v, n);
+        return rc;
+    }
+    *names = v;
+    *count = n;
+    return 0;
+}
+
+int zrp_is_regular_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }

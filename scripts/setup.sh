@@ -18,7 +18,7 @@ SUDO=""
 debs=(build-essential pkg-config meson ninja-build swig
       libzstd-dev libmsgpack-dev libcmocka-dev liblua5.4-dev lua5.4 liblmdb-dev
       hyperfine dataset-fashion-mnist
-      libjson-c-dev lammps-examples gromacs-data
+      libjson-c-dev zlib1g-dev lammps-examples gromacs-data
       linux-doc-6.1 nodejs)
 missing=()
 for p in "${debs[@]}"; do

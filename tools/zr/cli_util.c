@@ -1,52 +1,129 @@
 /*
- * cli_util.c - the argument handling and per-store loop that the
- * "zr CMD [--] STORE..." commands (info, verify) share.
+ * cli_util.c - what every zr command shares: exit statuses, error lines,
+ * --help detection, the per-store loop, JSON output, the progress line and
+ * the Ctrl-C flag (see zr_cli.h for the convention).
  */
-#include <stdio.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "zr_cli.h"
+#include "zr_platform.h"
+
+const char zr_exit_table[] =
+    "Exit status:\n"
+    "  0    success\n"
+    "  1    a check failed or the data is damaged (or the work failed)\n"
+    "  2    usage error\n"
+    "  3    cannot open, busy, or already exists\n"
+    "  130  interrupted (Ctrl-C); everything committed before stays intact\n";
+
+int zr_exit_from_status(int status)
+{
+    switch (status) {
+    case ZR_OK:
+        return ZR_EXIT_OK;
+    case ZR_EBUSY:
+    case ZR_EEXIST:
+    case ZR_ENOTSTORE:
+        return ZR_EXIT_OPEN;
+    default:
+        return ZR_EXIT_FAILED;
+    }
+}
+
+static void verror(const char *cmd, const char *file, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "zr %s: ", cmd);
+    if (file)
+        fprintf(stderr, "%s: ", file);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+void zr_error(const char *cmd, const char *file, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    verror(cmd, file, fmt, ap);
+    va_end(ap);
+}
+
+int zr_fail(const char *cmd, const char *file, const char *what, int status)
+{
+    zr_error(cmd, file, "%s: %s", what, zr_last_error());
+    return zr_exit_from_status(status);
+}
+
+int zr_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    verror(cmd, NULL, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "Try 'zr %s --help'.\n", cmd);
+    return ZR_EXIT_USAGE;
+}
+
+int zr_wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--"))
+            return 0;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return 1;
+    }
+    return 0;
+}
 
 int zr_run_per_store(int argc, char **argv, const char *name, void (*usage)(FILE *out),
-                     int (*one)(const char *path), int blank_between)
+                     int (*one)(const char *path, const zr_opts *opts), int blank_between)
 {
     /* Options first (anywhere before "--"), so that `zr CMD --help` never
      * reaches the store code as a path. */
+    zr_opts opts = {0, 0};
     int npaths = 0, opts_done = 0, concat = 0;
+    if (zr_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!opts_done && !strcmp(a, "--"))
+            opts_done = 1;
+        else if (!opts_done && !strcmp(a, "--concat")) /* cmd_concat.c */
+            concat = 1;
+        else if (!opts_done && !strcmp(a, "--json"))
+            opts.json = 1;
+        else if (!opts_done && (!strcmp(a, "--quiet") || !strcmp(a, "-q")))
+            opts.quiet = 1;
+        else if (!opts_done && a[0] == '-' && a[1] != '\0')
+            return zr_usage_error(name, "unknown option '%s'", a);
+        else
+            npaths++;
+    }
+    if (npaths == 0)
+        return zr_usage_error(name, "missing STORE argument");
+    int status = 0, done = 0;
+    opts_done = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!opts_done && !strcmp(a, "--")) {
             opts_done = 1;
-        } else if (!opts_done && !strcmp(a, "--concat")) { /* cmd_concat.c */
-            concat = 1;
-        } else if (!opts_done && (!strcmp(a, "--help") || !strcmp(a, "-h"))) {
-            usage(stdout);
-            return 0;
-        } else if (!opts_done && a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "zr %s: unknown option '%s'\n", name, a);
-            usage(stderr);
-            return ZR_EXIT_USAGE;
-        } else {
-            npaths++;
-        }
-    }
-    if (npaths == 0) {
-        fprintf(stderr, "zr %s: missing STORE argument\n", name);
-        usage(stderr);
-        return ZR_EXIT_USAGE;
-    }
-    int status = 0, done = 0;
-    opts_done = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!opts_done && !strcmp(argv[i], "--")) {
-            opts_done = 1;
             continue;
         }
-        if (!opts_done && !strcmp(argv[i], "--concat"))
+        if (!opts_done && a[0] == '-' && a[1] != '\0')
             continue;
-        if (blank_between && done++)
+        if (blank_between && !opts.json && done++)
             printf("\n");
-        int r = one(argv[i]);
+        fflush(stdout);
+        int r = one(a, &opts);
+        fflush(stdout);
+        if (r == ZR_EXIT_INTERRUPTED)
+            return r;
         if (r > status)
             status = r;
     }
@@ -56,4 +133,214 @@ int zr_run_per_store(int argc, char **argv, const char *name, void (*usage)(FILE
             status = r;
     }
     return status;
+}
+
+int zr_parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || *s < '0' || *s > '9')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int zr_parse_i64(const char *s, int64_t *out)
+{
+    if (!s || !*s)
+        return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || end == s)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int zr_parse_range(const char *cmd, const char *store, const char *a, uint64_t n, uint64_t *lo,
+                   uint64_t *hi)
+{
+    const char *colon = strchr(a, ':');
+    int64_t v;
+    if (!colon) {
+        if (zr_parse_i64(a, &v) < 0)
+            return zr_usage_error(cmd, "INDEX '%s' is not an integer or START:STOP", a);
+        if (v < -(int64_t)n || v >= (int64_t)n) {
+            zr_error(cmd, store, "index %" PRId64 " is out of range for %" PRIu64 " records", v, n);
+            return ZR_EXIT_USAGE;
+        }
+        *lo = v < 0 ? (uint64_t)(v + (int64_t)n) : (uint64_t)v;
+        *hi = *lo + 1;
+        return 0;
+    }
+    char left[32] = "", right[32] = "";
+    size_t ll = (size_t)(colon - a);
+    if (ll >= sizeof left || strlen(colon + 1) >= sizeof right)
+        return zr_usage_error(cmd, "INDEX '%s' is not START:STOP", a);
+    memcpy(left, a, ll);
+    strcpy(right, colon + 1);
+    int64_t b[2] = {0, (int64_t)n};
+    const char *parts[2] = {left, right};
+    for (int i = 0; i < 2; i++) {
+        if (!*parts[i])
+            continue;
+        if (zr_parse_i64(parts[i], &v) < 0)
+            return zr_usage_error(cmd, "INDEX '%s' is not START:STOP", a);
+        if (v < 0)
+            v += (int64_t)n;
+        b[i] = v < 0 ? 0 : v > (int64_t)n ? (int64_t)n : v;
+    }
+    *lo = (uint64_t)b[0];
+    *hi = b[1] > b[0] ? (uint64_t)b[1] : (uint64_t)b[0];
+    return 0;
+}
+
+int zr_is_negative_index(const char *a)
+{
+    return a[0] == '-' && ((a[1] >= '0' && a[1] <= '9') || a[1] == ':');
+}
+
+/* ---------------------------------------------------------------- JSON */
+
+void zr_json_print(json_object *o)
+{
+    puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(o);
+}
+
+void zr_json_u64(json_object *o, const char *key, uint64_t v)
+{
+    json_object_object_add(o, key, json_object_new_uint64(v));
+}
+
+void zr_json_str(json_object *o, const char *key, const char *v)
+{
+    json_object_object_add(o, key, v ? json_object_new_string(v) : NULL);
+}
+
+/* ------------------------------------------------------------- progress */
+
+#define REDRAW_NS UINT64_C(100000000)
+
+void zr_progress_start(zr_progress *p, const char *label, uint64_t total, const char *unit,
+                       int quiet)
+{
+    p->label = label;
+    p->unit = unit;
+    p->total = total;
+    p->done = p->bytes = 0;
+    p->t0_ns = p->last_ns = zrp_now_ns();
+    p->on = !quiet && zrp_is_terminal(2);
+    p->drawn = 0;
+}
+
+static void hms(double s, char *buf, size_t cap)
+{
+    if (s < 0 || s > 1e7) {
+        snprintf(buf, cap, "--:--");
+        return;
+    }
+    unsigned t = (unsigned)(s + 0.5);
+    if (t >= 3600)
+        snprintf(buf, cap, "%u:%02u:%02u", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(buf, cap, "%u:%02u", t / 60, t % 60);
+}
+
+void zr_progress_update(zr_progress *p, uint64_t done, uint64_t bytes)
+{
+    p->done = done;
+    p->bytes = bytes;
+    if (!p->on || (done == 0 && bytes == 0))
+        return;
+    uint64_t now = zrp_now_ns();
+    if (p->drawn && now - p->last_ns < REDRAW_NS)
+        return;
+    p->last_ns = now;
+    double secs = (double)(now - p->t0_ns) / 1e9;
+    char rate[48], eta[32] = "", b[32];
+    if (secs <= 0)
+        secs = 1e-9;
+    if (bytes)
+        snprintf(rate, sizeof rate, "%s/s", zr_human_bytes((uint64_t)((double)bytes / secs), b,
+                                                           sizeof b));
+    else
+        snprintf(rate, sizeof rate, "%.0f %s/s", (double)done / secs, p->unit);
+    if (p->total) {
+        char t[24];
+        hms(done > 0 && done <= p->total ? secs * (double)(p->total - done) / (double)done : -1, t,
+            sizeof t);
+        snprintf(eta, sizeof eta, " ETA %s", t);
+    }
+    if (p->total)
+        fprintf(stderr, "\r\033[K%s: %" PRIu64 "/%" PRIu64 " %s (%.0f%%) %s%s", p->label, done,
+                p->total, p->unit, 100.0 * (double)done / (double)p->total, rate, eta);
+    else
+        fprintf(stderr, "\r\033[K%s: %" PRIu64 " %s %s", p->label, done, p->unit, rate);
+    fflush(stderr);
+    p->drawn = 1;
+}
+
+void zr_progress_end(zr_progress *p)
+{
+    if (p->on && p->drawn) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+    }
+    p->drawn = 0;
+}
+
+/* ------------------------------------------------------------ interrupt */
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+    interrupted = 1;
+    signal(sig, SIG_DFL); /* a second Ctrl-C ends the process at once */
+}
+
+void zr_interrupt_install(void)
+{
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+}
+
+int zr_interrupted(void) { return interrupted != 0; }
+
+int zr_interrupt_exit(const char *cmd, const char *file, const char *what)
+{
+    zr_error(cmd, file, "interrupted: %s", what);
+    return ZR_EXIT_INTERRUPTED;
+}
+
+/* --------------------------------------------------------------- sizes */
+
+const char *zr_human_bytes(uint64_t n, char *buf, size_t cap)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = (double)n;
+    size_t u = 0;
+    while (v >= 1024.0 && u + 1 < sizeof units / sizeof units[0]) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, cap, "%" PRIu64 " B", n);
+    else
+        snprintf(buf, cap, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+void zr_format_shape(const uint64_t *shape, size_t ndim, char *buf, size_t cap)
+{
+    size_t used = (size_t)snprintf(buf, cap, "(");
+    for (size_t i = 0; i < ndim && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%" PRIu64, i ? ", " : "", shape[i]);
+    if (used < cap)
+        snprintf(buf + used, cap - used, ndim == 1 ? ",)" : ")");
 }

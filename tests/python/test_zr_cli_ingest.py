@@ -1,0 +1,284 @@
+"""zr ingest on real data: Fashion-MNIST's own IDX files (gzipped and
+not), a folder of the machine's copyright files, .npz archives, ragged
+tokens; every codec and dictionary tier; --append; the refusals with their
+exit statuses; and Ctrl-C / SIGKILL during an ingest leaving the committed
+records intact."""
+
+import gzip
+import os
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from loaderx.zrecord import DenseStore, RaggedStore
+from zr_cli_helpers import (FAILED, INTERRUPTED, OK, OPEN, USAGE, FASHION, ZR, copyright_folder,
+                            fashion, interrupt_after, needs_fashion, needs_zr, zr, zr_json)
+
+pytestmark = needs_zr
+
+
+def dense(path):
+    return DenseStore.open(str(path), readonly=True)
+
+
+def ragged(path):
+    return RaggedStore.open(str(path), readonly=True)
+
+
+@needs_fashion
+@pytest.mark.parametrize("name", ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                                  "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"])
+def test_fashion_mnist_idx_gz(tmp_path, name):
+    want = fashion(name)
+    res, lines = zr_json("ingest", os.path.join(FASHION, name), tmp_path / "st")
+    assert res.returncode == OK, res.stderr
+    assert lines[0]["records_added"] == len(want) and lines[0]["kind"] == "dense"
+    with dense(tmp_path / "st") as st:
+        assert st.dtype == np.uint8 and st.item_shape == want.shape[1:]
+        np.testing.assert_array_equal(st[:], want)
+
+
+@needs_fashion
+def test_idx_not_gzipped_and_wider_types(tmp_path):
+    raw = gzip.open(os.path.join(FASHION, "t10k-labels-idx1-ubyte.gz")).read()
+    (tmp_path / "labels.idx").write_bytes(raw)
+    assert zr("ingest", tmp_path / "labels.idx", tmp_path / "a", "--codec", "raw").returncode == OK
+    with dense(tmp_path / "a") as st:
+        np.testing.assert_array_equal(st[:], fashion("t10k-labels-idx1-ubyte.gz"))
+    # IDX is big-endian: an int32 and a float64 file, made by hand.
+    for code, dt in ((0x0C, ">i4"), (0x0D, ">f4"), (0x0E, ">f8"), (0x0B, ">i2")):
+        arr = (np.arange(24) - 7).astype(dt).reshape(4, 3, 2)
+        head = bytes([0, 0, code, 3]) + b"".join(d.to_bytes(4, "big") for d in arr.shape)
+        (tmp_path / "x.idx").write_bytes(head + arr.tobytes())
+        out = tmp_path / f"s{code}"
+        assert zr("ingest", tmp_path / "x.idx", out).returncode == OK
+        with dense(out) as st:
+            assert st.dtype == arr.dtype.newbyteorder("<")
+            np.testing.assert_array_equal(st[:], arr)
+    # A truncated IDX file: exit 1, naming the file; nothing half-made stays
+    # unnoticed (the message says how many records were committed).
+    (tmp_path / "short.idx").write_bytes(raw[:1000])
+    res = zr("ingest", tmp_path / "short.idx", tmp_path / "short")
+    assert res.returncode == FAILED and b"short.idx" in res.stderr
+
+
+@needs_fashion
+@pytest.mark.parametrize("codec,tier", [("raw", None), ("zstd", None), ("zstd_dict", "fast"),
+                                        ("zstd_dict", "balanced"), ("zstd_dict", "max")])
+def test_every_codec_and_tier(tmp_path, codec, tier):
+    images = fashion("t10k-images-idx3-ubyte.gz")[:2000]
+    np.save(tmp_path / "src.npy", images)
+    args = ["ingest", tmp_path / "src.npy", tmp_path / "st", "--codec", codec]
+    assert zr(*args, *(["--tier", tier] if tier else [])).returncode == OK
+    with dense(tmp_path / "st") as st:
+        assert st.codec == codec
+        np.testing.assert_array_equal(st[:], images)
+    res, lines = zr_json("info", tmp_path / "st")
+    if codec == "zstd_dict":
+        sizes = {"fast": 32768, "balanced": 131072, "max": 1 << 20}
+        assert 0 < lines[0]["dict_bytes"] <= sizes[tier]
+    assert zr("verify", tmp_path / "st").returncode == OK
+
+
+def test_folder_of_real_files_with_a_dictionary(tmp_path):
+    files = copyright_folder(tmp_path / "docs", limit=150, max_size=32768)
+    res, lines = zr_json("ingest", tmp_path / "docs", tmp_path / "st", "--codec", "zstd_dict",
+                         "--tier", "fast")
+    assert res.returncode == OK, res.stderr
+    with ragged(tmp_path / "st") as st:
+        names = sorted(files)
+        assert [st[i].tobytes() for i in range(len(st))] == [files[n] for n in names]
+
+
+def test_folder_of_real_files(tmp_path):
+    files = copyright_folder(tmp_path / "docs")
+    (tmp_path / "docs" / "empty").write_bytes(b"")
+    os.mkdir(tmp_path / "docs" / "subdir")
+    res, lines = zr_json("ingest", tmp_path / "docs", tmp_path / "st")
+    assert res.returncode == OK, res.stderr
+    names = sorted(files)
+    assert lines[0]["records_added"] == len(names) and lines[0]["kind"] == "ragged"
+    assert (tmp_path / "st.names").read_text().splitlines() == names
+    with ragged(tmp_path / "st") as st:
+        assert st.dtype == np.uint8 and len(st) == len(names)
+        for i in (0, len(names) // 2, len(names) - 1):
+            assert st[i].tobytes() == files[names[i]]
+    assert b"skipped 2" in res.stderr
+    # Append a second folder: records and names continue.
+    more = copyright_folder(tmp_path / "more", limit=3)
+    assert zr("ingest", tmp_path / "more", tmp_path / "st", "--append").returncode == OK
+    lines = (tmp_path / "st.names").read_text().splitlines()
+    assert lines == names + sorted(more)
+    with ragged(tmp_path / "st") as st:
+        assert st[-1].tobytes() == more[sorted(more)[-1]]
+    # An empty folder is refused.
+    os.mkdir(tmp_path / "nothing")
+    assert zr("ingest", tmp_path / "nothing", tmp_path / "n").returncode == FAILED
+
+
+def test_npz_one_store_per_array_or_one_chosen(tmp_path):
+    a, b = np.arange(12, dtype=">u2").reshape(6, 2), np.ones((3, 2, 2), "c16")
+    np.savez(tmp_path / "x.npz", a=a, b=b)
+    np.savez_compressed(tmp_path / "c.npz", a=a, b=b)
+    res, lines = zr_json("ingest", tmp_path / "x.npz", tmp_path / "all")
+    assert res.returncode == OK and [j["store"].rsplit("/", 1)[1] for j in lines] == ["a", "b"]
+    with dense(tmp_path / "all" / "a") as st:
+        np.testing.assert_array_equal(st[:], a)
+    with dense(tmp_path / "all" / "b") as st:
+        np.testing.assert_array_equal(st[:], b)
+    assert zr("ingest", tmp_path / "c.npz", tmp_path / "one", "--array", "b").returncode == OK
+    with dense(tmp_path / "one") as st:
+        np.testing.assert_array_equal(st[:], b)
+    res = zr("ingest", tmp_path / "c.npz", tmp_path / "z", "--array", "nope")
+    assert res.returncode == FAILED and b"nope" in res.stderr
+    # A damaged member (stored or deflated) is refused before anything is
+    # written: the CRC-32 is checked first.
+    for name in ("x.npz", "c.npz"):
+        data = bytearray((tmp_path / name).read_bytes())
+        at = data.index(b"b.npy") + 60  # inside the member's (compressed) bytes
+        data[at] ^= 0xFF
+        (tmp_path / f"bad-{name}").write_bytes(bytes(data))
+        res = zr("ingest", tmp_path / f"bad-{name}", tmp_path / f"bad-{name}-st", "--array", "b")
+        assert res.returncode == FAILED and b"damaged" in res.stderr, res.stderr
+        assert not (tmp_path / f"bad-{name}-st").exists()
+    # --ragged: one ragged record per row.
+    assert zr("ingest", tmp_path / "x.npz", tmp_path / "r", "--array", "a",
+              "--ragged").returncode == OK
+    with ragged(tmp_path / "r") as st:
+        assert len(st) == 6 and st[5].shape == (2,)
+        np.testing.assert_array_equal(st[5], a[5])
+
+
+def test_ragged_tokens_from_lengths_or_offsets(tmp_path):
+    rng = np.random.default_rng(7)
+    lengths = rng.integers(1, 50, 300)
+    flat = rng.integers(0, 50000, lengths.sum()).astype(">u4")
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    np.save(tmp_path / "flat.npy", flat)
+    np.save(tmp_path / "len.npy", lengths.astype(np.int32))
+    np.save(tmp_path / "off.npy", offsets.astype(">i8"))
+    for opt, f in (("--lengths", "len.npy"), ("--offsets", "off.npy")):
+        out = tmp_path / f"st{opt}"
+        res, lines = zr_json("ingest", tmp_path / "flat.npy", out, opt, tmp_path / f)
+        assert res.returncode == OK, res.stderr
+        with ragged(out) as st:
+            assert len(st) == 300 and st.dtype == np.dtype("<u4")
+            for i in (0, 17, 299):
+                np.testing.assert_array_equal(st[i], flat[offsets[i]:offsets[i + 1]])
+    # Lengths that do not cover the array, and an empty sequence.
+    np.save(tmp_path / "bad.npy", lengths[:-1])
+    res = zr("ingest", tmp_path / "flat.npy", tmp_path / "b1", "--lengths", tmp_path / "bad.npy")
+    assert res.returncode == FAILED and b"cover" in res.stderr
+    zero = lengths.copy()
+    zero[3], zero[4] = 0, zero[4] + zero[3]
+    np.save(tmp_path / "zero.npy", zero)
+    res = zr("ingest", tmp_path / "flat.npy", tmp_path / "b2", "--lengths", tmp_path / "zero.npy")
+    assert res.returncode == FAILED and b"record 3" in res.stderr
+    assert zr("ingest", tmp_path / "flat.npy", tmp_path / "b3", "--lengths", "l.npy",
+              "--offsets", "o.npy").returncode == USAGE
+
+
+def test_append_needs_the_same_identity(tmp_path):
+    x = np.arange(40, dtype="<f4").reshape(10, 4)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", x.astype(">f4"))
+    np.save(tmp_path / "wrong.npy", x.reshape(5, 8))
+    assert zr("ingest", tmp_path / "x.npy", tmp_path / "st").returncode == OK
+    res, lines = zr_json("ingest", tmp_path / "y.npy", tmp_path / "st", "--append")
+    assert res.returncode == OK and lines[0]["records"] == 20 and lines[0]["appended"]
+    with dense(tmp_path / "st") as st:
+        np.testing.assert_array_equal(st[:], np.concatenate([x, x]))
+    res = zr("ingest", tmp_path / "wrong.npy", tmp_path / "st", "--append")
+    assert res.returncode == OPEN and b"(4,)" in res.stderr and b"(8,)" in res.stderr
+    res = zr("ingest", tmp_path / "x.npy", tmp_path / "st", "--append", "--codec", "raw")
+    assert res.returncode == OPEN and b"codec" in res.stderr
+    with dense(tmp_path / "st") as st:
+        assert len(st) == 20
+
+
+def test_usage_errors(tmp_path):
+    np.save(tmp_path / "x.npy", np.ones((2, 2)))
+    for args in (["ingest", tmp_path / "x.npy"],
+                 ["ingest", tmp_path / "x.npy", tmp_path / "a", tmp_path / "b"],
+                 ["ingest", tmp_path / "x.npy", tmp_path / "a", "--codec", "lz4"],
+                 ["ingest", tmp_path / "x.npy", tmp_path / "a", "--tier", "huge"],
+                 ["ingest", tmp_path / "x.npy", tmp_path / "a", "--codec", "zstd", "--tier", "fast"],
+                 ["ingest", tmp_path / "x.npy", tmp_path / "a", "--codec"]):
+        res = zr(*args)
+        assert res.returncode == USAGE, args
+    assert not (tmp_path / "a").exists()
+
+
+def _images(tmp_path):
+    """Fashion-MNIST's 10000 test images (random ones without the package)
+    as a .npy: at zstd_dict's level 19 an ingest of them takes several
+    committed slices of 2 MiB."""
+    path = tmp_path / "images.npy"
+    if os.path.exists(os.path.join(FASHION, "t10k-images-idx3-ubyte.gz")):
+        arr = fashion("t10k-images-idx3-ubyte.gz")
+    else:
+        arr = np.random.default_rng(3).integers(0, 255, (10000, 28, 28), dtype=np.uint8)
+    np.save(path, arr)
+    return path, arr
+
+
+def _committed(store):
+    """The committed length in meta.zr (u64 at offset 0), readable while a
+    writer holds the store."""
+    try:
+        with open(os.path.join(store, "meta.zr"), "rb") as f:
+            return int.from_bytes(f.read(8), "little")
+    except OSError:
+        return 0
+
+
+def _start_and_wait_for_a_commit(args, store):
+    p = subprocess.Popen([ZR, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while _committed(store) == 0 and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return p
+
+
+def test_sigint_during_ingest_keeps_committed_records(tmp_path):
+    src, arr = _images(tmp_path)
+    out = tmp_path / "st"
+    p = _start_and_wait_for_a_commit(["ingest", src, out, "--codec", "zstd_dict", "--tier",
+                                      "fast"], out)
+    if p.poll() is not None:
+        pytest.skip("the ingest finished before it could be interrupted")
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    took = time.monotonic() - t0
+    err = err.decode()
+    assert p.returncode == INTERRUPTED, err
+    assert "interrupted" in err and "committed" in err
+    assert took < 60  # the slice in flight, not the rest of the file
+    with dense(out) as st:
+        n = len(st)
+        assert 0 < n < len(arr)
+        np.testing.assert_array_equal(st[:], arr[:n])
+    assert zr("verify", out).returncode == OK
+    # The rest can be appended: the store ends up whole.
+    np.save(tmp_path / "rest.npy", arr[n:])
+    assert zr("ingest", tmp_path / "rest.npy", out, "--append").returncode == OK
+    with dense(out) as st:
+        np.testing.assert_array_equal(st[:], arr)
+
+
+def test_sigkill_during_ingest_leaves_a_readable_prefix(tmp_path):
+    src, arr = _images(tmp_path)
+    out = tmp_path / "st"
+    p = _start_and_wait_for_a_commit(["ingest", src, out, "--codec", "zstd_dict", "--tier",
+                                      "fast"], out)
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=30)
+    with dense(out) as st:
+        n = len(st)
+        assert n > 0
+        np.testing.assert_array_equal(st[:], arr[:n])
+    assert zr("verify", out).returncode == OK

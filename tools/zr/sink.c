@@ -1,0 +1,169 @@
+/*
+ * sink.c - a store being written by zr ingest or zr recode: created (with
+ * a dictionary trained or given for zstd_dict) or opened to append after
+ * its identity is checked, then filled in committed slices.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zr_cli.h"
+#include "zr_io.h"
+#include "zr_platform.h"
+
+int zr_parse_tier(const char *s, zrs_dict_tier *out)
+{
+    if (!strcmp(s, "fast"))
+        *out = ZRS_DICT_FAST;
+    else if (!strcmp(s, "balanced"))
+        *out = ZRS_DICT_BALANCED;
+    else if (!strcmp(s, "max"))
+        *out = ZRS_DICT_MAX;
+    else
+        return -1;
+    return 0;
+}
+
+int zr_train_tier(const char *cmd, const char *what, zrs_dict_tier tier, const void *samples,
+                  const uint64_t *bounds, uint64_t n, void **dict, uint64_t *dict_size)
+{
+    uint64_t dict_cap, sample_cap;
+    *dict = NULL;
+    *dict_size = 0;
+    if (zrs_dict_tier_sizes(tier, &dict_cap, &sample_cap) < 0)
+        return zr_fail(cmd, what, "dictionary tier", ZR_EINVAL);
+    uint64_t take = 0;
+    while (take < n && bounds[take + 1] - bounds[0] <= sample_cap)
+        take++;
+    if (take == 0 && n > 0)
+        take = 1;
+    uint64_t *sizes = malloc((take ? take : 1) * sizeof *sizes);
+    void *d = malloc(dict_cap);
+    if (!sizes || !d) {
+        free(sizes);
+        free(d);
+        zr_error(cmd, what, "out of memory for a %" PRIu64 "-byte dictionary", dict_cap);
+        return ZR_EXIT_FAILED;
+    }
+    for (uint64_t i = 0; i < take; i++)
+        sizes[i] = bounds[i + 1] - bounds[i];
+    int rc = zrs_train_dict((const unsigned char *)samples + bounds[0], sizes, take, d, dict_cap,
+                            dict_size);
+    free(sizes);
+    if (rc < 0) {
+        free(d);
+        return zr_fail(cmd, what, "cannot train a dictionary", rc);
+    }
+    *dict = d;
+    return 0;
+}
+
+static int same_identity(zr_sink *k, zrs_kind kind, zrs_dtype dtype, const uint64_t *shape,
+                         size_t ndim)
+{
+    zrs_store *s = k->s;
+    char want[512], got[512];
+    if (zrs_get_kind(s) != kind || zrs_get_dtype(s) != dtype) {
+        zr_error(k->cmd, k->path, "cannot append: the store is %s %s, the input %s %s",
+                 zrs_get_kind(s) == ZRS_DENSE ? "dense" : "ragged", zrs_dtype_str(zrs_get_dtype(s)),
+                 kind == ZRS_DENSE ? "dense" : "ragged", zrs_dtype_str(dtype));
+        return 0;
+    }
+    if (kind == ZRS_DENSE &&
+        (zrs_item_ndim(s) != ndim ||
+         (ndim && memcmp(zrs_item_shape(s), shape, ndim * sizeof *shape)))) {
+        zr_format_shape(zrs_item_shape(s), zrs_item_ndim(s), got, sizeof got);
+        zr_format_shape(shape, ndim, want, sizeof want);
+        zr_error(k->cmd, k->path, "cannot append: the store's records have shape %s, the input's %s",
+                 got, want);
+        return 0;
+    }
+    if (k->o->codec_given && zrs_get_codec(s) != k->o->codec) {
+        zr_error(k->cmd, k->path, "cannot append: the store's codec is %s, not %s (leave --codec "
+                 "out, or zr recode)", zre_codec_name(zrs_get_codec(s)),
+                 zre_codec_name(k->o->codec));
+        return 0;
+    }
+    return 1;
+}
+
+int zr_sink_open(zr_sink *k, zrs_kind kind, zrs_dtype dtype, const uint64_t *shape, size_t ndim,
+                 const void *samples, const uint64_t *bounds, uint64_t nsamples)
+{
+    k->s = NULL;
+    k->added = k->before = 0;
+    k->created = 0;
+    if (zrp_path_exists(k->path)) {
+        if (!k->o->append) {
+            zr_error(k->cmd, k->path, "already exists (%s adds records to a store of the same "
+                     "identity)", k->o->append_flag ? k->o->append_flag : "--append");
+            return ZR_EXIT_OPEN;
+        }
+        int rc = zrs_open(&k->s, k->path);
+        if (rc < 0)
+            return zr_fail(k->cmd, k->path, "cannot open to append", rc);
+        if (!same_identity(k, kind, dtype, shape, ndim)) {
+            zrs_close(k->s);
+            k->s = NULL;
+            return ZR_EXIT_OPEN;
+        }
+        k->before = zrs_length(k->s);
+        return 0;
+    }
+    void *dict = NULL;
+    uint64_t dict_size = 0;
+    if (k->o->codec == ZRE_CODEC_ZSTD_DICT) {
+        if (k->o->dict_path) {
+            size_t len;
+            int rc = zrp_read_file(k->o->dict_path, &dict, &len, (size_t)ZRE_DICT_MAX);
+            if (rc < 0) {
+                zr_error(k->cmd, k->o->dict_path, "cannot read the dictionary: %s", strerror(-rc));
+                return ZR_EXIT_OPEN;
+            }
+            dict_size = len;
+        } else {
+            if (nsamples == 0) {
+                zr_error(k->cmd, k->path, "no records to train a dictionary on");
+                return ZR_EXIT_FAILED;
+            }
+            int ex = zr_train_tier(k->cmd, k->path, k->o->tier, samples, bounds, nsamples, &dict,
+                                   &dict_size);
+            if (ex)
+                return ex;
+        }
+    }
+    int rc = kind == ZRS_DENSE
+                 ? zrs_create_dense_dict(&k->s, k->path, dtype, shape, ndim, k->o->codec, dict,
+                                         dict_size)
+                 : zrs_create_ragged_dict(&k->s, k->path, dtype, k->o->codec, dict, dict_size);
+    free(dict);
+    if (rc < 0)
+        return zr_fail(k->cmd, k->path, "cannot create", rc);
+    k->created = 1;
+    return 0;
+}
+
+int zr_sink_append(zr_sink *k, const void *data, const uint64_t *bounds, uint64_t count,
+                   uint64_t nbytes)
+{
+    uint64_t first;
+    int rc = bounds ? zrs_append_ragged(k->s, data, bounds, count, &first)
+                    : zrs_append_dense(k->s, data, nbytes, count, &first);
+    if (rc < 0) {
+        char what[128];
+        snprintf(what, sizeof what, "append of %" PRIu64 " records after %" PRIu64 " failed",
+                 count, k->before + k->added);
+        return zr_fail(k->cmd, k->path, what, rc);
+    }
+    k->added += count;
+    return 0;
+}
+
+int zr_sink_close(zr_sink *k)
+{
+    if (!k->s)
+        return 0;
+    int rc = zrs_close(k->s);
+    k->s = NULL;
+    return rc < 0 ? zr_fail(k->cmd, k->path, "close failed", rc) : 0;
+}
