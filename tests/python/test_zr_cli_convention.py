@@ -4,6 +4,7 @@ errors on stderr naming the file; --json parseable; progress only on a
 terminal (checked through a pseudo-terminal) and never with --quiet; the
 man page and bash completion installed with zr."""
 
+import fcntl
 import json
 import os
 import subprocess
@@ -79,13 +80,26 @@ def test_missing_store_exits_3_naming_it(args, tmp_path):
 
 def test_busy_store_exits_3(tmp_path):
     path = _store(tmp_path / "s")
-    with DenseStore.open(path):  # a writer holds the lock
-        for args in (["info", path], ["verify", path], ["stats", path], ["cat", path, "0"],
-                     ["delete", path, "0"], ["compact", path],
-                     ["export", path, "-o", str(tmp_path / "o.npy")]):
+    readers = (["info", path], ["verify", path], ["stats", path], ["cat", path, "0"],
+               ["export", path, "-o", str(tmp_path / "o.npy")])
+    writers = (["delete", path, "0"], ["compact", path])
+    with DenseStore.open(path):  # a writer: readers work beside it, a second writer is busy
+        for args in readers:
+            res = zr(*args)
+            assert res.returncode == OK, (args, res.stderr)
+        os.unlink(tmp_path / "o.npy")
+        for args in writers:
             res = zr(*args)
             assert res.returncode == OPEN, (args, res.stderr)
-            assert b"busy" in res.stderr.lower() or b"lock" in res.stderr.lower()
+            assert b"busy" in res.stderr.lower()
+    # A running delete or compact holds meta.zr exclusively: every open is busy.
+    with open(os.path.join(path, "meta.zr"), "rb") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        for args in readers + writers:
+            res = zr(*args)
+            assert res.returncode == OPEN, (args, res.stderr)
+            assert b"busy" in res.stderr.lower()
+    assert not (tmp_path / "o.npy").exists()
     assert zr("verify", path).returncode == OK
 
 

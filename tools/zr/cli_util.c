@@ -58,6 +58,12 @@ int zr_fail(const char *cmd, const char *file, const char *what, int status)
     return zr_exit_from_status(status);
 }
 
+int zr_fail_open(const char *cmd, const char *file, int status)
+{
+    zr_error(cmd, file, "cannot open: %s", zr_last_error());
+    return status == ZR_OK ? ZR_EXIT_OK : ZR_EXIT_OPEN;
+}
+
 int zr_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;

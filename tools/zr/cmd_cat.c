@@ -321,7 +321,7 @@ int zr_cmd_cat(int argc, char **argv)
     zrs_store *s;
     int rc = zrs_open_ex(&s, store, ZRE_OPEN_READONLY);
     if (rc < 0)
-        return zr_fail(CMD, store, "cannot open", rc);
+        return zr_fail_open(CMD, store, rc);
     const uint64_t n = zrs_length(s);
     int status = 0, seen_store = 0;
     opts_done = 0;

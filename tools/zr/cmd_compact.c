@@ -89,7 +89,7 @@ int zr_cmd_compact(int argc, char **argv)
     zrs_store *s;
     int rc = zrs_open(&s, store);
     if (rc < 0)
-        return zr_fail(CMD, store, "cannot open", rc);
+        return zr_fail_open(CMD, store, rc);
     zre_stats before, after;
     rc = zre_get_stats(zrs_engine(s), &before);
     if (rc < 0) {

@@ -65,7 +65,7 @@ int zr_cmd_delete(int argc, char **argv)
     zrs_store *s;
     int rc = zrs_open(&s, store);
     if (rc < 0)
-        return zr_fail(CMD, store, "cannot open", rc);
+        return zr_fail_open(CMD, store, rc);
     const uint64_t n = zrs_length(s);
     int64_t *del = NULL;
     uint64_t ndel = 0, cap = 0;

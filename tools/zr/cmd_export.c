@@ -239,7 +239,7 @@ int zr_cmd_export(int argc, char **argv)
     zrs_store *s;
     int rc = zrs_open_ex(&s, store, ZRE_OPEN_READONLY);
     if (rc < 0)
-        return zr_fail(CMD, store, "cannot open", rc);
+        return zr_fail_open(CMD, store, rc);
     if (zrp_path_exists(out)) {
         if (!force || zrp_is_dir(out)) {
             zrs_close(s);

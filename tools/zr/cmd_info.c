@@ -103,7 +103,7 @@ static int info_one(const char *path, const zr_opts *o)
      * records committed when it opened. */
     int rc = zrs_open_ex(&s, path, ZRE_OPEN_READONLY);
     if (rc < 0)
-        return zr_fail("info", path, "cannot open", rc);
+        return zr_fail_open("info", path, rc);
     zre_stats st;
     rc = zre_get_stats(zrs_engine(s), &st);
     if (rc < 0) {

@@ -114,7 +114,7 @@ int zr_cmd_recode(int argc, char **argv)
     zrs_store *s;
     int rc = zrs_open_ex(&s, src, ZRE_OPEN_READONLY);
     if (rc < 0)
-        return zr_fail(CMD, src, "cannot open", rc);
+        return zr_fail_open(CMD, src, rc);
     const uint64_t n = zrs_length(s);
     unsigned char *sample = NULL;
     uint64_t *sb = NULL, ns = 0;

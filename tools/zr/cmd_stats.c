@@ -121,7 +121,7 @@ static int stats_one(const char *path, const zr_opts *o)
     zrs_store *s;
     int rc = zrs_open_ex(&s, path, ZRE_OPEN_READONLY);
     if (rc < 0)
-        return zr_fail(CMD, path, "cannot open", rc);
+        return zr_fail_open(CMD, path, rc);
     const uint64_t n = zrs_length(s);
     zre_engine *e = zrs_engine(s);
     /* Record sizes from the table, in windows. */

@@ -82,7 +82,7 @@ int zr_cmd_train_dict(int argc, char **argv)
     zrs_store *s;
     int rc = zrs_open_ex(&s, store, ZRE_OPEN_READONLY);
     if (rc < 0)
-        return zr_fail(CMD, store, "cannot open", rc);
+        return zr_fail_open(CMD, store, rc);
     uint64_t dict_cap, sample_cap, n;
     zrs_dict_tier_sizes(tier, &dict_cap, &sample_cap);
     unsigned char *data;

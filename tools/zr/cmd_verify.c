@@ -45,7 +45,7 @@ static int verify_one(const char *path, const zr_opts *o)
     zrs_store *s = NULL;
     int rc = zrs_open_ex(&s, path, ZRE_OPEN_READONLY);
     if (rc != ZR_OK)
-        return zr_fail("verify", path, "cannot open", rc);
+        return zr_fail_open("verify", path, rc);
     zre_engine *e = zrs_engine(s);
     uint64_t n = zrs_length(s), bad = 0, checked = 0;
     int ragged = zrs_get_kind(s) == ZRS_RAGGED;

@@ -53,6 +53,10 @@ void zr_error(const char *cmd, const char *file, const char *fmt, ...)
 /* zr_error(cmd, file, "WHAT: <zr_last_error()>") and return
  * zr_exit_from_status(status). For a failed library call. */
 int zr_fail(const char *cmd, const char *file, const char *what, int status);
+/* A store that could not be opened: zr_error(cmd, file, "cannot open:
+ * <zr_last_error()>") and ZR_EXIT_OPEN whatever the cause (busy, not a
+ * store, permission, a journal pending recovery). */
+int zr_fail_open(const char *cmd, const char *file, int status);
 
 /* "zr CMD: <message>\nTry 'zr CMD --help'.\n" on stderr; returns
  * ZR_EXIT_USAGE. */
