@@ -53,29 +53,25 @@ static char *store_zr_path(const char *dir)
 
 /* Close an engine after a failure without losing the failure's detail
  * (a failing close would otherwise overwrite it). Returns rc. */
-static int close_engine_keep_error(zre_engine *e, int rc)
+/* Close the engine (or, with `discard`, a fresh one whose create step
+ * failed: remove what it made, so a retry does not meet "already
+ * exists"), keeping the calling thread's error and its errno. */
+static int end_engine_keep_error(zre_engine *e, int rc, int discard)
 {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", zr_last_error());
     int os_errno = zr_last_errno();
-    zre_close(e);
+    if (discard)
+        zre_discard(e);
+    else
+        zre_close(e);
     if (os_errno)
         (void)zr_os_strerror(-os_errno); /* keep the errno with the message */
     return zr_set_error(rc, "%s", msg);
 }
 
-/* A create that failed after the engine made its directory: remove what
- * it made (so a retry does not meet "already exists"), keeping the error. */
-static int discard_engine_keep_error(zre_engine *e, int rc)
-{
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", zr_last_error());
-    int os_errno = zr_last_errno();
-    zre_discard(e);
-    if (os_errno)
-        (void)zr_os_strerror(-os_errno);
-    return zr_set_error(rc, "%s", msg);
-}
+static int close_engine_keep_error(zre_engine *e, int rc) { return end_engine_keep_error(e, rc, 0); }
+static int discard_engine_keep_error(zre_engine *e, int rc) { return end_engine_keep_error(e, rc, 1); }
 
 /* Null handle and kind checks shared by every typed call. */
 static int check_handle(const zrs_store *s, const char *what, int want_kind)

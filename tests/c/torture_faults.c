@@ -40,15 +40,8 @@
 
 /* ------------------------------------------------------------- records */
 
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= UINT64_C(0xff51afd7ed558ccd);
-    x ^= x >> 33;
-    x *= UINT64_C(0xc4ceb9fe1a85ec53);
-    x ^= x >> 33;
-    return x;
-}
+/* A pure hash of x (one splitmix64 step from state x). */
+static uint64_t mix(uint64_t x) { return zt_splitmix64(&x); }
 
 static uint32_t rsize(uint64_t id) { return 24 + (uint32_t)(mix(id) % 900); }
 
