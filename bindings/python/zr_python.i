@@ -175,6 +175,7 @@ static int zr_py_loader_options(PyObject *map, zld_options *o)
 {
     zld_options init = ZLD_OPTIONS_INIT;
     uint64_t rank = 0, world = 1, workers = 0, prefetch = 0, readahead = ZLD_READAHEAD_AUTO;
+    uint64_t pass = 0, shuffle = 0, drop_last = 0;
     if (!PyMapping_Check(map)) {
         PyErr_SetString(PyExc_TypeError, "loader options must be a mapping");
         return -1;
@@ -189,6 +190,10 @@ static int zr_py_loader_options(PyObject *map, zld_options *o)
         zr_py_u64_item(map, "num_workers", 0, 0, &workers) < 0 ||
         zr_py_u64_item(map, "prefetch", 0, 0, &prefetch) < 0 ||
         zr_py_u64_item(map, "readahead", ZLD_READAHEAD_AUTO, 0, &readahead) < 0 ||
+        zr_py_u64_item(map, "pass", 0, 0, &pass) < 0 ||
+        zr_py_u64_item(map, "shuffle", 0, 0, &shuffle) < 0 ||
+        zr_py_u64_item(map, "drop_last", 0, 0, &drop_last) < 0 ||
+        zr_py_u64_item(map, "epoch", 0, 0, &o->epoch) < 0 ||
         zr_py_u32(rank, "rank", &o->rank) < 0 ||
         zr_py_u32(world, "world_size", &o->world_size) < 0)
         return -1;
@@ -198,6 +203,9 @@ static int zr_py_loader_options(PyObject *map, zld_options *o)
                      (unsigned long long)workers, (unsigned long long)prefetch);
         return -1;
     }
+    o->pass = pass != 0;
+    o->shuffle = shuffle != 0;
+    o->drop_last = drop_last != 0;
     o->num_workers = (unsigned)workers;
     o->prefetch = (unsigned)prefetch;
     /* readahead: steps ahead to hint; ZLD_READAHEAD_AUTO (the default) or
@@ -546,6 +554,7 @@ ZR_INDEX_TO_U64(sizes)
 %rename(zld_next_arrays) zr_py_loader_next;
 %rename(zrs_train_dict) zr_py_train_dict;
 %rename(zld_failed_step) zr_py_failed_step;
+%rename(zld_close_slot) zr_py_loader_close_slot;
 
 %inline %{
 /* Dense item_shape as a tuple of ints (() for scalar records), or None
@@ -613,6 +622,32 @@ int zr_py_zsm_indices(const zsm_config *cfg, uint64_t step, void *dst, uint64_t 
     return 0;
 }
 
+/* Close the loader in slot[0] (a list holding the handle) and set slot[0]
+ * to None, in one call: a KeyboardInterrupt can only come before or after
+ * it, so a retried close never frees twice. No-op once slot[0] is None. */
+PyObject *zr_py_loader_close_slot(PyObject *slot)
+{
+    if (!PyList_Check(slot) || PyList_GET_SIZE(slot) < 1) {
+        PyErr_SetString(PyExc_TypeError, "zld_close_slot: slot must be a non-empty list");
+        return NULL;
+    }
+    PyObject *obj = PyList_GET_ITEM(slot, 0);
+    if (obj == Py_None)
+        Py_RETURN_NONE;
+    void *p = NULL;
+    if (SWIG_ConvertPtr(obj, &p, SWIGTYPE_p_zld_loader, 0) < 0 || p == NULL) {
+        PyErr_SetString(PyExc_TypeError, "zld_close_slot: slot[0] is not a loader handle");
+        return NULL;
+    }
+    Py_INCREF(Py_None);
+    if (PyList_SetItem(slot, 0, Py_None) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    zld_close((zld_loader *)p);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 /* The step at which the loader's workers failed, or None. */
 PyObject *zr_py_failed_step(zld_loader *l)
 {
@@ -650,23 +685,47 @@ PyObject *zr_py_batch_detach(zld_batch *b, size_t stream)
     return zr_py_owning_array(buf, nbytes);
 }
 
+/* How long the Python consumer waits natively before it looks at pending
+ * signals (Ctrl-C) and waits again: the bound on its reaction time. */
+#define ZR_PY_NEXT_SLICE_NS 50000000ull
+
 /* One step of the loader for Python, in one call: waits for the next
- * batch without the GIL, then returns (step, indices, streams) where
- * indices is a uint64 ndarray copy and streams a list with, per stream,
- * (data, bounds): data a uint8 ndarray owning the stream's buffer (no
- * copy), bounds a uint64 ndarray (ragged) or None (dense). The batch
- * itself is freed here. `nstreams` must be the count given to zld_create. */
-PyObject *zr_py_loader_next(zld_loader *l, size_t nstreams)
+ * batch without the GIL (in slices, running the signal handlers between
+ * them, so Ctrl-C interrupts a wait within one slice and takes nothing),
+ * then builds (step, indices, streams) where indices is a uint64 ndarray
+ * copy and streams a list with, per stream, (data, bounds): data a uint8
+ * ndarray owning the stream's buffer (no copy), bounds a uint64 ndarray
+ * (ragged) or None (dense). The batch itself is freed here. `nstreams`
+ * must be the count given to zld_create.
+ *
+ * `slot` None: returns the tuple. `slot` a list: stores the tuple in
+ * slot[0] before returning True, so the batch is never lost to an
+ * exception raised between this call's return and the caller's next
+ * statement (a KeyboardInterrupt is delivered exactly there). At the end
+ * of a finite pass: False (slot untouched). */
+PyObject *zr_py_loader_next(zld_loader *l, size_t nstreams, PyObject *slot)
 {
     zld_batch *b = NULL;
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = zld_next(l, &b);
-    Py_END_ALLOW_THREADS
+    if (slot != Py_None && (!PyList_Check(slot) || PyList_GET_SIZE(slot) < 1)) {
+        PyErr_SetString(PyExc_TypeError, "zld_next_arrays: slot must be None or a non-empty list");
+        return NULL;
+    }
+    for (;;) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = zld_next_wait(l, &b, ZR_PY_NEXT_SLICE_NS);
+        Py_END_ALLOW_THREADS
+        if (rc != ZLD_TIMEOUT)
+            break;
+        if (PyErr_CheckSignals() < 0)
+            return NULL;
+    }
     if (rc < 0) {
         zr_py_raise(rc);
         return NULL;
     }
+    if (rc == ZLD_END)
+        Py_RETURN_FALSE;
     PyObject *streams = PyList_New((Py_ssize_t)nstreams);
     PyObject *indices = streams ? zr_py_batch_indices(b) : NULL;
     if (indices == NULL)
@@ -690,7 +749,11 @@ PyObject *zr_py_loader_next(zld_loader *l, size_t nstreams)
     {
         PyObject *res = Py_BuildValue("(KNN)", (unsigned long long)zld_batch_step(b), indices, streams);
         zld_batch_free(b);
-        return res;
+        if (res == NULL || slot == Py_None)
+            return res;
+        if (PyList_SetItem(slot, 0, res) < 0) /* steals res */
+            return NULL;
+        Py_RETURN_TRUE;
     }
 fail:
     Py_XDECREF(indices);
