@@ -555,6 +555,7 @@ ZR_INDEX_TO_U64(sizes)
 %rename(zrs_train_dict) zr_py_train_dict;
 %rename(zld_failed_step) zr_py_failed_step;
 %rename(zld_close_slot) zr_py_loader_close_slot;
+%rename(zld_pad) zr_py_pad;
 
 %inline %{
 /* Dense item_shape as a tuple of ints (() for scalar records), or None
@@ -646,6 +647,101 @@ PyObject *zr_py_loader_close_slot(PyObject *slot)
     zld_close((zld_loader *)p);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
+}
+
+/* Pad the sequence `records` (ndarrays / buffers, each C-contiguous,
+ * shape (n_i, *inner), the type of `proto`, an array of shape (0, *inner))
+ * into a new array (count, length, *inner); length < 0 means the longest
+ * n_i. pad is a bytes of one element. Returns (array, lengths int64). */
+PyObject *zr_py_pad(PyObject *records, PyObject *proto, long long length, PyObject *pad)
+{
+    if (!PyArray_Check(proto) || PyArray_NDIM((PyArrayObject *)proto) < 1) {
+        PyErr_SetString(PyExc_TypeError, "zld_pad: proto must be an ndarray of shape (0, *inner)");
+        return NULL;
+    }
+    PyArrayObject *pa = (PyArrayObject *)proto;
+    int nd = PyArray_NDIM(pa);
+    npy_intp *inner = PyArray_DIMS(pa) + 1;
+    size_t elem = (size_t)PyArray_ITEMSIZE(pa);
+    for (int k = 0; k < nd - 1; k++) elem *= (size_t)inner[k];
+    char *padp = NULL;
+    Py_ssize_t padn = 0;
+    if (PyBytes_AsStringAndSize(pad, &padp, &padn) < 0) return NULL;
+    if ((size_t)padn != elem) {
+        PyErr_Format(PyExc_ValueError, "zld_pad: pad value has %zd bytes, an element %zu", padn, elem);
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(records, "pad: records must be a sequence of arrays");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_buffer *views = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof *views);
+    const void **rows = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof *rows);
+    PyObject *lens = NULL, *out = NULL;
+    npy_intp ln = n;
+    lens = PyArray_SimpleNew(1, &ln, NPY_INT64);
+    Py_ssize_t got = 0;
+    if (views == NULL || rows == NULL || lens == NULL) { PyErr_NoMemory(); goto done; }
+    int64_t *lp = (int64_t *)PyArray_DATA((PyArrayObject *)lens);
+    int64_t longest = 0;
+    for (; got < n; got++) {
+        PyObject *r = PySequence_Fast_GET_ITEM(seq, got);
+        if (PyObject_GetBuffer(r, &views[got], PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_ND) < 0) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "pad: record %zd is not a C-contiguous array (%.80s)",
+                         got, Py_TYPE(r)->tp_name);
+            goto done;
+        }
+        Py_buffer *v = &views[got];
+        int ok = v->ndim == nd && v->itemsize == PyArray_ITEMSIZE(pa);
+        for (int k = 1; ok && k < nd; k++) ok = v->shape[k] == inner[k - 1];
+        if (ok && PyArray_DESCR(pa)->kind != 'V') {
+            /* same type: compare with numpy's view of the buffer's format */
+            PyArray_Descr *d = NULL;
+            PyObject *f = PyUnicode_FromString(v->format ? v->format : "B");
+            if (f != NULL && PyArray_DescrConverter(f, &d) == NPY_SUCCEED) {
+                ok = PyArray_EquivTypes(d, PyArray_DESCR(pa));
+                Py_DECREF(d);
+            } else {
+                PyErr_Clear();
+                ok = 0;
+            }
+            Py_XDECREF(f);
+        }
+        if (!ok) {
+            got++;
+            PyErr_Format(PyExc_ValueError, "pad: record %zd has a different dtype or trailing "
+                         "shape than record 0 (all records need shape (n, *inner) and one dtype)",
+                         got - 1);
+            goto done;
+        }
+        lp[got] = (int64_t)v->shape[0];
+        rows[got] = v->buf;
+        if (lp[got] > longest) longest = lp[got];
+    }
+    {
+        int64_t L = length < 0 ? longest : (int64_t)length;
+        npy_intp dims[NPY_MAXDIMS];
+        dims[0] = n;
+        dims[1] = (npy_intp)L;
+        for (int k = 0; k < nd - 1; k++) dims[2 + k] = inner[k];
+        Py_INCREF(PyArray_DESCR(pa));
+        out = PyArray_NewFromDescr(&PyArray_Type, PyArray_DESCR(pa), nd + 1, dims, NULL, NULL, 0, NULL);
+        if (out == NULL) goto done;
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = zld_pad(rows, (const uint64_t *)lp, (uint64_t)n, elem, (uint64_t)L, padp,
+                     PyArray_DATA((PyArrayObject *)out));
+        Py_END_ALLOW_THREADS
+        if (rc < 0) { zr_py_raise(rc); Py_CLEAR(out); }
+    }
+done:
+    for (Py_ssize_t k = 0; k < got; k++)
+        if (views[k].obj != NULL) PyBuffer_Release(&views[k]);
+    PyMem_Free(views);
+    PyMem_Free(rows);
+    Py_DECREF(seq);
+    if (out == NULL) { Py_XDECREF(lens); return NULL; }
+    return Py_BuildValue("(NN)", out, lens);
 }
 
 /* The step at which the loader's workers failed, or None. */

@@ -33,6 +33,7 @@
 %ignore zld_next_wait;
 /* Finite-pass sampler: plain data with raw out-pointers; bindings reach
  * passes through their loader options (pass, shuffle, drop_last, epoch). */
+%ignore zld_pad; /* arrays of row pointers: each binding's own glue */
 %ignore zsm_pass;
 %ignore zsm_pass_validate;
 %ignore zsm_pass_steps;

@@ -228,6 +228,19 @@ ZLD_API void zld_batch_free(zld_batch *b);
  * reuse while the loader is open and the pool has room, freed otherwise. */
 ZLD_API void zld_free(void *buffer);
 
+/* ------------------------------------------------------ ragged helpers */
+
+/* Pad (or cut) `count` ragged rows into one dense (count, length) block of
+ * elements of `elem_size` bytes (an element is everything after a record's
+ * first axis, e.g. one token, or one (3,) coordinate row). Row i has
+ * lengths[i] elements at rows[i] (borrowed, need not be aligned); dst
+ * (count * length * elem_size bytes, caller-owned) gets its first
+ * min(lengths[i], length) elements, then copies of the elem_size bytes at
+ * pad_value up to `length`. ZR_EINVAL for NULL arguments (rows may be
+ * NULL only when count is 0), elem_size 0, or a size beyond SIZE_MAX. */
+ZLD_API int zld_pad(const void *const *rows, const uint64_t *lengths, uint64_t count,
+                    size_t elem_size, uint64_t length, const void *pad_value, void *dst);
+
 #ifdef __cplusplus
 }
 #endif

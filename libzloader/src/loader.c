@@ -923,3 +923,43 @@ void zld_close(zld_loader *l)
     stop_workers(l);
     loader_destroy(l);
 }
+
+/* --------------------------------------------------------- ragged helpers */
+
+int zld_pad(const void *const *rows, const uint64_t *lengths, uint64_t count,
+            size_t elem_size, uint64_t length, const void *pad_value, void *dst)
+{
+    if (count == 0) return ZR_OK;
+    if (rows == NULL || lengths == NULL || pad_value == NULL || dst == NULL || elem_size == 0)
+        return zr_set_error(ZR_EINVAL, "zld_pad: NULL argument or elem_size 0");
+    if (length > SIZE_MAX / elem_size || count > SIZE_MAX / (length * elem_size + 1))
+        return zr_set_error(ZR_EINVAL, "zld_pad: %llu rows of %llu elements of %zu bytes "
+                            "exceed the address space", (unsigned long long)count,
+                            (unsigned long long)length, elem_size);
+    const size_t row_bytes = (size_t)length * elem_size;
+    unsigned char *out = dst;
+    /* One padded row template: the pad element repeated, copied per row. */
+    unsigned char *fill = NULL;
+    int uniform = 1;
+    const unsigned char *pv = pad_value;
+    for (size_t k = 1; k < elem_size; k++)
+        if (pv[k] != pv[0]) uniform = 0;
+    for (uint64_t i = 0; i < count; i++, out += row_bytes) {
+        uint64_t n = lengths[i] < length ? lengths[i] : length;
+        size_t have = (size_t)n * elem_size;
+        if (have) memcpy(out, rows[i], have);
+        if (have == row_bytes) continue;
+        if (uniform) {
+            memset(out + have, pv[0], row_bytes - have);
+            continue;
+        }
+        if (fill == NULL) {
+            fill = malloc(row_bytes);
+            if (fill == NULL) return zr_set_error(ZR_ENOMEM, "zld_pad: out of memory");
+            for (size_t k = 0; k < row_bytes; k += elem_size) memcpy(fill + k, pv, elem_size);
+        }
+        memcpy(out + have, fill + have, row_bytes - have);
+    }
+    free(fill);
+    return ZR_OK;
+}

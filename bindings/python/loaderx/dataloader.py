@@ -80,7 +80,7 @@ from .errors import ClosedError, closed
 from .zrecord import DenseStore, RaggedStore, _unpack_ragged
 from .zsampler import _config, _u64
 
-__all__ = ["DataLoader", "PassLoader", "LoaderError", "TransformInfo"]
+__all__ = ["DataLoader", "PassLoader", "LoaderError", "TransformInfo", "pad"]
 
 _AUTO = (1 << 32) - 1  # ZLD_READAHEAD_AUTO
 
@@ -878,3 +878,32 @@ class PassLoader:
                 f"shuffle={self._shuffle}, epoch={self._epoch}, drop_last={self._drop_last}, "
                 f"rank={self._opts['rank']}, world_size={self._opts['world_size']}, "
                 f"len={self._steps})")
+
+
+def pad(records, length=None, pad_value=0, return_mask=False):
+    """Stack ragged records (a ragged stream's list from a batch, or any
+    sequence of C-contiguous arrays of shape ``(n_i, *inner)`` and one
+    dtype) into one array ``(B, L, *inner)`` in native code: each record's
+    first ``min(n_i, L)`` rows, then ``pad_value``. ``length`` None pads to
+    the longest record, an int pads or cuts to exactly that length.
+
+    Returns ``(array, lengths)`` with ``lengths`` the int64 ``n_i`` (before
+    any cut), or ``(array, mask)`` with ``return_mask=True``: a bool
+    ``(B, L)`` array, True on real rows. ValueError for a record of another
+    dtype or trailing shape (named by position)."""
+    records = records if isinstance(records, (list, tuple)) else list(records)
+    if length is not None:
+        length = _u64("length", length)
+    if not records:
+        raise ValueError("pad: no records (the batch dimension would be empty)")
+    first = np.asarray(records[0])
+    if first.ndim < 1:
+        raise ValueError("pad: records must have at least one dimension, got a 0-d array")
+    proto = np.empty((0,) + first.shape[1:], dtype=first.dtype)
+    fill = np.empty(first.shape[1:], dtype=first.dtype)
+    fill[...] = pad_value
+    out, lengths = _zr.zld_pad(records, proto, -1 if length is None else length,
+                               fill.tobytes())
+    if return_mask:
+        return out, np.arange(out.shape[1]) < lengths[:, None]
+    return out, lengths
