@@ -556,6 +556,7 @@ ZR_INDEX_TO_U64(sizes)
 %rename(zld_failed_step) zr_py_failed_step;
 %rename(zld_close_slot) zr_py_loader_close_slot;
 %rename(zld_pad) zr_py_pad;
+%rename(zsm_bucket_indices) zr_py_zsm_bucket_indices;
 
 %inline %{
 /* Dense item_shape as a tuple of ints (() for scalar records), or None
@@ -742,6 +743,31 @@ done:
     Py_DECREF(seq);
     if (out == NULL) { Py_XDECREF(lens); return NULL; }
     return Py_BuildValue("(NN)", out, lens);
+}
+
+/* zsm_bucket_indices for Python: lengths a uint32 buffer of cfg length
+ * entries, dst a writable buffer of batch_size int64. */
+int zr_py_zsm_bucket_indices(const zsm_config *cfg, const void *data, uint64_t nbytes,
+                             uint64_t window, uint64_t step, void *dst, uint64_t dst_capacity)
+{
+    if (nbytes / 4 != cfg->length)
+        return zr_set_error(ZR_EINVAL, "bucket: %llu lengths for %llu records",
+                            (unsigned long long)(nbytes / 4), (unsigned long long)cfg->length);
+    if (cfg->batch_size > dst_capacity / 8)
+        return zr_set_error(ZR_EINVAL, "bucket: dst too small");
+    size_t need = zsm_bucket_scratch_bytes(cfg, window);
+    void *scratch = need ? malloc(need) : NULL;
+    if (scratch == NULL)
+        return zr_set_error(ZR_EINVAL, "bucket: invalid configuration (window %llu, or cyclic "
+                            "batch_size * world_size > length) or out of memory",
+                            (unsigned long long)window);
+    int rc = zsm_bucket_indices(cfg, (const uint32_t *)data, window, step, (uint64_t *)dst,
+                                scratch, need);
+    free(scratch);
+    if (rc < 0)
+        return zr_set_error(ZR_EINVAL, "bucket: invalid sampler configuration (cyclic rules: "
+                            "batch_size * world_size <= length)");
+    return 0;
 }
 
 /* The step at which the loader's workers failed, or None. */

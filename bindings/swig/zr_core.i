@@ -35,6 +35,8 @@
  * passes through their loader options (pass, shuffle, drop_last, epoch). */
 %ignore zld_pad; /* arrays of row pointers: each binding's own glue */
 %ignore zsm_pass;
+%ignore zsm_bucket_scratch_bytes;
+%ignore zsm_bucket_indices;
 %ignore zsm_pass_validate;
 %ignore zsm_pass_steps;
 %ignore zsm_pass_indices;

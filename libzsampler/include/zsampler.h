@@ -26,6 +26,7 @@
 #ifndef ZSAMPLER_H
 #define ZSAMPLER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -84,6 +85,23 @@ ZSM_API int zsm_validate(const zsm_config *cfg);
 /* Write this rank's batch_size indices for `step` to out[0..batch_size),
  * each in [0, length). O(batch_size) time, independent of step. */
 ZSM_API int zsm_indices(const zsm_config *cfg, uint64_t step, uint64_t *out);
+
+/* --------------------------------------------------- length bucketing
+ *
+ * Batches of records of similar length (padded token batches waste
+ * little), still a pure function of (seed, step): the cyclic mode's order
+ * (same permutation per cycle, same validation: G <= length) is cut into
+ * windows of `window` global batches; each window's window * G records
+ * are sorted by (length, index) and cut into batches of G, and the
+ * window's steps take those batches in an order keyed by (seed, cycle,
+ * window). So every cycle still draws each record at most once, and a
+ * step costs O(window * G log(window * G)). Rank r takes its slice of the
+ * global batch as usual. lengths[i] is record i's length (any unit).
+ * scratch: zsm_bucket_scratch_bytes(cfg, window) bytes, caller-owned. */
+ZSM_API size_t zsm_bucket_scratch_bytes(const zsm_config *cfg, uint64_t window);
+ZSM_API int zsm_bucket_indices(const zsm_config *cfg, const uint32_t *lengths,
+                               uint64_t window, uint64_t step, uint64_t *out,
+                               void *scratch, size_t scratch_bytes);
 
 /* ------------------------------------------------------ finite passes
  *

@@ -11,6 +11,7 @@
 #include "zsampler.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifndef ZSAMPLER_VERSION_STRING
@@ -364,5 +365,77 @@ int zsm_pass_indices(const zsm_pass *p, uint64_t step, uint64_t *out, uint64_t *
         }
     }
     *count = n;
+    return ZSM_OK;
+}
+
+/* ------------------------------------------------------------- bucketing */
+
+#define BUCKET_DOMAIN UINT64_C(0x510E527FADE682D1)
+
+typedef struct bucket_item {
+    uint64_t len;
+    uint64_t idx;
+} bucket_item;
+
+static int bucket_cmp(const void *a, const void *b)
+{
+    const bucket_item *x = a, *y = b;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+size_t zsm_bucket_scratch_bytes(const zsm_config *cfg, uint64_t window)
+{
+    uint64_t g = 0, hi;
+    if (cfg == NULL || window == 0 || global_batch(cfg, &g) != ZSM_OK) return 0;
+    uint64_t items = mul128(g, window, &hi);
+    if (hi != 0 || items > SIZE_MAX / sizeof(bucket_item)) return 0;
+    return (size_t)items * sizeof(bucket_item);
+}
+
+int zsm_bucket_indices(const zsm_config *cfg, const uint32_t *lengths, uint64_t window,
+                       uint64_t step, uint64_t *out, void *scratch, size_t scratch_bytes)
+{
+    zsm_config c;
+    uint64_t g = 0;
+    if (cfg == NULL || lengths == NULL || out == NULL || scratch == NULL || window == 0)
+        return ZSM_EINVAL;
+    c = *cfg;
+    c.mode = ZSM_CYCLIC;
+    if (zsm_validate(&c) != ZSM_OK) return ZSM_EINVAL;
+    size_t need = zsm_bucket_scratch_bytes(&c, window);
+    if (need == 0 || scratch_bytes < need) return ZSM_EINVAL;
+    (void)global_batch(&c, &g);
+    const uint64_t n = c.length, per_cycle = n / g;
+    const uint64_t cycle = step / per_cycle, j = step % per_cycle;
+    const uint64_t fb = (j / window) * window;
+    const uint64_t nb = per_cycle - fb < window ? per_cycle - fb : window;
+    bucket_item *it = scratch;
+    feistel f;
+    feistel_init(&f, CYCLE_DOMAIN, c.seed, cycle, n);
+    for (uint64_t p = 0; p < nb * g; p++) {
+        uint64_t v = feistel_apply(&f, fb * g + p);
+        while (v >= n) v = feistel_apply(&f, v);
+        it[p].idx = v;
+        it[p].len = lengths[v];
+    }
+    qsort(it, (size_t)(nb * g), sizeof *it, bucket_cmp);
+    /* The window's t-th step takes the sorted chunk whose key ranks t. */
+    const uint64_t t = j - fb;
+    const uint64_t base = mix64(mix64(c.seed ^ BUCKET_DOMAIN) + cycle * GOLDEN) ^ mix64(fb + 1);
+    uint64_t chunk = 0;
+    for (uint64_t b = 0; b < nb; b++) {
+        uint64_t kb = mix64(base + b * GOLDEN), rank = 0;
+        for (uint64_t o = 0; o < nb; o++) {
+            uint64_t ko = mix64(base + o * GOLDEN);
+            if (ko < kb || (ko == kb && o < b)) rank++;
+        }
+        if (rank == t) {
+            chunk = b;
+            break;
+        }
+    }
+    const bucket_item *src = it + chunk * g + c.batch_size * (uint64_t)c.rank;
+    for (uint64_t i = 0; i < c.batch_size; i++) out[i] = src[i].idx;
     return ZSM_OK;
 }

@@ -502,6 +502,49 @@ static void test_pass_shuffle_by_seed_and_epoch(void **state)
     assert_int_equal(c[0], 9);
 }
 
+/* Bucketing: pure function of (seed, step), each record at most once per
+ * cycle, exactly the cyclic mode's records per window, similar lengths. */
+static void test_bucket(void **state)
+{
+    (void)state;
+    enum { NREC = 1000, B = 10, WIN = 8 };
+    uint32_t *len = malloc(NREC * sizeof *len);
+    for (uint32_t i = 0; i < NREC; i++) len[i] = (i * 2654435761u) % 500;
+    zsm_config c = make(NREC, B, 3, ZSM_CYCLIC, 0, 1);
+    size_t need = zsm_bucket_scratch_bytes(&c, WIN);
+    assert_true(need >= WIN * B * 16);
+    void *scratch = malloc(need);
+    unsigned char seen[NREC] = {0};
+    uint64_t out[B], again[B], spread_b = 0, spread_c = 0;
+    for (uint64_t s = 0; s < NREC / B; s++) {
+        assert_int_equal(zsm_bucket_indices(&c, len, WIN, s, out, scratch, need), ZSM_OK);
+        assert_int_equal(zsm_bucket_indices(&c, len, WIN, s, again, scratch, need), ZSM_OK);
+        assert_memory_equal(out, again, sizeof out);
+        uint64_t lo = UINT64_MAX, hi = 0;
+        for (int j = 0; j < B; j++) {
+            assert_true(out[j] < NREC);
+            assert_int_equal(seen[out[j]], 0);
+            seen[out[j]] = 1;
+            if (len[out[j]] < lo) lo = len[out[j]];
+            if (len[out[j]] > hi) hi = len[out[j]];
+        }
+        spread_b += hi - lo;
+        uint64_t *cy = draw(&c, s);
+        lo = UINT64_MAX, hi = 0;
+        for (int j = 0; j < B; j++) {
+            if (len[cy[j]] < lo) lo = len[cy[j]];
+            if (len[cy[j]] > hi) hi = len[cy[j]];
+        }
+        spread_c += hi - lo;
+        free(cy);
+    }
+    assert_true(spread_b * 4 < spread_c); /* much tighter batches */
+    assert_int_equal(zsm_bucket_indices(&c, len, WIN, 0, out, scratch, need - 1), ZSM_EINVAL);
+    assert_int_equal(zsm_bucket_indices(&c, len, 0, 0, out, scratch, need), ZSM_EINVAL);
+    free(scratch);
+    free(len);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -518,6 +561,7 @@ int main(void)
         cmocka_unit_test(test_ranks_partition_global_batch),
         cmocka_unit_test(test_pass_covers_each_index_once),
         cmocka_unit_test(test_pass_shuffle_by_seed_and_epoch),
+        cmocka_unit_test(test_bucket),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
