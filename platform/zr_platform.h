@@ -190,6 +190,9 @@ void zrp_mutex_unlock(zrp_mutex *m);
 int zrp_cond_init(zrp_cond *c);
 void zrp_cond_destroy(zrp_cond *c);
 void zrp_cond_wait(zrp_cond *c, zrp_mutex *m);
+/* Wait at most timeout_ns (may wake early, as any condition wait):
+ * 0 when woken, 1 when the time ran out. */
+int zrp_cond_timedwait(zrp_cond *c, zrp_mutex *m, uint64_t timeout_ns);
 void zrp_cond_signal(zrp_cond *c);
 void zrp_cond_broadcast(zrp_cond *c);
 

@@ -620,6 +620,19 @@ void zrp_cond_wait(zrp_cond *c, zrp_mutex *m)
 {
     pthread_cond_wait((pthread_cond_t *)(void *)c->opaque, (pthread_mutex_t *)(void *)m->opaque);
 }
+int zrp_cond_timedwait(zrp_cond *c, zrp_mutex *m, uint64_t timeout_ns)
+{
+    /* The condition uses the default (realtime) clock; the waits here are
+     * short slices, so a clock step only lengthens or shortens one. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + timeout_ns % 1000000000u;
+    ts.tv_sec += (time_t)(timeout_ns / 1000000000u + ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    int rc = pthread_cond_timedwait((pthread_cond_t *)(void *)c->opaque,
+                                    (pthread_mutex_t *)(void *)m->opaque, &ts);
+    return rc == ETIMEDOUT ? 1 : 0;
+}
 void zrp_cond_signal(zrp_cond *c) { pthread_cond_signal((pthread_cond_t *)(void *)c->opaque); }
 void zrp_cond_broadcast(zrp_cond *c) { pthread_cond_broadcast((pthread_cond_t *)(void *)c->opaque); }
 

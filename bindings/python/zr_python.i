@@ -175,6 +175,7 @@ static int zr_py_loader_options(PyObject *map, zld_options *o)
 {
     zld_options init = ZLD_OPTIONS_INIT;
     uint64_t rank = 0, world = 1, workers = 0, prefetch = 0, readahead = ZLD_READAHEAD_AUTO;
+    uint64_t pass = 0, shuffle = 0, drop_last = 0;
     if (!PyMapping_Check(map)) {
         PyErr_SetString(PyExc_TypeError, "loader options must be a mapping");
         return -1;
@@ -189,6 +190,10 @@ static int zr_py_loader_options(PyObject *map, zld_options *o)
         zr_py_u64_item(map, "num_workers", 0, 0, &workers) < 0 ||
         zr_py_u64_item(map, "prefetch", 0, 0, &prefetch) < 0 ||
         zr_py_u64_item(map, "readahead", ZLD_READAHEAD_AUTO, 0, &readahead) < 0 ||
+        zr_py_u64_item(map, "pass", 0, 0, &pass) < 0 ||
+        zr_py_u64_item(map, "shuffle", 0, 0, &shuffle) < 0 ||
+        zr_py_u64_item(map, "drop_last", 0, 0, &drop_last) < 0 ||
+        zr_py_u64_item(map, "epoch", 0, 0, &o->epoch) < 0 ||
         zr_py_u32(rank, "rank", &o->rank) < 0 ||
         zr_py_u32(world, "world_size", &o->world_size) < 0)
         return -1;
@@ -198,6 +203,9 @@ static int zr_py_loader_options(PyObject *map, zld_options *o)
                      (unsigned long long)workers, (unsigned long long)prefetch);
         return -1;
     }
+    o->pass = pass != 0;
+    o->shuffle = shuffle != 0;
+    o->drop_last = drop_last != 0;
     o->num_workers = (unsigned)workers;
     o->prefetch = (unsigned)prefetch;
     /* readahead: steps ahead to hint; ZLD_READAHEAD_AUTO (the default) or
@@ -567,6 +575,9 @@ ZR_INDEX_TO_U64(sizes)
 %rename(zld_next_arrays) zr_py_loader_next;
 %rename(zrs_train_dict) zr_py_train_dict;
 %rename(zld_failed_step) zr_py_failed_step;
+%rename(zld_close_slot) zr_py_loader_close_slot;
+%rename(zld_pad) zr_py_pad;
+%rename(zsm_bucket_indices) zr_py_zsm_bucket_indices;
 
 %inline %{
 /* Dense item_shape as a tuple of ints (() for scalar records), or None
@@ -634,6 +645,152 @@ int zr_py_zsm_indices(const zsm_config *cfg, uint64_t step, void *dst, uint64_t 
     return 0;
 }
 
+/* Close the loader in slot[0] (a list holding the handle) and set slot[0]
+ * to None, in one call: a KeyboardInterrupt can only come before or after
+ * it, so a retried close never frees twice. No-op once slot[0] is None. */
+PyObject *zr_py_loader_close_slot(PyObject *slot)
+{
+    if (!PyList_Check(slot) || PyList_GET_SIZE(slot) < 1) {
+        PyErr_SetString(PyExc_TypeError, "zld_close_slot: slot must be a non-empty list");
+        return NULL;
+    }
+    PyObject *obj = PyList_GET_ITEM(slot, 0);
+    if (obj == Py_None)
+        Py_RETURN_NONE;
+    void *p = NULL;
+    if (SWIG_ConvertPtr(obj, &p, SWIGTYPE_p_zld_loader, 0) < 0 || p == NULL) {
+        PyErr_SetString(PyExc_TypeError, "zld_close_slot: slot[0] is not a loader handle");
+        return NULL;
+    }
+    Py_INCREF(Py_None);
+    if (PyList_SetItem(slot, 0, Py_None) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    zld_close((zld_loader *)p);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+/* Pad the sequence `records` (ndarrays / buffers, each C-contiguous,
+ * shape (n_i, *inner), the type of `proto`, an array of shape (0, *inner))
+ * into a new array (count, length, *inner); length < 0 means the longest
+ * n_i. pad is a bytes of one element. Returns (array, lengths int64). */
+PyObject *zr_py_pad(PyObject *records, PyObject *proto, long long length, PyObject *pad)
+{
+    if (!PyArray_Check(proto) || PyArray_NDIM((PyArrayObject *)proto) < 1) {
+        PyErr_SetString(PyExc_TypeError, "zld_pad: proto must be an ndarray of shape (0, *inner)");
+        return NULL;
+    }
+    PyArrayObject *pa = (PyArrayObject *)proto;
+    int nd = PyArray_NDIM(pa);
+    npy_intp *inner = PyArray_DIMS(pa) + 1;
+    size_t elem = (size_t)PyArray_ITEMSIZE(pa);
+    for (int k = 0; k < nd - 1; k++) elem *= (size_t)inner[k];
+    char *padp = NULL;
+    Py_ssize_t padn = 0;
+    if (PyBytes_AsStringAndSize(pad, &padp, &padn) < 0) return NULL;
+    if ((size_t)padn != elem) {
+        PyErr_Format(PyExc_ValueError, "zld_pad: pad value has %zd bytes, an element %zu", padn, elem);
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(records, "pad: records must be a sequence of arrays");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_buffer *views = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof *views);
+    const void **rows = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof *rows);
+    PyObject *lens = NULL, *out = NULL;
+    npy_intp ln = n;
+    lens = PyArray_SimpleNew(1, &ln, NPY_INT64);
+    Py_ssize_t got = 0;
+    if (views == NULL || rows == NULL || lens == NULL) { PyErr_NoMemory(); goto done; }
+    int64_t *lp = (int64_t *)PyArray_DATA((PyArrayObject *)lens);
+    int64_t longest = 0;
+    for (; got < n; got++) {
+        PyObject *r = PySequence_Fast_GET_ITEM(seq, got);
+        if (PyObject_GetBuffer(r, &views[got], PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_ND) < 0) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "pad: record %zd is not a C-contiguous array (%.80s)",
+                         got, Py_TYPE(r)->tp_name);
+            goto done;
+        }
+        Py_buffer *v = &views[got];
+        int ok = v->ndim == nd && v->itemsize == PyArray_ITEMSIZE(pa);
+        for (int k = 1; ok && k < nd; k++) ok = v->shape[k] == inner[k - 1];
+        if (ok && PyArray_DESCR(pa)->kind != 'V') {
+            /* same type: compare with numpy's view of the buffer's format */
+            PyArray_Descr *d = NULL;
+            PyObject *f = PyUnicode_FromString(v->format ? v->format : "B");
+            if (f != NULL && PyArray_DescrConverter(f, &d) == NPY_SUCCEED) {
+                ok = PyArray_EquivTypes(d, PyArray_DESCR(pa));
+                Py_DECREF(d);
+            } else {
+                PyErr_Clear();
+                ok = 0;
+            }
+            Py_XDECREF(f);
+        }
+        if (!ok) {
+            got++;
+            PyErr_Format(PyExc_ValueError, "pad: record %zd has a different dtype or trailing "
+                         "shape than record 0 (all records need shape (n, *inner) and one dtype)",
+                         got - 1);
+            goto done;
+        }
+        lp[got] = (int64_t)v->shape[0];
+        rows[got] = v->buf;
+        if (lp[got] > longest) longest = lp[got];
+    }
+    {
+        int64_t L = length < 0 ? longest : (int64_t)length;
+        npy_intp dims[NPY_MAXDIMS];
+        dims[0] = n;
+        dims[1] = (npy_intp)L;
+        for (int k = 0; k < nd - 1; k++) dims[2 + k] = inner[k];
+        Py_INCREF(PyArray_DESCR(pa));
+        out = PyArray_NewFromDescr(&PyArray_Type, PyArray_DESCR(pa), nd + 1, dims, NULL, NULL, 0, NULL);
+        if (out == NULL) goto done;
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = zld_pad(rows, (const uint64_t *)lp, (uint64_t)n, elem, (uint64_t)L, padp,
+                     PyArray_DATA((PyArrayObject *)out));
+        Py_END_ALLOW_THREADS
+        if (rc < 0) { zr_py_raise(rc); Py_CLEAR(out); }
+    }
+done:
+    for (Py_ssize_t k = 0; k < got; k++)
+        if (views[k].obj != NULL) PyBuffer_Release(&views[k]);
+    PyMem_Free(views);
+    PyMem_Free(rows);
+    Py_DECREF(seq);
+    if (out == NULL) { Py_XDECREF(lens); return NULL; }
+    return Py_BuildValue("(NN)", out, lens);
+}
+
+/* zsm_bucket_indices for Python: lengths a uint32 buffer of cfg length
+ * entries, dst a writable buffer of batch_size int64. */
+int zr_py_zsm_bucket_indices(const zsm_config *cfg, const void *data, uint64_t nbytes,
+                             uint64_t window, uint64_t step, void *dst, uint64_t dst_capacity)
+{
+    if (nbytes / 4 != cfg->length)
+        return zr_set_error(ZR_EINVAL, "bucket: %llu lengths for %llu records",
+                            (unsigned long long)(nbytes / 4), (unsigned long long)cfg->length);
+    if (cfg->batch_size > dst_capacity / 8)
+        return zr_set_error(ZR_EINVAL, "bucket: dst too small");
+    size_t need = zsm_bucket_scratch_bytes(cfg, window);
+    void *scratch = need ? malloc(need) : NULL;
+    if (scratch == NULL)
+        return zr_set_error(ZR_EINVAL, "bucket: invalid configuration (window %llu, or cyclic "
+                            "batch_size * world_size > length) or out of memory",
+                            (unsigned long long)window);
+    int rc = zsm_bucket_indices(cfg, (const uint32_t *)data, window, step, (uint64_t *)dst,
+                                scratch, need);
+    free(scratch);
+    if (rc < 0)
+        return zr_set_error(ZR_EINVAL, "bucket: invalid sampler configuration (cyclic rules: "
+                            "batch_size * world_size <= length)");
+    return 0;
+}
+
 /* The step at which the loader's workers failed, or None. */
 PyObject *zr_py_failed_step(zld_loader *l)
 {
@@ -671,23 +828,47 @@ PyObject *zr_py_batch_detach(zld_batch *b, size_t stream)
     return zr_py_owning_array(buf, nbytes);
 }
 
+/* How long the Python consumer waits natively before it looks at pending
+ * signals (Ctrl-C) and waits again: the bound on its reaction time. */
+#define ZR_PY_NEXT_SLICE_NS 50000000ull
+
 /* One step of the loader for Python, in one call: waits for the next
- * batch without the GIL, then returns (step, indices, streams) where
- * indices is a uint64 ndarray copy and streams a list with, per stream,
- * (data, bounds): data a uint8 ndarray owning the stream's buffer (no
- * copy), bounds a uint64 ndarray (ragged) or None (dense). The batch
- * itself is freed here. `nstreams` must be the count given to zld_create. */
-PyObject *zr_py_loader_next(zld_loader *l, size_t nstreams)
+ * batch without the GIL (in slices, running the signal handlers between
+ * them, so Ctrl-C interrupts a wait within one slice and takes nothing),
+ * then builds (step, indices, streams) where indices is a uint64 ndarray
+ * copy and streams a list with, per stream, (data, bounds): data a uint8
+ * ndarray owning the stream's buffer (no copy), bounds a uint64 ndarray
+ * (ragged) or None (dense). The batch itself is freed here. `nstreams`
+ * must be the count given to zld_create.
+ *
+ * `slot` None: returns the tuple. `slot` a list: stores the tuple in
+ * slot[0] before returning True, so the batch is never lost to an
+ * exception raised between this call's return and the caller's next
+ * statement (a KeyboardInterrupt is delivered exactly there). At the end
+ * of a finite pass: False (slot untouched). */
+PyObject *zr_py_loader_next(zld_loader *l, size_t nstreams, PyObject *slot)
 {
     zld_batch *b = NULL;
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = zld_next(l, &b);
-    Py_END_ALLOW_THREADS
+    if (slot != Py_None && (!PyList_Check(slot) || PyList_GET_SIZE(slot) < 1)) {
+        PyErr_SetString(PyExc_TypeError, "zld_next_arrays: slot must be None or a non-empty list");
+        return NULL;
+    }
+    for (;;) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = zld_next_wait(l, &b, ZR_PY_NEXT_SLICE_NS);
+        Py_END_ALLOW_THREADS
+        if (rc != ZLD_TIMEOUT)
+            break;
+        if (PyErr_CheckSignals() < 0)
+            return NULL;
+    }
     if (rc < 0) {
         zr_py_raise(rc);
         return NULL;
     }
+    if (rc == ZLD_END)
+        Py_RETURN_FALSE;
     PyObject *streams = PyList_New((Py_ssize_t)nstreams);
     PyObject *indices = streams ? zr_py_batch_indices(b) : NULL;
     if (indices == NULL)
@@ -711,7 +892,11 @@ PyObject *zr_py_loader_next(zld_loader *l, size_t nstreams)
     {
         PyObject *res = Py_BuildValue("(KNN)", (unsigned long long)zld_batch_step(b), indices, streams);
         zld_batch_free(b);
-        return res;
+        if (res == NULL || slot == Py_None)
+            return res;
+        if (PyList_SetItem(slot, 0, res) < 0) /* steals res */
+            return NULL;
+        Py_RETURN_TRUE;
     }
 fail:
     Py_XDECREF(indices);

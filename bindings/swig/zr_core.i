@@ -28,6 +28,18 @@
 %ignore zld_stream_kind;
 %ignore zld_stream_from_store;
 %ignore zld_create_streams;
+/* Positive "not yet" results that the generic int typemaps do not know;
+ * a binding wraps it in its own glue (Python: interruptible next). */
+%ignore zld_next_wait;
+/* Finite-pass sampler: plain data with raw out-pointers; bindings reach
+ * passes through their loader options (pass, shuffle, drop_last, epoch). */
+%ignore zld_pad; /* arrays of row pointers: each binding's own glue */
+%ignore zsm_pass;
+%ignore zsm_bucket_scratch_bytes;
+%ignore zsm_bucket_indices;
+%ignore zsm_pass_validate;
+%ignore zsm_pass_steps;
+%ignore zsm_pass_indices;
 /* A raw index pointer without a typemap in every language; the loader
  * calls it natively (readahead). */
 %ignore zre_advise;

@@ -72,7 +72,7 @@ ZLD_API const char *zloader_version_string(void);
 
 /* Loader options. Start from ZLD_OPTIONS_INIT and change what you need.
  * Version 1 callers (without `readahead`) are still accepted and get the
- * default readahead. */
+ * default readahead; version 1 and 2 callers get endless steps. */
 typedef struct zld_options {
     int version;          /* ZLD_OPTIONS_VERSION */
     uint64_t batch_size;  /* records per batch (per rank), >= 1 */
@@ -94,12 +94,22 @@ typedef struct zld_options {
      * cost time. zld_get_state reports the resolved value.
      * Hints never change what a batch holds. */
     unsigned readahead;
+    /* (version 3) One finite pass instead of endless steps: with `pass`
+     * set, `mode` is ignored and the steps are those of zsm_pass (see
+     * zsampler.h): every record exactly once, in index order or shuffled
+     * by (seed, epoch), the last batch partial unless drop_last. After the
+     * last step zld_next returns ZLD_END. start_step may be any step up to
+     * the pass's number of steps (resuming a pass). */
+    int pass;
+    int shuffle;
+    int drop_last;
+    uint64_t epoch;
 } zld_options;
 
-#define ZLD_OPTIONS_VERSION 2
+#define ZLD_OPTIONS_VERSION 3
 #define ZLD_READAHEAD_AUTO (~0u)
 #define ZLD_OPTIONS_INIT \
-    { ZLD_OPTIONS_VERSION, 256, ZSM_CYCLIC, 0, 0, 0, 1, 0, 0, ZLD_READAHEAD_AUTO }
+    { ZLD_OPTIONS_VERSION, 256, ZSM_CYCLIC, 0, 0, 0, 1, 0, 0, ZLD_READAHEAD_AUTO, 0, 0, 0, 0 }
 
 /* ------------------------------------------------------------- streams */
 
@@ -154,11 +164,24 @@ ZLD_API int zld_create_streams(zld_loader **out, const zld_stream *streams,
 
 /* Block until the next step's batch is ready and hand it to the caller
  * (*out owned by the caller; free with zld_batch_free). ZR_ESTATE if a
- * worker failed (detail names the step); ZR_ECLOSED after zld_close. */
+ * worker failed (detail names the step); ZR_ECLOSED after zld_close.
+ * A finite pass (options.pass) past its last step: ZLD_END (a positive
+ * value), *out NULL. */
+#define ZLD_END 2
 ZLD_API int zld_next(zld_loader *l, zld_batch **out);
+
+/* zld_next waiting at most timeout_ns: ZLD_TIMEOUT (a positive value,
+ * *out NULL, nothing taken: the same step comes with the next call) when
+ * the batch is not ready in time. Lets a caller wait in slices and attend
+ * to other things (e.g. Ctrl-C) between them. Other results as zld_next. */
+#define ZLD_TIMEOUT 1
+ZLD_API int zld_next_wait(zld_loader *l, zld_batch **out, uint64_t timeout_ns);
 
 /* The step the next zld_next call will return. */
 ZLD_API uint64_t zld_next_step(const zld_loader *l);
+
+/* A finite pass's number of steps (UINT64_MAX for an endless loader). */
+ZLD_API uint64_t zld_steps(const zld_loader *l);
 
 /* The options that resume this loader exactly: a loader created from
  * *out over the same streams hands out, as its first batch, the batch this
@@ -185,13 +208,14 @@ ZLD_API void zld_close(zld_loader *l);
 /* -------------------------------------------------------------- batches */
 
 ZLD_API uint64_t zld_batch_step(const zld_batch *b);
-/* Records in the batch (batch_size). */
+/* Records in the batch: batch_size (a finite pass's last batch may hold
+ * fewer). */
 ZLD_API uint64_t zld_batch_count(const zld_batch *b);
-/* The indices gathered, batch_size values owned by the batch. */
+/* The indices gathered, zld_batch_count values owned by the batch. */
 ZLD_API const uint64_t *zld_batch_indices(const zld_batch *b);
 /* Stream s's bytes (NULL once detached) and their size in *nbytes. */
 ZLD_API void *zld_batch_data(zld_batch *b, size_t stream, uint64_t *nbytes);
-/* Ragged stream s: batch_size + 1 byte offsets into its data, owned by
+/* Ragged stream s: count + 1 byte offsets into its data, owned by
  * the batch. Dense stream: NULL. */
 ZLD_API const uint64_t *zld_batch_bounds(const zld_batch *b, size_t stream);
 /* Take ownership of stream s's buffer: returns it (free with zld_free,
@@ -204,6 +228,18 @@ ZLD_API void zld_batch_free(zld_batch *b);
  * reuse while the loader is open and the pool has room, freed otherwise. */
 ZLD_API void zld_free(void *buffer);
 
+/* ------------------------------------------------------ ragged helpers */
+
+/* Pad (or cut) `count` ragged rows into one dense (count, length) block of
+ * elements of `elem_size` bytes (an element is everything after a record's
+ * first axis, e.g. one token, or one (3,) coordinate row). Row i has
+ * lengths[i] elements at rows[i] (borrowed, need not be aligned); dst
+ * (count * length * elem_size bytes, caller-owned) gets its first
+ * min(lengths[i], length) elements, then copies of the elem_size bytes at
+ * pad_value up to `length`. ZR_EINVAL for NULL arguments (rows may be
+ * NULL only when count is 0), elem_size 0, or a size beyond SIZE_MAX. */
+ZLD_API int zld_pad(const void *const *rows, const uint64_t *lengths, uint64_t count,
+                    size_t elem_size, uint64_t length, const void *pad_value, void *dst);
 
 /* ============================================ many stores: shards, mixtures
  *

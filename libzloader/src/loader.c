@@ -217,7 +217,10 @@ struct zld_loader {
     char *names;
     size_t nstreams;
     zld_options opt;   /* resolved copy */
-    zsm_config cfg;
+    zsm_config cfg;    /* endless steps */
+    int finite;        /* opt.pass: steps from `pass` instead of `cfg` */
+    zsm_pass pass;
+    uint64_t steps;    /* finite: steps of the pass; endless: UINT64_MAX */
 
     zrp_thread *threads;
     unsigned nthreads;
@@ -306,16 +309,23 @@ void zld_free(void *buffer)
     buf_release(h);
 }
 
+/* The indices of `step` into out[0..batch_size) and their number. */
+static int step_indices(const zld_loader *l, uint64_t step, uint64_t *out, uint64_t *count)
+{
+    if (l->finite) return zsm_pass_indices(&l->pass, step, out, count);
+    *count = l->cfg.batch_size;
+    return zsm_indices(&l->cfg, step, out);
+}
+
 /* Build the batch of `step` (no lock held). On failure the calling
  * thread's zr_last_error() says why. */
 static int build_batch(const zld_loader *l, uint64_t step, zld_batch **out)
 {
-    const uint64_t count = l->cfg.batch_size;
+    uint64_t count = l->cfg.batch_size;
     zld_batch *b = calloc(1, sizeof *b + l->nstreams * sizeof(zld_part));
     if (b == NULL)
         return zr_set_error(ZR_ENOMEM, "loader: out of memory for a batch");
     b->step = step;
-    b->count = count;
     b->nstreams = l->nstreams;
     b->indices = malloc(count * sizeof *b->indices);
     if (b->indices == NULL) {
@@ -323,11 +333,12 @@ static int build_batch(const zld_loader *l, uint64_t step, zld_batch **out)
         return zr_set_error(ZR_ENOMEM, "loader: out of memory for %llu indices",
                             (unsigned long long)count);
     }
-    if (zsm_indices(&l->cfg, step, b->indices) != ZSM_OK) {
+    if (step_indices(l, step, b->indices, &count) != ZSM_OK) {
         batch_destroy(b); /* validated at create: cannot happen */
         return zr_set_error(ZR_EINVAL, "loader: the sampler refused step %llu",
                             (unsigned long long)step);
     }
+    b->count = count;
     for (size_t s = 0; s < l->nstreams; s++) {
         const zld_stream *st = &l->streams[s];
         zld_part *p = &b->parts[s];
@@ -399,10 +410,11 @@ static void advise_step(const zld_loader *l, uint64_t step)
 {
     uint64_t *idx = malloc(l->cfg.batch_size * sizeof *idx);
     if (idx == NULL) return;
-    if (zsm_indices(&l->cfg, step, idx) == ZSM_OK) {
+    uint64_t count = 0;
+    if (step < l->steps && step_indices(l, step, idx, &count) == ZSM_OK) {
         for (size_t s = 0; s < l->nstreams; s++) {
             if (l->streams[s].advise != NULL)
-                (void)l->streams[s].advise(l->streams[s].user, idx, l->cfg.batch_size);
+                (void)l->streams[s].advise(l->streams[s].user, idx, count);
         }
     }
     free(idx);
@@ -413,10 +425,10 @@ static void worker_main(void *arg)
     zld_loader *l = arg;
     zrp_mutex_lock(&l->mu);
     for (;;) {
-        while (!l->stop && !l->failed &&
+        while (!l->stop && !l->failed && l->next_claim < l->steps &&
                l->next_claim - l->next_take >= l->prefetch)
             zrp_cond_wait(&l->space, &l->mu);
-        if (l->stop || l->failed) break;
+        if (l->stop || l->failed || l->next_claim >= l->steps) break;
         uint64_t step = l->next_claim++;
         zrp_mutex_unlock(&l->mu);
 
@@ -607,7 +619,7 @@ int zld_create_streams(zld_loader **out, const zld_stream *streams, size_t nstre
     *out = NULL;
     if (options == NULL)
         return zr_set_error(ZR_EINVAL, "zld_create: options is NULL");
-    if (options->version != ZLD_OPTIONS_VERSION && options->version != 1)
+    if (options->version < 1 || options->version > ZLD_OPTIONS_VERSION)
         return zr_set_error(ZR_EINVAL,
                             "zld_create: options version %d, expected %d "
                             "(start from ZLD_OPTIONS_INIT)",
@@ -660,8 +672,33 @@ int zld_create_streams(zld_loader **out, const zld_stream *streams, size_t nstre
     cfg.mode = options->mode;
     cfg.rank = options->rank;
     cfg.world_size = options->world_size;
-    int rc = check_sampler(&cfg);
-    if (rc != ZR_OK) return rc;
+    const int finite = options->version >= 3 && options->pass;
+    zsm_pass pass;
+    memset(&pass, 0, sizeof pass);
+    uint64_t steps = UINT64_MAX;
+    int rc;
+    if (finite) {
+        pass.length = length;
+        pass.batch_size = options->batch_size;
+        pass.seed = options->seed;
+        pass.epoch = options->epoch;
+        pass.rank = options->rank;
+        pass.world_size = options->world_size;
+        pass.shuffle = options->shuffle != 0;
+        pass.drop_last = options->drop_last != 0;
+        cfg.mode = ZSM_SEQUENTIAL; /* validated for the shared checks only */
+        rc = check_sampler(&cfg);
+        if (rc != ZR_OK) return rc;
+        steps = zsm_pass_steps(&pass);
+        if (options->start_step > steps)
+            return zr_set_error(ZR_EINVAL,
+                                "zld_create: start_step %llu is past the pass's %llu steps",
+                                (unsigned long long)options->start_step,
+                                (unsigned long long)steps);
+    } else {
+        rc = check_sampler(&cfg);
+        if (rc != ZR_OK) return rc;
+    }
     if (cfg.batch_size > UINT64_MAX / sizeof(uint64_t) - 1)
         return zr_set_error(ZR_EINVAL, "zld_create: batch_size %llu is too large",
                             (unsigned long long)cfg.batch_size);
@@ -689,6 +726,12 @@ int zld_create_streams(zld_loader **out, const zld_stream *streams, size_t nstre
     opt.num_workers = options->num_workers;
     opt.prefetch = options->prefetch;
     opt.readahead = options->version >= 2 ? options->readahead : ZLD_READAHEAD_AUTO;
+    if (finite) {
+        opt.pass = 1;
+        opt.shuffle = pass.shuffle;
+        opt.drop_last = pass.drop_last;
+        opt.epoch = pass.epoch;
+    }
     if (opt.num_workers == 0) opt.num_workers = zrp_cpu_count();
     if (opt.num_workers == 0) opt.num_workers = 1;
     if (opt.prefetch == 0)
@@ -724,6 +767,9 @@ int zld_create_streams(zld_loader **out, const zld_stream *streams, size_t nstre
 
     l->opt = opt;
     l->cfg = cfg;
+    l->finite = finite;
+    l->pass = pass;
+    l->steps = steps;
     l->nstreams = nstreams;
     l->prefetch = opt.prefetch;
     l->readahead = opt.readahead;
@@ -772,13 +818,15 @@ int zld_create_streams(zld_loader **out, const zld_stream *streams, size_t nstre
 
 /* ------------------------------------------------------------ consuming */
 
-int zld_next(zld_loader *l, zld_batch **out)
+/* zld_next (timed 0: no limit) and zld_next_wait (at most timeout_ns). */
+static int next_batch(zld_loader *l, zld_batch **out, uint64_t timeout_ns, int timed)
 {
     if (out == NULL) return zr_set_error(ZR_EINVAL, "zld_next: out is NULL");
     *out = NULL;
     if (l == NULL) return zr_set_error(ZR_EINVAL, "zld_next: loader is NULL");
 
     int rc = ZR_OK;
+    uint64_t start = timed ? zrp_now_ns() : 0;
     zrp_mutex_lock(&l->mu);
     l->consumers++;
     for (;;) {
@@ -798,12 +846,40 @@ int zld_next(zld_loader *l, zld_batch **out)
             rc = zr_set_error(ZR_ESTATE, "%s", l->fail_msg);
             break;
         }
-        zrp_cond_wait(&l->ready, &l->mu);
+        if (l->next_take >= l->steps) {
+            rc = ZLD_END;
+            break;
+        }
+        if (!timed) {
+            zrp_cond_wait(&l->ready, &l->mu);
+            continue;
+        }
+        uint64_t spent = zrp_now_ns() - start;
+        if (spent >= timeout_ns) {
+            rc = ZLD_TIMEOUT;
+            break;
+        }
+        (void)zrp_cond_timedwait(&l->ready, &l->mu, timeout_ns - spent);
     }
     l->consumers--;
     if (l->stop && l->consumers == 0) zrp_cond_broadcast(&l->idle);
     zrp_mutex_unlock(&l->mu);
     return rc;
+}
+
+int zld_next(zld_loader *l, zld_batch **out)
+{
+    return next_batch(l, out, 0, 0);
+}
+
+int zld_next_wait(zld_loader *l, zld_batch **out, uint64_t timeout_ns)
+{
+    return next_batch(l, out, timeout_ns, 1);
+}
+
+uint64_t zld_steps(const zld_loader *l)
+{
+    return l == NULL ? 0 : l->steps;
 }
 
 uint64_t zld_next_step(const zld_loader *l)
@@ -849,4 +925,44 @@ void zld_close(zld_loader *l)
     if (l == NULL) return;
     stop_workers(l);
     loader_destroy(l);
+}
+
+/* --------------------------------------------------------- ragged helpers */
+
+int zld_pad(const void *const *rows, const uint64_t *lengths, uint64_t count,
+            size_t elem_size, uint64_t length, const void *pad_value, void *dst)
+{
+    if (count == 0) return ZR_OK;
+    if (rows == NULL || lengths == NULL || pad_value == NULL || dst == NULL || elem_size == 0)
+        return zr_set_error(ZR_EINVAL, "zld_pad: NULL argument or elem_size 0");
+    if (length > SIZE_MAX / elem_size || count > SIZE_MAX / (length * elem_size + 1))
+        return zr_set_error(ZR_EINVAL, "zld_pad: %llu rows of %llu elements of %zu bytes "
+                            "exceed the address space", (unsigned long long)count,
+                            (unsigned long long)length, elem_size);
+    const size_t row_bytes = (size_t)length * elem_size;
+    unsigned char *out = dst;
+    /* One padded row template: the pad element repeated, copied per row. */
+    unsigned char *fill = NULL;
+    int uniform = 1;
+    const unsigned char *pv = pad_value;
+    for (size_t k = 1; k < elem_size; k++)
+        if (pv[k] != pv[0]) uniform = 0;
+    for (uint64_t i = 0; i < count; i++, out += row_bytes) {
+        uint64_t n = lengths[i] < length ? lengths[i] : length;
+        size_t have = (size_t)n * elem_size;
+        if (have) memcpy(out, rows[i], have);
+        if (have == row_bytes) continue;
+        if (uniform) {
+            memset(out + have, pv[0], row_bytes - have);
+            continue;
+        }
+        if (fill == NULL) {
+            fill = malloc(row_bytes);
+            if (fill == NULL) return zr_set_error(ZR_ENOMEM, "zld_pad: out of memory");
+            for (size_t k = 0; k < row_bytes; k += elem_size) memcpy(fill + k, pv, elem_size);
+        }
+        memcpy(out + have, fill + have, row_bytes - have);
+    }
+    free(fill);
+    return ZR_OK;
 }

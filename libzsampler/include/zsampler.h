@@ -26,6 +26,7 @@
 #ifndef ZSAMPLER_H
 #define ZSAMPLER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -85,6 +86,61 @@ ZSM_API int zsm_validate(const zsm_config *cfg);
  * each in [0, length). O(batch_size) time, independent of step. */
 ZSM_API int zsm_indices(const zsm_config *cfg, uint64_t step, uint64_t *out);
 
+/* --------------------------------------------------- length bucketing
+ *
+ * Batches of records of similar length (padded token batches waste
+ * little), still a pure function of (seed, step): the cyclic mode's order
+ * (same permutation per cycle, same validation: G <= length) is cut into
+ * windows of `window` global batches; each window's window * G records
+ * are sorted by (length, index) and cut into batches of G, and the
+ * window's steps take those batches in an order keyed by (seed, cycle,
+ * window). So every cycle still draws each record at most once, and a
+ * step costs O(window * G log(window * G)). Rank r takes its slice of the
+ * global batch as usual. lengths[i] is record i's length (any unit).
+ * scratch: zsm_bucket_scratch_bytes(cfg, window) bytes, caller-owned. */
+ZSM_API size_t zsm_bucket_scratch_bytes(const zsm_config *cfg, uint64_t window);
+ZSM_API int zsm_bucket_indices(const zsm_config *cfg, const uint32_t *lengths,
+                               uint64_t window, uint64_t step, uint64_t *out,
+                               void *scratch, size_t scratch_bytes);
+
+/* ------------------------------------------------------ finite passes
+ *
+ * One pass (an epoch, as for evaluation) over the index space: every index
+ * exactly once, then the pass is over. Positions 0..length of the pass map
+ * to indices in index order, or (shuffle) through a keyed permutation of
+ * (seed, epoch). Step s covers the global batch of positions
+ * [s*G, s*G + G), G = batch_size * world_size, and rank r takes its slice
+ * [s*G + r*B, s*G + r*B + B) of it, as in the endless modes. The last
+ * global batch holds R = length mod G positions (when R > 0): it is split
+ * as evenly as possible, rank r taking floor((r+1)R/W) - floor(rR/W) of
+ * them in rank order, so batch sizes there differ by at most one and a
+ * rank whose share is 0 has one step fewer. With drop_last that last
+ * global batch is dropped instead: every rank has length / G full steps.
+ * No index is ever repeated to even the ranks out: each index lands on
+ * exactly one rank (or nowhere, with drop_last). */
+typedef struct zsm_pass {
+    uint64_t length;      /* size of the index space, >= 1 */
+    uint64_t batch_size;  /* indices per rank per step, >= 1 */
+    uint64_t seed;
+    uint64_t epoch;       /* with seed, keys the shuffle */
+    uint32_t rank;        /* 0 <= rank < world_size */
+    uint32_t world_size;  /* >= 1 */
+    int shuffle;          /* 0: index order; 1: permutation of (seed, epoch) */
+    int drop_last;        /* 1: drop the incomplete last global batch */
+} zsm_pass;
+
+/* ZSM_EINVAL for length 0, batch_size 0, world_size 0, rank >= world_size
+ * or batch_size * world_size beyond 2^64 - 1. */
+ZSM_API int zsm_pass_validate(const zsm_pass *p);
+
+/* This rank's number of steps in the pass (0 for an invalid pass). */
+ZSM_API uint64_t zsm_pass_steps(const zsm_pass *p);
+
+/* This rank's indices for `step` (< zsm_pass_steps) into
+ * out[0..batch_size), their number (1..batch_size) in *count.
+ * ZSM_EINVAL for an invalid pass or a step past the end. */
+ZSM_API int zsm_pass_indices(const zsm_pass *p, uint64_t step, uint64_t *out,
+                             uint64_t *count);
 
 /* ====================================================== weighted mixtures
  *

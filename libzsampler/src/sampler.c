@@ -11,6 +11,7 @@
 #include "zsampler.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifndef ZSAMPLER_VERSION_STRING
@@ -207,7 +208,7 @@ static inline uint64_t round_fn(uint64_t x, uint64_t k)
     return z ^ (z >> 32);
 }
 
-static void feistel_init(feistel *f, uint64_t seed, uint64_t cycle,
+static void feistel_init(feistel *f, uint64_t domain, uint64_t seed, uint64_t cycle,
                          uint64_t length)
 {
     unsigned bits = 0;
@@ -217,7 +218,7 @@ static void feistel_init(feistel *f, uint64_t seed, uint64_t cycle,
     /* Both halves are at most 32 bits wide, so the shifts are defined. */
     f->rmask = (UINT64_C(1) << f->rbits) - 1;
     f->lmask = (UINT64_C(1) << f->lbits) - 1;
-    uint64_t base = mix64(mix64(seed ^ CYCLE_DOMAIN) + cycle * GOLDEN);
+    uint64_t base = mix64(mix64(seed ^ domain) + cycle * GOLDEN);
     for (unsigned i = 0; i < FEISTEL_ROUNDS; i++)
         f->key[i] = mix64(base + (uint64_t)(i + 1) * GOLDEN);
 }
@@ -248,7 +249,7 @@ static void run_cyclic(const zsm_config *cfg, uint64_t g, uint64_t step,
                         cfg->batch_size * (uint64_t)cfg->rank;
     const uint64_t count = cfg->batch_size;
     feistel f;
-    feistel_init(&f, cfg->seed, cycle, n);
+    feistel_init(&f, CYCLE_DOMAIN, cfg->seed, cycle, n);
 
     uint64_t j = 0;
     for (; j + CYCLIC_LANES <= count; j += CYCLIC_LANES) {
@@ -291,5 +292,150 @@ int zsm_indices(const zsm_config *cfg, uint64_t step, uint64_t *out)
     case ZSM_IID: run_iid(cfg, g, step, out); break;
     case ZSM_CYCLIC: run_cyclic(cfg, g, step, out); break;
     }
+    return ZSM_OK;
+}
+
+/* ----------------------------------------------------------------- passes */
+
+#define PASS_DOMAIN UINT64_C(0xA54FF53A5F1D36F1)
+
+int zsm_pass_validate(const zsm_pass *p)
+{
+    uint64_t hi;
+    if (p == NULL || p->length == 0 || p->batch_size == 0 || p->world_size == 0)
+        return ZSM_EINVAL;
+    if (p->rank >= p->world_size) return ZSM_EINVAL;
+    (void)mul128(p->batch_size, (uint64_t)p->world_size, &hi);
+    return hi != 0 ? ZSM_EINVAL : ZSM_OK;
+}
+
+/* floor(r_total * k / w) exactly, for k <= w < 2^32: the remainder part
+ * (r_total mod w) * k stays below w * w < 2^64. */
+static uint64_t share_floor(uint64_t r_total, uint64_t k, uint64_t w)
+{
+    return (r_total / w) * k + ((r_total % w) * k) / w;
+}
+
+/* Rank r's share of the r_total positions of the last global batch, and
+ * where it starts within that batch. */
+static void tail_share(const zsm_pass *p, uint64_t r_total, uint64_t *first,
+                       uint64_t *count)
+{
+    const uint64_t w = p->world_size;
+    uint64_t a = share_floor(r_total, p->rank, w);
+    uint64_t b = share_floor(r_total, (uint64_t)p->rank + 1, w);
+    *first = a;
+    *count = b - a;
+}
+
+uint64_t zsm_pass_steps(const zsm_pass *p)
+{
+    if (zsm_pass_validate(p) != ZSM_OK) return 0;
+    const uint64_t g = p->batch_size * (uint64_t)p->world_size;
+    uint64_t full = p->length / g, rem = p->length % g;
+    if (p->drop_last || rem == 0) return full;
+    uint64_t first, count;
+    tail_share(p, rem, &first, &count);
+    return full + (count > 0);
+}
+
+int zsm_pass_indices(const zsm_pass *p, uint64_t step, uint64_t *out, uint64_t *count)
+{
+    if (out == NULL || count == NULL || zsm_pass_validate(p) != ZSM_OK) return ZSM_EINVAL;
+    if (step >= zsm_pass_steps(p)) return ZSM_EINVAL;
+    const uint64_t g = p->batch_size * (uint64_t)p->world_size;
+    uint64_t pos, n;
+    if (step < p->length / g) {
+        pos = step * g + p->batch_size * (uint64_t)p->rank;
+        n = p->batch_size;
+    } else {
+        uint64_t first;
+        tail_share(p, p->length % g, &first, &n);
+        pos = step * g + first;
+    }
+    if (!p->shuffle) {
+        for (uint64_t j = 0; j < n; j++) out[j] = pos + j;
+    } else {
+        feistel f;
+        feistel_init(&f, PASS_DOMAIN, p->seed, p->epoch, p->length);
+        for (uint64_t j = 0; j < n; j++) {
+            uint64_t v = feistel_apply(&f, pos + j);
+            while (v >= p->length) v = feistel_apply(&f, v);
+            out[j] = v;
+        }
+    }
+    *count = n;
+    return ZSM_OK;
+}
+
+/* ------------------------------------------------------------- bucketing */
+
+#define BUCKET_DOMAIN UINT64_C(0x510E527FADE682D1)
+
+typedef struct bucket_item {
+    uint64_t len;
+    uint64_t idx;
+} bucket_item;
+
+static int bucket_cmp(const void *a, const void *b)
+{
+    const bucket_item *x = a, *y = b;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+size_t zsm_bucket_scratch_bytes(const zsm_config *cfg, uint64_t window)
+{
+    uint64_t g = 0, hi;
+    if (cfg == NULL || window == 0 || global_batch(cfg, &g) != ZSM_OK) return 0;
+    uint64_t items = mul128(g, window, &hi);
+    if (hi != 0 || items > SIZE_MAX / sizeof(bucket_item)) return 0;
+    return (size_t)items * sizeof(bucket_item);
+}
+
+int zsm_bucket_indices(const zsm_config *cfg, const uint32_t *lengths, uint64_t window,
+                       uint64_t step, uint64_t *out, void *scratch, size_t scratch_bytes)
+{
+    zsm_config c;
+    uint64_t g = 0;
+    if (cfg == NULL || lengths == NULL || out == NULL || scratch == NULL || window == 0)
+        return ZSM_EINVAL;
+    c = *cfg;
+    c.mode = ZSM_CYCLIC;
+    if (zsm_validate(&c) != ZSM_OK) return ZSM_EINVAL;
+    size_t need = zsm_bucket_scratch_bytes(&c, window);
+    if (need == 0 || scratch_bytes < need) return ZSM_EINVAL;
+    (void)global_batch(&c, &g);
+    const uint64_t n = c.length, per_cycle = n / g;
+    const uint64_t cycle = step / per_cycle, j = step % per_cycle;
+    const uint64_t fb = (j / window) * window;
+    const uint64_t nb = per_cycle - fb < window ? per_cycle - fb : window;
+    bucket_item *it = scratch;
+    feistel f;
+    feistel_init(&f, CYCLE_DOMAIN, c.seed, cycle, n);
+    for (uint64_t p = 0; p < nb * g; p++) {
+        uint64_t v = feistel_apply(&f, fb * g + p);
+        while (v >= n) v = feistel_apply(&f, v);
+        it[p].idx = v;
+        it[p].len = lengths[v];
+    }
+    qsort(it, (size_t)(nb * g), sizeof *it, bucket_cmp);
+    /* The window's t-th step takes the sorted chunk whose key ranks t. */
+    const uint64_t t = j - fb;
+    const uint64_t base = mix64(mix64(c.seed ^ BUCKET_DOMAIN) + cycle * GOLDEN) ^ mix64(fb + 1);
+    uint64_t chunk = 0;
+    for (uint64_t b = 0; b < nb; b++) {
+        uint64_t kb = mix64(base + b * GOLDEN), rank = 0;
+        for (uint64_t o = 0; o < nb; o++) {
+            uint64_t ko = mix64(base + o * GOLDEN);
+            if (ko < kb || (ko == kb && o < b)) rank++;
+        }
+        if (rank == t) {
+            chunk = b;
+            break;
+        }
+    }
+    const bucket_item *src = it + chunk * g + c.batch_size * (uint64_t)c.rank;
+    for (uint64_t i = 0; i < c.batch_size; i++) out[i] = src[i].idx;
     return ZSM_OK;
 }

@@ -1014,6 +1014,81 @@ static void test_stop(void **state)
     free(sy);
 }
 
+/* A finite pass: every record once (index order), the last batch
+ * partial with correct contents, ZLD_END after it (also again), resume
+ * mid-pass, start_step past the end refused. */
+static void test_pass(void **state)
+{
+    fixture *f = *state;
+    const uint64_t bs = 64; /* N = 1000: 15 full batches and one of 40 */
+    for (unsigned workers = 1; workers <= 3; workers += 2) {
+        zld_options o = opts(bs, ZSM_CYCLIC, 0, workers, 3);
+        o.pass = 1;
+        zld_loader *l = NULL;
+        assert_int_equal(zld_create(&l, f->s, NSTREAMS, &o), ZR_OK);
+        assert_int_equal(zld_steps(l), 16);
+        uint64_t expect = 0;
+        for (uint64_t s = 0; s < 16; s++) {
+            zld_batch *b = NULL;
+            assert_int_equal(zld_next(l, &b), ZR_OK);
+            uint64_t cnt = zld_batch_count(b);
+            assert_int_equal(cnt, s < 15 ? bs : 40);
+            check_batch_content(b, cnt);
+            for (uint64_t j = 0; j < cnt; j++) assert_int_equal(zld_batch_indices(b)[j], expect++);
+            zld_batch_free(b);
+        }
+        zld_batch *b = (zld_batch *)1;
+        assert_int_equal(zld_next(l, &b), ZLD_END);
+        assert_null(b);
+        assert_int_equal(zld_next_wait(l, &b, 1000000), ZLD_END);
+        zld_close(l);
+    }
+    zld_options o = opts(bs, ZSM_CYCLIC, 0, 2, 2);
+    o.pass = 1;
+    o.shuffle = 1;
+    o.drop_last = 1;
+    o.start_step = 14;
+    zld_loader *l = NULL;
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, &o), ZR_OK);
+    assert_int_equal(zld_steps(l), 15);
+    zld_batch *b = NULL;
+    assert_int_equal(zld_next(l, &b), ZR_OK);
+    assert_int_equal(zld_batch_step(b), 14);
+    check_batch_content(b, bs);
+    zld_batch_free(b);
+    assert_int_equal(zld_next(l, &b), ZLD_END);
+    zld_options st;
+    assert_int_equal(zld_get_state(l, &st), ZR_OK);
+    assert_true(st.pass == 1 && st.shuffle == 1 && st.drop_last == 1 && st.start_step == 15);
+    zld_close(l);
+    o.start_step = 16;
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, &o), ZR_EINVAL);
+    assert_non_null(strstr(zr_last_error(), "past the pass"));
+}
+
+/* zld_next_wait times out without taking anything: the step comes next. */
+static void test_next_wait_times_out(void **state)
+{
+    fixture *f = *state;
+    zld_options o = opts(8, ZSM_SEQUENTIAL, 0, 1, 1);
+    zld_loader *l = NULL;
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, &o), ZR_OK);
+    zld_batch *b = NULL;
+    assert_int_equal(zld_next(l, &b), ZR_OK); /* step 0 */
+    zld_batch_free(b);
+    int rc;
+    do { /* either step 1 is ready, or we time out and get it later */
+        rc = zld_next_wait(l, &b, 1);
+        assert_true(rc == ZR_OK || rc == ZLD_TIMEOUT);
+        if (rc == ZLD_TIMEOUT) assert_null(b);
+    } while (rc == ZLD_TIMEOUT);
+    assert_int_equal(zld_batch_step(b), 1);
+    zld_batch_free(b);
+    zld_stop(l);
+    assert_int_equal(zld_next_wait(l, &b, 1000000), ZR_ECLOSED);
+    zld_close(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1035,6 +1110,8 @@ int main(void)
         cmocka_unit_test(test_readahead_hints_future_steps),
         cmocka_unit_test_setup_teardown(test_store_advise, setup, teardown),
         cmocka_unit_test(test_stop),
+        cmocka_unit_test_setup_teardown(test_pass, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_next_wait_times_out, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -411,6 +411,140 @@ static void test_ranks_partition_global_batch(void **state)
     }
 }
 
+/* ------------------------------------------------------------- passes */
+
+static zsm_pass make_pass(uint64_t length, uint64_t batch, uint32_t rank, uint32_t world,
+                          int shuffle, int drop_last, uint64_t seed, uint64_t epoch)
+{
+    zsm_pass p;
+    memset(&p, 0, sizeof p);
+    p.length = length;
+    p.batch_size = batch;
+    p.rank = rank;
+    p.world_size = world;
+    p.shuffle = shuffle;
+    p.drop_last = drop_last;
+    p.seed = seed;
+    p.epoch = epoch;
+    return p;
+}
+
+/* Every index exactly once over all ranks (or, with drop_last, exactly
+ * the full global batches), batch sizes, step counts, order. */
+static void test_pass_covers_each_index_once(void **state)
+{
+    (void)state;
+    const uint64_t lengths[] = {1, 7, 64, 97, 1000};
+    const uint64_t batches[] = {1, 3, 8, 64};
+    const uint32_t worlds[] = {1, 2, 3, 5};
+    for (size_t a = 0; a < sizeof lengths / sizeof lengths[0]; a++)
+        for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++)
+            for (size_t c = 0; c < sizeof worlds / sizeof worlds[0]; c++)
+                for (int shuffle = 0; shuffle < 2; shuffle++)
+                    for (int drop = 0; drop < 2; drop++) {
+                        uint64_t n = lengths[a], bs = batches[b], g = bs * worlds[c];
+                        unsigned char *seen = calloc(n, 1);
+                        uint64_t *out = malloc(bs * sizeof *out);
+                        uint64_t total = 0, maxsteps = 0, minsteps = UINT64_MAX;
+                        for (uint32_t r = 0; r < worlds[c]; r++) {
+                            zsm_pass p = make_pass(n, bs, r, worlds[c], shuffle, drop, 5, 2);
+                            assert_int_equal(zsm_pass_validate(&p), ZSM_OK);
+                            uint64_t steps = zsm_pass_steps(&p), cnt = 0;
+                            if (steps > maxsteps) maxsteps = steps;
+                            if (steps < minsteps) minsteps = steps;
+                            for (uint64_t s = 0; s < steps; s++) {
+                                assert_int_equal(zsm_pass_indices(&p, s, out, &cnt), ZSM_OK);
+                                assert_true(cnt >= 1 && cnt <= bs);
+                                if (s < n / g) assert_int_equal(cnt, bs);
+                                for (uint64_t j = 0; j < cnt; j++) {
+                                    assert_true(out[j] < n);
+                                    assert_int_equal(seen[out[j]], 0);
+                                    seen[out[j]] = 1;
+                                    /* index order: rank slices of each global batch */
+                                    if (!shuffle && s < n / g)
+                                        assert_int_equal(out[j], s * g + r * bs + j);
+                                }
+                                total += cnt;
+                            }
+                            assert_int_equal(zsm_pass_indices(&p, steps, out, &cnt), ZSM_EINVAL);
+                        }
+                        assert_int_equal(total, drop ? (n / g) * g : n);
+                        assert_true(maxsteps - minsteps <= 1);
+                        free(seen);
+                        free(out);
+                    }
+}
+
+static void test_pass_shuffle_by_seed_and_epoch(void **state)
+{
+    (void)state;
+    uint64_t a[50], b[50], c[50], cnt;
+    zsm_pass p = make_pass(1000, 50, 0, 1, 1, 0, 9, 0);
+    assert_int_equal(zsm_pass_indices(&p, 3, a, &cnt), ZSM_OK);
+    assert_int_equal(zsm_pass_indices(&p, 3, b, &cnt), ZSM_OK);
+    assert_memory_equal(a, b, sizeof a); /* pure function */
+    p.epoch = 1;
+    assert_int_equal(zsm_pass_indices(&p, 3, c, &cnt), ZSM_OK);
+    assert_memory_not_equal(a, c, sizeof a); /* a new order each epoch */
+    p.shuffle = 0;
+    assert_int_equal(zsm_pass_indices(&p, 3, c, &cnt), ZSM_OK);
+    assert_int_equal(c[0], 150);
+    zsm_pass bad = make_pass(0, 1, 0, 1, 0, 0, 0, 0);
+    assert_int_equal(zsm_pass_validate(&bad), ZSM_EINVAL);
+    bad = make_pass(10, 1, 2, 2, 0, 0, 0, 0);
+    assert_int_equal(zsm_pass_validate(&bad), ZSM_EINVAL);
+    assert_int_equal(zsm_pass_steps(&bad), 0);
+    /* the tail split: 10 records, batch 4, 2 ranks: step 1 holds 2, one each */
+    zsm_pass t = make_pass(10, 4, 1, 2, 0, 0, 0, 0);
+    assert_int_equal(zsm_pass_steps(&t), 2);
+    assert_int_equal(zsm_pass_indices(&t, 1, c, &cnt), ZSM_OK);
+    assert_int_equal(cnt, 1);
+    assert_int_equal(c[0], 9);
+}
+
+/* Bucketing: pure function of (seed, step), each record at most once per
+ * cycle, exactly the cyclic mode's records per window, similar lengths. */
+static void test_bucket(void **state)
+{
+    (void)state;
+    enum { NREC = 1000, B = 10, WIN = 8 };
+    uint32_t *len = malloc(NREC * sizeof *len);
+    for (uint32_t i = 0; i < NREC; i++) len[i] = (i * 2654435761u) % 500;
+    zsm_config c = make(NREC, B, 3, ZSM_CYCLIC, 0, 1);
+    size_t need = zsm_bucket_scratch_bytes(&c, WIN);
+    assert_true(need >= WIN * B * 16);
+    void *scratch = malloc(need);
+    unsigned char seen[NREC] = {0};
+    uint64_t out[B], again[B], spread_b = 0, spread_c = 0;
+    for (uint64_t s = 0; s < NREC / B; s++) {
+        assert_int_equal(zsm_bucket_indices(&c, len, WIN, s, out, scratch, need), ZSM_OK);
+        assert_int_equal(zsm_bucket_indices(&c, len, WIN, s, again, scratch, need), ZSM_OK);
+        assert_memory_equal(out, again, sizeof out);
+        uint64_t lo = UINT64_MAX, hi = 0;
+        for (int j = 0; j < B; j++) {
+            assert_true(out[j] < NREC);
+            assert_int_equal(seen[out[j]], 0);
+            seen[out[j]] = 1;
+            if (len[out[j]] < lo) lo = len[out[j]];
+            if (len[out[j]] > hi) hi = len[out[j]];
+        }
+        spread_b += hi - lo;
+        uint64_t *cy = draw(&c, s);
+        lo = UINT64_MAX, hi = 0;
+        for (int j = 0; j < B; j++) {
+            if (len[cy[j]] < lo) lo = len[cy[j]];
+            if (len[cy[j]] > hi) hi = len[cy[j]];
+        }
+        spread_c += hi - lo;
+        free(cy);
+    }
+    assert_true(spread_b * 4 < spread_c); /* much tighter batches */
+    assert_int_equal(zsm_bucket_indices(&c, len, WIN, 0, out, scratch, need - 1), ZSM_EINVAL);
+    assert_int_equal(zsm_bucket_indices(&c, len, 0, 0, out, scratch, need), ZSM_EINVAL);
+    free(scratch);
+    free(len);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -425,6 +559,9 @@ int main(void)
         cmocka_unit_test(test_iid_uniform),
         cmocka_unit_test(test_sequential_wraps),
         cmocka_unit_test(test_ranks_partition_global_batch),
+        cmocka_unit_test(test_pass_covers_each_index_once),
+        cmocka_unit_test(test_pass_shuffle_by_seed_and_epoch),
+        cmocka_unit_test(test_bucket),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

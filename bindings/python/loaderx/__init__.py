@@ -7,14 +7,14 @@ Modules:
   loaderx.dataloader  DataLoader (dict of aligned streams -> dict batches)
   loaderx.errors      exception classes and the status -> exception mapping
 
-``__version__`` is the version of the native libzloader the package runs
-on; ``native_versions()`` gives every library's.
+``__version__`` is the package's own version; ``native_versions()``
+gives the version of every native library it runs on.
 """
 
 from . import _zr
 from . import errors
 
-__version__ = _zr.zloader_version_string()
+__version__ = "0.1.0"
 
 
 def native_versions():

@@ -63,9 +63,13 @@ The stores must stay open: the loader keeps references to them, and
 closing a store closes the loaders reading it first.
 """
 
+import atexit
+import difflib
+import inspect
 import os
 import sys
 import threading
+import time
 import weakref
 
 import numpy as np
@@ -76,7 +80,7 @@ from .errors import ClosedError, closed
 from .zrecord import DenseStore, RaggedStore, _unpack_ragged
 from .zsampler import _config, _u64
 
-__all__ = ["DataLoader", "LoaderError"]
+__all__ = ["DataLoader", "PassLoader", "LoaderError", "TransformInfo", "pad"]
 
 _AUTO = (1 << 32) - 1  # ZLD_READAHEAD_AUTO
 
@@ -102,13 +106,20 @@ def _decode(parts, decoders, names, count):
 
 
 class _Native:
-    """One native loader handle with safe concurrent use: ``enter()`` /
-    ``leave()`` bracket every native call, and ``close()`` stops the
-    workers (waking blocked callers), waits for every caller to leave, and
-    only then frees the handle."""
+    """One native loader handle with safe concurrent use: ``call()``
+    brackets every native call on it, and ``close()`` stops the workers
+    (waking blocked callers), waits for every caller to leave, and only
+    then frees the handle.
+
+    Interrupt safety: a KeyboardInterrupt is delivered only between
+    bytecodes, so every state change here is either a plain attribute
+    store or done inside one native call (``zld_close_slot`` takes the
+    handle out of ``hslot`` and frees it in one step). ``close()`` may be
+    interrupted anywhere and called again: it resumes where it stopped,
+    never frees twice and never waits on a notification it missed."""
 
     def __init__(self, handle, stores):
-        self.h = handle
+        self.hslot = [handle]  # [handle], [None] once freed
         self.pid = os.getpid()
         self.lock = threading.Condition()
         self.users = 0
@@ -124,28 +135,34 @@ class _Native:
         for st in stores:
             st._loaders.add(self)
 
-    def enter(self):
-        with self.lock:
-            if self.closing:
-                raise closed("loader")
-            self.users += 1
-            return self.h
-
-    def leave(self):
-        with self.lock:
-            self.users -= 1
-            if self.users == 0:
-                self.lock.notify_all()
+    def call(self, fn, *args):
+        """fn(handle, *args) as a registered user of the handle."""
+        entered = False
+        try:
+            with self.lock:
+                if self.closing:
+                    raise closed("loader")
+                self.users += 1
+                entered = True
+            return fn(self.hslot[0], *args)
+        finally:
+            if entered:
+                with self.lock:
+                    self.users -= 1
+                    if self.users == 0:
+                        self.lock.notify_all()
 
     def failed_step(self):
         with self.lock:
-            return None if self.closing else _zr.zld_failed_step(self.h)
+            h = self.hslot[0]
+            return None if self.closing or h is None else _zr.zld_failed_step(h)
 
     def close(self):
-        if self.closing:
-            return
-        if os.getpid() != self.pid:
+        if self.hslot[0] is None:
+            self.closing = True
+        elif os.getpid() != self.pid:
             self.closing = True  # forked child: the workers are the parent's
+            self.hslot[0] = None
         elif sys.is_finalizing():
             # Interpreter shutdown: a daemon thread that was in a native call
             # can never take the GIL back, so waiting for `users` would hang
@@ -153,18 +170,18 @@ class _Native:
             # the library (a frozen thread has already left it) and joins
             # the native workers, so the stores stay valid until it returns.
             self.closing = True
-            _zr.zld_stop(self.h)
-            _zr.zld_close(self.h)
+            _zr.zld_close_slot(self.hslot)
         else:
             with self.lock:
-                if self.closing:
-                    return
                 self.closing = True
-            _zr.zld_stop(self.h)  # wakes callers blocked in zld_next
-            with self.lock:
+                h = self.hslot[0]
+                if h is not None:
+                    # Wakes callers blocked in zld_next (they only need the
+                    # GIL, which zld_stop releases, to leave); idempotent.
+                    _zr.zld_stop(h)
                 while self.users > 0:
-                    self.lock.wait()
-            _zr.zld_close(self.h)
+                    self.lock.wait(0.05)
+                _zr.zld_close_slot(self.hslot)
         for st in self.stores:
             st._loaders.discard(self)
 
@@ -172,11 +189,16 @@ class _Native:
 class _Transformer:
     """Transform threads: each takes the next native batch (GIL released
     while waiting), decodes it, applies the transform and parks the result
-    by step; the consumer takes results in step order. At most ``slots``
+    by step; the consumer reads results in step order. At most ``slots``
     batches are held here, between a thread taking them and the consumer
-    receiving them."""
+    moving past them.
 
-    def __init__(self, native, nstreams, decode, transform_ref, nthreads):
+    The consumer never removes a result while handing it out: ``peek(step)``
+    first drops the results of the steps before ``step`` (delivered
+    already), then waits for ``step``'s. An interrupted ``next()`` therefore
+    finds its batch again on the next call."""
+
+    def __init__(self, native, nstreams, decode, transform_ref, nthreads, info):
         self.native = native
         self.nstreams = nstreams
         self.decode = decode
@@ -185,11 +207,13 @@ class _Transformer:
         # object that holds the loader) alive, or an abandoned loader could
         # never be collected and would hold its stores' locks forever.
         self.transform_ref = transform_ref
+        self.info = info  # step, indices -> TransformInfo (or None)
         self.cv = threading.Condition()
         self.slots = nthreads
         self.held = 0
         self.results = {}      # step -> (indices, batch, error)
         self.fail_step = None  # smallest failing step seen
+        self.end_step = None   # finite pass: the step after the last batch
         self.stopping = False
         self.threads = [threading.Thread(target=self._run, name=f"loaderx-transform-{i}",
                                          daemon=True) for i in range(nthreads)]
@@ -213,23 +237,17 @@ class _Transformer:
 
     def _loop(self):
         native = self.native
+        slot = [None]
         while True:
             with self.cv:
                 while (not self.stopping and self.fail_step is None
-                       and self.held >= self.slots):
-                    self.cv.wait()
-                if self.stopping or self.fail_step is not None:
+                       and self.end_step is None and self.held >= self.slots):
+                    self.cv.wait(0.1)  # timed: a notification lost to an interrupt costs 0.1 s
+                if self.stopping or self.fail_step is not None or self.end_step is not None:
                     return
                 self.held += 1
             try:
-                h = native.enter()
-            except Exception:  # closed under us (e.g. by one of its stores)
-                with self.cv:
-                    self.held -= 1
-                    self._closed()
-                return
-            try:
-                step, indices, parts = _zr.zld_next_arrays(h, self.nstreams)
+                more = native.call(_zr.zld_next_arrays, self.nstreams, slot)
             except Exception as exc:
                 step = native.failed_step()
                 with self.cv:
@@ -239,8 +257,14 @@ class _Transformer:
                     elif not self.stopping:
                         self._fail(step if step is not None else -1, exc)
                 return
-            finally:
-                native.leave()
+            if more is False:  # a finite pass is over
+                with self.cv:
+                    self.held -= 1
+                    self.end_step = native.call(_zr.zld_next_step)
+                    self.cv.notify_all()
+                return
+            step, indices, parts = slot[0]
+            slot[0] = None
             box = self.transform_ref()
             if box is None:  # the DataLoader is gone; it closes us
                 with self.cv:
@@ -248,8 +272,14 @@ class _Transformer:
                 return
             try:
                 batch = self.decode(parts, len(indices))
-                batch = box.fn(batch)
-                item = (indices, batch, None)
+                if self.info is None:
+                    out = box.fn(batch)
+                else:
+                    out = box.fn(batch, self.info(step, indices))
+                if out is None:
+                    raise TypeError("the transform returned None; it must return the "
+                                    "(transformed) batch")
+                item = (indices, out, None)
             except BaseException as exc:
                 item = (indices, None, exc)
             del box
@@ -265,21 +295,25 @@ class _Transformer:
         self.stopping = True
         self.cv.notify_all()
 
-    def take(self, step):
+    def peek(self, step):
+        """The result of ``step`` (indices, batch, error), left in place;
+        None at the end of a finite pass. Drops the results before it."""
         with self.cv:
+            done = [s for s in self.results if s < step]
+            for s in done:
+                del self.results[s]   # a statement: no interrupt between the two
+                self.held -= 1
+            if done:
+                self.cv.notify_all()
             while self.stopping or step not in self.results:
                 if self.stopping:
                     raise closed("loader")
                 if self.fail_step is not None and self.fail_step < 0:
-                    break
+                    return self.results[self.fail_step]  # an internal failure, see _run
+                if self.end_step is not None and step >= self.end_step:
+                    return None
                 self.cv.wait()
-            item = self.results.pop(step, None)
-            if item is None:  # an internal failure, see _run
-                item = self.results.pop(self.fail_step)
-            else:
-                self.held -= 1
-            self.cv.notify_all()
-            return item
+            return self.results[step]
 
     def stop(self):
         with self.cv:
@@ -305,13 +339,118 @@ class _TransformBox:
         self.fn = fn
 
 
+# Keyword arguments a torch DataLoader user reaches for, with what to use
+# here instead.
+_HINTS = {
+    "shuffle": "use mode= ('cyclic': shuffled without replacement, 'iid': with "
+               "replacement, 'sequential': in index order); for one pass over the data "
+               "(evaluation) use PassLoader(streams, shuffle=...)",
+    "drop_last": "an endless loader's batches are always full; PassLoader(drop_last=...) "
+                 "makes finite passes",
+    "sampler": "use mode= (the sampler is built in: a pure function of (seed, step))",
+    "batch_sampler": "use batch_size= and mode=",
+    "collate_fn": "batches come collated (a dict of arrays); use transform= for the rest",
+    "prefetch_factor": "use prefetch= (batches prepared ahead in total, not per worker)",
+    "pin_memory": "pin in transform= (e.g. torch.from_numpy(x).pin_memory())",
+    "persistent_workers": "the workers always persist (the loader is endless)",
+    "worker_init_fn": "workers are native threads; for per-batch randomness give "
+                      "transform= two arguments (batch, info) and use info.rng",
+    "generator": "use seed= (and info.rng in a two-argument transform)",
+    "epoch": "endless loaders have steps, not epochs; PassLoader(epoch=...) or "
+             "PassLoader.set_epoch() for finite passes",
+    "timeout": "next() never hangs on a closed loader; there is no timeout",
+    "multiprocessing_context": "workers are native threads; there are no worker processes",
+}
+
+_PARAMS = ("streams", "batch_size", "mode", "seed", "num_workers", "prefetch", "transform",
+           "rank", "world_size", "start_step", "readahead", "step")
+
+
+def _unknown_kwargs(cls, kwargs, params):
+    name = next(iter(kwargs))
+    hint = _HINTS.get(name)
+    if hint is None:
+        close = difflib.get_close_matches(name, params, n=1)
+        hint = (f"did you mean {close[0]}=?" if close
+                else "accepted: " + ", ".join(params))
+    return TypeError(f"{cls}() got an unexpected keyword argument {name!r}; {hint}")
+
+
+class TransformInfo:
+    """What a two-argument transform ``transform(batch, info)`` gets besides
+    the batch: ``step``, ``indices`` (int64, the records of the batch, in
+    batch order), ``seed``, ``rank``, ``epoch`` (None for an endless
+    loader) and ``rng``, a ``numpy.random.Generator`` derived from
+    (seed, step, rank) (and the epoch for a pass) only. Batch k's
+    augmentation is therefore the same whatever ``num_workers``,
+    ``prefetch``, thread timing or resume."""
+
+    __slots__ = ("step", "indices", "seed", "rank", "epoch", "_rng")
+
+    def __init__(self, step, indices, seed, rank, epoch):
+        self.step = step
+        self.indices = indices
+        self.seed = seed
+        self.rank = rank
+        self.epoch = epoch
+        self._rng = None
+
+    @property
+    def rng(self):
+        if self._rng is None:
+            key = (self.step, self.rank) if self.epoch is None else (self.step, self.rank,
+                                                                     self.epoch, 1)
+            self._rng = np.random.Generator(np.random.PCG64(
+                np.random.SeedSequence(self.seed, spawn_key=key)))
+        return self._rng
+
+    def __repr__(self):
+        return (f"TransformInfo(step={self.step}, seed={self.seed}, rank={self.rank}, "
+                f"epoch={self.epoch}, indices=<{len(self.indices)} records>)")
+
+
+def _wants_info(fn):
+    """True when ``fn`` takes two positional arguments (batch, info)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False
+    kinds = [p.kind for p in sig.parameters.values()]
+    if inspect.Parameter.VAR_POSITIONAL in kinds:
+        return False
+    positional = [k for k in kinds if k in (inspect.Parameter.POSITIONAL_ONLY,
+                                            inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2
+
+
+# Loaders still open at interpreter exit are closed by an atexit hook,
+# while every thread still runs normally: a transform thread left inside
+# native code (torch) when the interpreter finalizes would be ended by
+# pthread_exit there, which aborts the process in C++ code ("terminate
+# called without an active exception").
+_OPEN = weakref.WeakSet()
+_EXIT_JOIN = 10.0  # seconds a transform may still take at exit
+
+
+def _close_all_at_exit():
+    for loader in list(_OPEN):
+        try:
+            loader._close(join_timeout=_EXIT_JOIN)
+        except BaseException:  # exit goes on whatever happens
+            pass
+
+
+atexit.register(_close_all_at_exit)
+
+
 class DataLoader(_Closing):
     """Endless loader over a dict of aligned streams; see the module doc.
 
     Raises ValueError for an empty or mismatched stream dict (lengths
     named) or an invalid sampler configuration (e.g. cyclic with
-    batch_size * world_size > length), and ClosedError (a ValueError)
-    naming the stream for a closed store.
+    batch_size * world_size > length), ClosedError (a ValueError)
+    naming the stream for a closed store, and TypeError for an unknown
+    keyword, with the loaderx way to say it (``shuffle=`` -> ``mode=``).
 
     A DataLoader cannot be pickled (TypeError): it owns native threads.
     Pickle its read-only stores and its ``state()``, and rebuild it with
@@ -320,9 +459,11 @@ class DataLoader(_Closing):
 
     def __init__(self, streams, batch_size=256, mode="cyclic", seed=0, num_workers=0,
                  prefetch=0, transform=None, rank=0, world_size=1, start_step=0,
-                 readahead=None, step=None):
+                 readahead=None, step=None, _pass=None, **kwargs):
         self._native = None
         self._tf = None
+        if kwargs:
+            raise _unknown_kwargs(type(self).__name__, kwargs, _PARAMS)
         mixture = streams if getattr(streams, "_zsh_mixture", False) else None  # loaderx.shards
         if mixture is not None:
             streams = mixture._bind(batch_size, mode, seed, world_size)
@@ -353,6 +494,8 @@ class DataLoader(_Closing):
                 raise ValueError(f"step ({step}) and start_step ({start_step}) disagree; "
                                  "give one of them")
             start_step = step
+        if _pass is not None:  # finite pass (PassLoader): the mode does not apply
+            mode = "sequential"
         self._mode, cfg = _config(lengths[0], batch_size, mode, seed, rank, world_size)
         if mixture is not None:
             cfg = mixture._native_cfg(cfg)
@@ -368,12 +511,15 @@ class DataLoader(_Closing):
         self._decoders = [(isinstance(s, DenseStore) or (not isinstance(s, RaggedStore) and not s.ragged),
                            s.dtype, getattr(s, "item_shape", None)) for s in stores]
         self._cfg = cfg
+        self._pass = _pass
         self._step = start_step
         self._num_workers = num_workers
         self._prefetch = prefetch
         self._readahead = readahead
+        self._slot = [None]  # the native batch of self._step once taken, until handed out
         self.last_indices = None
         self._tbox = _TransformBox(transform) if transform is not None else None
+        self._tinfo = transform is not None and _wants_info(transform)
         self._start()
 
     def _start(self):
@@ -388,21 +534,33 @@ class DataLoader(_Closing):
                    "world_size": cfg["world_size"], "start_step": self._step,
                    "num_workers": self._num_workers, "prefetch": native_prefetch,
                    "readahead": self._readahead}
+        if self._pass is not None:
+            options.update(self._pass, **{"pass": 1})
         handles = [s._handle() for s in self._stores]
+        self._slot = [None]
         if all(isinstance(s, (DenseStore, RaggedStore)) for s in self._stores):
             self._native = _Native(_zr.zld_create(handles, options), self._stores)
         elif any(getattr(s, "_zsh_stream", False) for s in self._stores):  # loaderx.shards
             self._native = _Native(_zr.zsh_py_loader_create(handles, options), self._stores)
         else:  # generic streams (zld_create_streams), stores mixed in as they are
             self._native = _Native(_zr.zmr_py_loader_create(handles, options), self._stores)
+        _OPEN.add(self)
         if nthreads:
             names, decoders = self._names, self._decoders
 
             def decode(parts, count):
                 return _decode(parts, decoders, names, count)
 
+            info = None
+            if self._tinfo:
+                seed, rank = cfg["seed"], cfg["rank"]
+                epoch = None if self._pass is None else self._pass["epoch"]
+
+                def info(step, indices):
+                    return TransformInfo(step, indices.view(np.int64), seed, rank, epoch)
+
             self._tf = _Transformer(self._native, len(names), decode,
-                                    weakref.ref(self._tbox), nthreads)
+                                    weakref.ref(self._tbox), nthreads, info)
 
     @classmethod
     def from_state(cls, streams, state, **options):
@@ -430,33 +588,59 @@ class DataLoader(_Closing):
         self._start()
         return self._native, self._tf
 
+    def _stream_names(self, message):
+        """A native message names streams by position and path; say the
+        dict key too."""
+        for k, (name, st) in enumerate(zip(self._names, self._stores)):
+            path = getattr(st, "path", None)
+            old = f"stream {k} ({path})" if isinstance(path, str) else f"stream {k} ("
+            new = f"stream {name!r} ({path})" if isinstance(path, str) else f"stream {name!r} ("
+            message = message.replace(old, new)
+        return message
+
     def next(self):
-        """The next batch (see the module doc); advances the step."""
+        """The next batch (see the module doc); advances the step.
+
+        A KeyboardInterrupt (or any exception) raised while this runs
+        takes nothing: the next call returns the same step's batch."""
         native, tf = self._fork_check()
         if native.closing:  # closed by one of its stores: no prefetched batches either
             self.close()
             raise closed("loader")
         step = self._step
         if tf is not None:
-            indices, batch, error = tf.take(step)
+            item = tf.peek(step)
+            if item is None:
+                self.close()
+                raise StopIteration
+            indices, batch, error = item
             if error is not None:
                 self.close()
-                raise LoaderError(step, f"{type(error).__name__}: {error}") from error
+                raise LoaderError(step, self._stream_names(
+                    f"{type(error).__name__}: {error}")) from error
         else:
-            h = native.enter()
-            try:
-                got, indices, parts = _zr.zld_next_arrays(h, len(self._names))
-            except Exception as exc:
-                failed = native.failed_step()
-                native.leave()
-                if failed is None:
-                    raise
-                self.close()
-                raise LoaderError(failed, str(exc)) from exc
-            native.leave()
+            slot = self._slot
+            if slot[0] is None:
+                try:
+                    more = native.call(_zr.zld_next_arrays, len(self._names), slot)
+                except Exception as exc:
+                    failed = native.failed_step()
+                    if failed is None:
+                        raise
+                    self.close()
+                    raise LoaderError(failed, self._stream_names(str(exc))) from exc
+                if more is False:
+                    self.close()
+                    raise StopIteration
+            got, indices, parts = slot[0]
             batch = _decode(parts, self._decoders, self._names, len(indices))
+        indices = indices.view(np.int64)  # a fresh copy already; indices < 2**63
+        # Hand the batch out: plain stores only from here to the return,
+        # so an interrupt either keeps the batch for the next call or
+        # comes after the step advanced.
+        self._slot[0] = None
+        self.last_indices = indices
         self._step = step + 1
-        self.last_indices = indices.view(np.int64)  # a fresh copy already; indices < 2**63
         return batch
 
     __next__ = next
@@ -489,6 +673,35 @@ class DataLoader(_Closing):
                 "batch_size": cfg["batch_size"], "rank": cfg["rank"],
                 "world_size": cfg["world_size"]}
 
+    def state_dict(self):
+        """:meth:`state`, under the name torchdata's StatefulDataLoader
+        and torch modules use (a fresh dict, safe to save with torch.save
+        or json)."""
+        return self.state()
+
+    def load_state_dict(self, state):
+        """Continue from ``state`` (from :meth:`state` / :meth:`state_dict`):
+        the next batch is the one that followed it. The streams, workers,
+        prefetch and transform stay; seed, mode, batch_size, rank and
+        world_size are taken from ``state``. Prefetched batches are
+        dropped."""
+        state = dict(state)
+        unknown = set(state) - {"seed", "step", "mode", "batch_size", "rank", "world_size"}
+        if unknown:
+            raise ValueError(f"load_state_dict: unknown keys {sorted(unknown)}; expected the "
+                             "dict of state()")
+        if "step" not in state:
+            raise ValueError("load_state_dict: state has no 'step'")
+        cfg = self._cfg
+        mode, new_cfg = _config(cfg["length"], state.get("batch_size", cfg["batch_size"]),
+                                state.get("mode", self._mode), state.get("seed", cfg["seed"]),
+                                state.get("rank", cfg["rank"]),
+                                state.get("world_size", cfg["world_size"]))
+        step = _u64("step", state["step"])
+        self.close()
+        self._mode, self._cfg, self._step = mode, new_cfg, step
+        self._start()
+
     # --------------------------------------------------------- lifecycle
 
     @property
@@ -500,21 +713,46 @@ class DataLoader(_Closing):
     def close(self):
         """Stop the workers and free undelivered batches. Idempotent and
         safe from any thread (a thread blocked in ``next()`` gets a
-        ClosedError); batches already handed out stay valid."""
+        ClosedError); batches already handed out stay valid. A
+        KeyboardInterrupt during close() does not leave it half done: it
+        finishes, then the interrupt is raised."""
+        self._close()
+
+    def _close(self, join_timeout=None):
+        interrupt = None
+        while True:
+            try:
+                self._close_once(join_timeout)
+                break
+            except KeyboardInterrupt as exc:
+                interrupt = exc
+        _OPEN.discard(self)
+        if interrupt is not None:
+            raise interrupt
+
+    def _close_once(self, join_timeout):
         native, tf = self._native, self._tf
-        self._native = None
-        self._tf = None
         if native is not None and native.pid != os.getpid():
             # A forked child: the threads (and any lock they held at the
             # fork) belong to the parent; drop the handle untouched.
             native.close()
-            tf = native = None
+            self._native = self._tf = None
+            return
         if tf is not None:
             tf.stop()
         if native is not None:
             native.close()
         if tf is not None and not sys.is_finalizing():
-            tf.join()
+            if join_timeout is None:
+                tf.join()
+            else:
+                deadline = time.monotonic() + join_timeout
+                for t in tf.threads:
+                    if t is not threading.current_thread():
+                        t.join(max(0.0, deadline - time.monotonic()))
+        self._native = None
+        self._tf = None
+        self._slot = [None]
 
     def __reduce_ex__(self, protocol):
         # Without this, pickle fails deep inside on the SWIG handle with
@@ -526,3 +764,153 @@ class DataLoader(_Closing):
         state = "closed" if self._native is None else f"step={self._step}"
         return (f"DataLoader(streams={self._names}, batch_size={self.batch_size}, "
                 f"mode={self._mode.name.lower()!r}, seed={self._cfg['seed']}, {state})")
+
+
+_PASS_PARAMS = ("streams", "batch_size", "shuffle", "seed", "epoch", "drop_last", "rank",
+                "world_size", "num_workers", "prefetch", "transform", "readahead")
+
+
+class PassLoader:
+    """Finite passes over a dict of aligned streams, for evaluation (the
+    torch ``DataLoader`` + ``DistributedSampler`` of a test set).
+
+    ``PassLoader(streams, batch_size=256, shuffle=False, seed=0, epoch=0,
+    drop_last=False, rank=0, world_size=1, num_workers=0, prefetch=0,
+    transform=None, readahead=None)``
+
+    Each ``iter(loader)`` (each ``for batch in loader``) is one pass: every
+    record exactly once, in index order, or with ``shuffle`` in an order
+    that is a function of (seed, epoch) only (``set_epoch(e)`` changes it,
+    as with DistributedSampler). Batches are dicts as from
+    :class:`DataLoader`, ``batch_size`` records each except the last,
+    which is partial unless ``drop_last``. ``len(loader)`` is this rank's
+    number of batches, ``loader.num_records`` its number of records.
+
+    Ranks: step s of the pass is a global batch of batch_size *
+    world_size records and rank r takes its r-th slice, as in the endless
+    loader; the incomplete last global batch is split as evenly as
+    possible between the ranks (sizes differ by at most one; a rank whose
+    share is empty has one batch fewer). Nothing is padded or repeated:
+    unlike torch's DistributedSampler, which repeats records so that every
+    rank has the same count, each record lands on exactly one rank, so
+    summed metrics are exact. With ``drop_last`` the incomplete global
+    batch is dropped on every rank.
+
+    The pass runs on the same native gather threads, transform threads
+    (a two-argument ``transform(batch, info)`` gets :class:`TransformInfo`)
+    and buffer recycling as the endless loader.
+    """
+
+    def __init__(self, streams, batch_size=256, shuffle=False, seed=0, epoch=0,
+                 drop_last=False, rank=0, world_size=1, num_workers=0, prefetch=0,
+                 transform=None, readahead=None, **kwargs):
+        if kwargs:
+            name = next(iter(kwargs))
+            if name == "mode":
+                raise TypeError("PassLoader() got an unexpected keyword argument 'mode'; a "
+                                "pass is in index order, or shuffle=True for an order of "
+                                "(seed, epoch)")
+            raise _unknown_kwargs("PassLoader", kwargs, _PASS_PARAMS)
+        self._streams = dict(streams) if hasattr(streams, "items") else streams
+        self._epoch = _u64("epoch", epoch)
+        self._opts = {"batch_size": batch_size, "seed": seed, "rank": rank,
+                      "world_size": world_size, "num_workers": num_workers,
+                      "prefetch": prefetch, "transform": transform, "readahead": readahead}
+        self._shuffle = bool(shuffle)
+        self._drop_last = bool(drop_last)
+        self._current = None
+        # Validate now (and learn the length) with a loader that is closed
+        # straight away; it starts no work beyond its threads.
+        probe = self._loader(0)
+        self._steps = _zr.zld_steps(probe._native.hslot[0])
+        self._length = probe._cfg["length"]
+        probe.close()
+
+    def _loader(self, start_step):
+        return DataLoader(self._streams, start_step=start_step,
+                          _pass={"shuffle": int(self._shuffle),
+                                 "drop_last": int(self._drop_last), "epoch": self._epoch},
+                          **self._opts)
+
+    def set_epoch(self, epoch):
+        """Shuffle the next passes for ``epoch`` (as DistributedSampler's)."""
+        self._epoch = _u64("epoch", epoch)
+
+    @property
+    def epoch(self):
+        return self._epoch
+
+    def __len__(self):
+        """This rank's number of batches in a pass."""
+        return self._steps
+
+    @property
+    def num_records(self):
+        """Records this rank sees in a pass."""
+        b, w, r = self._opts["batch_size"], self._opts["world_size"], self._opts["rank"]
+        g = b * w
+        full = self._length // g
+        if self._drop_last:
+            return full * b
+        rem = self._length % g
+        return full * b + (rem * (r + 1)) // w - (rem * r) // w
+
+    def __iter__(self):
+        """A new pass (a :class:`DataLoader` that stops after the pass's
+        last batch; closing it ends the pass early). The previous pass's
+        iterator, if still open, is closed."""
+        return self.iter_from(0)
+
+    def iter_from(self, step):
+        """A pass starting at ``step`` (to resume an interrupted pass:
+        ``loader.iter_from(it.step)``)."""
+        self.close()
+        self._current = self._loader(_u64("step", step))
+        return self._current
+
+    def close(self):
+        """Close the current pass's iterator (idempotent)."""
+        cur, self._current = self._current, None
+        if cur is not None:
+            cur.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return (f"PassLoader(streams={list(self._streams)}, batch_size={self._opts['batch_size']}, "
+                f"shuffle={self._shuffle}, epoch={self._epoch}, drop_last={self._drop_last}, "
+                f"rank={self._opts['rank']}, world_size={self._opts['world_size']}, "
+                f"len={self._steps})")
+
+
+def pad(records, length=None, pad_value=0, return_mask=False):
+    """Stack ragged records (a ragged stream's list from a batch, or any
+    sequence of C-contiguous arrays of shape ``(n_i, *inner)`` and one
+    dtype) into one array ``(B, L, *inner)`` in native code: each record's
+    first ``min(n_i, L)`` rows, then ``pad_value``. ``length`` None pads to
+    the longest record, an int pads or cuts to exactly that length.
+
+    Returns ``(array, lengths)`` with ``lengths`` the int64 ``n_i`` (before
+    any cut), or ``(array, mask)`` with ``return_mask=True``: a bool
+    ``(B, L)`` array, True on real rows. ValueError for a record of another
+    dtype or trailing shape (named by position)."""
+    records = records if isinstance(records, (list, tuple)) else list(records)
+    if length is not None:
+        length = _u64("length", length)
+    if not records:
+        raise ValueError("pad: no records (the batch dimension would be empty)")
+    first = np.asarray(records[0])
+    if first.ndim < 1:
+        raise ValueError("pad: records must have at least one dimension, got a 0-d array")
+    proto = np.empty((0,) + first.shape[1:], dtype=first.dtype)
+    fill = np.empty(first.shape[1:], dtype=first.dtype)
+    fill[...] = pad_value
+    out, lengths = _zr.zld_pad(records, proto, -1 if length is None else length,
+                               fill.tobytes())
+    if return_mask:
+        return out, np.arange(out.shape[1]) < lengths[:, None]
+    return out, lengths

@@ -270,6 +270,32 @@ def _unpack_ragged(buf, bounds, dtype):
     return out
 
 
+# Big appends and gathers go to the native library in slices of about this
+# many bytes: the interpreter runs signal handlers between native calls
+# only, so Ctrl-C takes effect within one slice (tens of milliseconds)
+# instead of after the whole call. An interrupted append has committed the
+# slices before the interrupt: a prefix of whole records (len() tells how
+# many), never a partial record.
+_SLICE_BYTES = 32 << 20
+
+
+def _slice_records(record_bytes):
+    """Records per slice for records of `record_bytes` bytes (>= 1)."""
+    return max(1, _SLICE_BYTES // max(1, record_bytes))
+
+
+def _byte_slices(bounds):
+    """(first, end) record ranges of about _SLICE_BYTES each from ragged
+    byte bounds (count + 1 offsets); at least one record per range."""
+    n = len(bounds) - 1
+    if int(bounds[-1]) <= _SLICE_BYTES:
+        return [(0, n)]
+    cuts = np.searchsorted(bounds, np.arange(_SLICE_BYTES, int(bounds[-1]), _SLICE_BYTES,
+                                             dtype=np.uint64), side="right") - 1
+    edges = sorted(set([0] + [int(c) for c in cuts if 0 < c < n] + [n]))
+    return list(zip(edges[:-1], edges[1:]))
+
+
 class _Store(_Closing):
     """Shared handle management of DenseStore and RaggedStore."""
 
@@ -560,12 +586,22 @@ class DenseStore(_Store):
         if count == 0:
             return int(_zr.zrs_length(h))
         arr = np.ascontiguousarray(arr)
-        return int(_zr.zrs_append_dense(h, arr, count))
+        # In slices, so that Ctrl-C is seen between them (see _SLICE_BYTES).
+        per = _slice_records(arr.nbytes // count)
+        first = None
+        for a in range(0, count, per):
+            part = arr[a:a + per]
+            got = int(_zr.zrs_append_dense(self._handle(), part, len(part)))
+            first = got if first is None else first
+        return first
 
     def _gather(self, idx):
         out = np.empty(idx.shape + self._item_shape, dtype=self._dtype)
         if idx.size:
-            _zr.zrs_gather_dense(self._handle(), idx.reshape(-1), out)
+            flat, dst = idx.reshape(-1), out.reshape((idx.size,) + self._item_shape)
+            per = _slice_records(dst.nbytes // idx.size)
+            for a in range(0, idx.size, per):
+                _zr.zrs_gather_dense(self._handle(), flat[a:a + per], dst[a:a + per])
         return out
 
     def __getitem__(self, key):
@@ -654,7 +690,13 @@ class RaggedStore(_Store):
         packed = np.concatenate(parts)
         bounds = np.zeros(len(sizes) + 1, dtype=np.uint64)
         np.cumsum(np.asarray(sizes, dtype=np.uint64), out=bounds[1:])
-        return int(_zr.zrs_append_ragged(h, packed, bounds))
+        first = None
+        for a, b in _byte_slices(bounds):
+            lo = int(bounds[a])
+            got = int(_zr.zrs_append_ragged(self._handle(), packed[lo:int(bounds[b])],
+                                            bounds[a:b + 1] - np.uint64(lo)))
+            first = got if first is None else first
+        return first
 
     def _gather(self, idx):
         if idx.size == 0:
@@ -664,7 +706,10 @@ class RaggedStore(_Store):
         bounds = np.zeros(idx.size + 1, dtype=np.uint64)
         np.cumsum(sizes, out=bounds[1:])
         buf = np.empty(int(bounds[-1]), dtype=np.uint8)
-        _zr.zrs_gather_ragged(h, idx, buf, bounds)
+        for a, b in _byte_slices(bounds):
+            lo = int(bounds[a])
+            _zr.zrs_gather_ragged(self._handle(), idx[a:b], buf[lo:int(bounds[b])],
+                                  bounds[a:b + 1] - np.uint64(lo))
         return _unpack_ragged(buf, bounds, self._dtype)
 
     def __getitem__(self, key):

@@ -23,7 +23,7 @@ import numpy as np
 
 from . import _zr
 
-__all__ = ["Sampler"]
+__all__ = ["Sampler", "BucketSampler"]
 
 
 class Mode(enum.Enum):
@@ -159,4 +159,42 @@ class Sampler:
     def __repr__(self):
         return (f"Sampler(length={self.length}, batch_size={self.batch_size}, "
                 f"mode=Sampler.Mode.{self._mode.name}, seed={self.seed}, rank={self.rank}, "
+                f"world_size={self.world_size}, step={self._step})")
+
+
+class BucketSampler(Sampler):
+    """Length-bucketed batches, a pure function of (seed, step) like the
+    other modes: ``BucketSampler(lengths, batch_size, window=64, seed=0,
+    rank=0, world_size=1, step=0)``.
+
+    The cyclic order of each cycle is cut into windows of ``window`` global
+    batches; a window's records are sorted by length and cut into batches,
+    taken in a keyed order. Batches then hold records of similar length
+    (little padding), each cycle still draws every record at most once
+    (the cyclic remainder rule applies), and ``indices(step)`` needs no
+    other step. ``lengths`` holds one length per record (e.g. tokens).
+    Larger windows bucket tighter and mix less."""
+
+    def __init__(self, lengths, batch_size, window=64, seed=0, rank=0, world_size=1, step=0):
+        lengths = np.asarray(lengths)
+        if lengths.ndim != 1 or lengths.size == 0:
+            raise ValueError("lengths must be a non-empty 1-D array (one length per record)")
+        if lengths.min() < 0 or lengths.max() >= 1 << 32:
+            raise ValueError("lengths must be in [0, 2**32)")
+        self._lengths = np.ascontiguousarray(lengths, dtype=np.uint32)
+        self._window = _u64("window", window, 1)
+        super().__init__(len(lengths), batch_size, Mode.CYCLIC, seed, rank, world_size, step)
+
+    @property
+    def window(self):
+        return self._window
+
+    def indices(self, step):
+        out = np.empty(self._cfg["batch_size"], dtype=np.int64)
+        _zr.zsm_bucket_indices(self._cfg, self._lengths, self._window, _u64("step", step), out)
+        return out
+
+    def __repr__(self):
+        return (f"BucketSampler(length={self.length}, batch_size={self.batch_size}, "
+                f"window={self._window}, seed={self.seed}, rank={self.rank}, "
                 f"world_size={self.world_size}, step={self._step})")
