@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <zmrec.h>
+
 #include "zr_cli.h"
 
 static const struct command {
@@ -49,8 +51,9 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
-        printf("zrengine %s\nzrstore %s\nzsampler %s\nzloader %s\n", zrengine_version_string(),
-               zrstore_version_string(), zsampler_version_string(), zloader_version_string());
+        printf("zrengine %s\nzrstore %s\nzsampler %s\nzloader %s\nzmrec %s\n", zrengine_version_string(),
+               zrstore_version_string(), zsampler_version_string(), zloader_version_string(),
+               zmrec_version());
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
