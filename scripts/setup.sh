@@ -39,7 +39,7 @@ if python3 -c 'import sys, sysconfig, os; sys.exit(not os.path.exists(os.path.jo
     echo "       pip-capable python3 first on PATH (e.g. python3 -m venv ~/.venvs/loaderx && . ~/.venvs/loaderx/bin/activate)" >&2
     exit 1
 fi
-python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -r requirements.txt
+python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -r requirements/run.txt -r requirements/bench.txt
 
 # 3. Configure, build, install. The Python package goes to the site-packages
 #    of the python3 on PATH, wherever that interpreter lives.

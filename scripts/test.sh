@@ -18,3 +18,5 @@ command -v go >/dev/null || { echo "test: 'go' is not on PATH (the Go binding ne
 # Run from outside the source tree so `import loaderx` is the installed one.
 cd tests/python
 python3 -m pytest -q -p no:cacheprovider .
+# The binary wheel: build, repair (auditwheel), install into a fresh venv, smoke-test.
+bash scripts/wheel.sh
