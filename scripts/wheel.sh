@@ -5,8 +5,10 @@
 #   bash scripts/wheel.sh            build + repair + test
 #   bash scripts/wheel.sh --no-test  build + repair only
 #
-# 1. `python3 -m build --wheel` (meson-python drives the meson build; its
-#    pinned build requirements come from pyproject.toml, in an isolated env).
+# 1. `python3 -m build`: the sdist first (meson dist: the committed files of
+#    HEAD), then the wheel built from that sdist, so the sdist is tested
+#    too. meson-python drives the meson build; its pinned build requirements
+#    come from pyproject.toml, in an isolated env.
 # 2. `auditwheel repair`: copies the external shared libraries it needs
 #    (zstd, msgpack-c, LMDB, json-c) into the wheel and tags it with the
 #    oldest manylinux policy whose glibc symbol versions it satisfies (the
@@ -35,15 +37,21 @@ fi
 
 rm -rf "$work/raw"
 t0=$(date +%s)
-"$work/tools/bin/python" -m build --wheel --outdir "$work/raw" . >"$work/build.log" 2>&1 ||
+[ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] ||
+    echo "wheel: note: the sdist, and so the wheel, hold the committed files of HEAD, not uncommitted changes"
+"$work/tools/bin/python" -m build --outdir "$work/raw" . >"$work/build.log" 2>&1 ||
     { tail -40 "$work/build.log" >&2; echo "wheel: the wheel build failed (log: $work/build.log)" >&2; exit 1; }
 raw=$(ls "$work"/raw/loaderx-*.whl)
+sdist=$(ls "$work"/raw/loaderx-*.tar.gz)
+rm -f dist/loaderx-*.tar.gz
+cp "$sdist" dist/
 rm -f dist/loaderx-*manylinux*.whl
 "$work/tools/bin/auditwheel" repair -w dist "$raw" >"$work/repair.log" 2>&1 ||
     { cat "$work/repair.log" >&2; echo "wheel: auditwheel repair failed" >&2; exit 1; }
 t1=$(date +%s)
 whl=$(ls dist/loaderx-*manylinux*.whl)
-echo "wheel: $whl ($(du -k "$whl" | cut -f1) KiB, built and repaired in $((t1 - t0)) s)"
+echo "wheel: $whl ($(du -k "$whl" | cut -f1) KiB; sdist and wheel built and repaired in $((t1 - t0)) s)"
+echo "wheel: sdist dist/$(basename "$sdist") ($(du -k "$sdist" | cut -f1) KiB)"
 "$work/tools/bin/auditwheel" show "$whl" | sed -n '1,3p'
 
 [ $run_tests -eq 1 ] || exit 0
