@@ -53,17 +53,14 @@ echo 'Binary::apt::APT::Keep-Downloaded-Packages "true";' > "$root/etc/apt/apt.c
 # Line 1 and 2 of the README's first fenced block.
 cmd1=$(awk '/^```/{n++; next} n==1{print; exit}' "$src/README.md")
 cmd2=$(awk '/^```/{n++; next} n==1{c++; if (c==2) {print; exit}}' "$src/README.md")
-if [ "$what" = setup ] || [ "$what" = all ]; then
-    echo "debian12-check: command 1: $cmd1"
+# run N CMD: README command N in the chroot, timed, then the downloads.
+run() {
+    echo "debian12-check: command $1: $2"
+    local t0
     t0=$(date +%s)
-    in_chroot "$cmd1"
-    echo "debian12-check: command 1 took $(( $(date +%s) - t0 )) s"
+    in_chroot "$2"
+    echo "debian12-check: command $1 took $(( $(date +%s) - t0 )) s"
     downloaded
-fi
-if [ "$what" = test ] || [ "$what" = all ]; then
-    echo "debian12-check: command 2: $cmd2"
-    t0=$(date +%s)
-    in_chroot "$cmd2"
-    echo "debian12-check: command 2 took $(( $(date +%s) - t0 )) s"
-    downloaded
-fi
+}
+if [ "$what" = setup ] || [ "$what" = all ]; then run 1 "$cmd1"; fi
+if [ "$what" = test ] || [ "$what" = all ]; then run 2 "$cmd2"; fi
