@@ -43,7 +43,7 @@ while [ $# -gt 0 ]; do
         --prefix) PREFIX=$2; shift 2 ;;
         --prefix=*) PREFIX=${1#--prefix=}; shift ;;
         --tests) tests=1; shift ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
         *) echo "setup: unknown argument '$1' (see: bash scripts/setup.sh --help)" >&2; exit 2 ;;
     esac
 done
