@@ -61,10 +61,14 @@ debs=(build-essential pkg-config swig ca-certificates
 [ -n "$PREFIX" ] || [ $tests -eq 1 ] && debs+=(meson ninja-build liblua5.4-dev lua5.4)
 # The test suites: cmocka, the Go binding's toolchain, hyperfine (CLI
 # benchmarks), LAMMPS/GROMACS samples (mrec importers), the Linux docs
-# (the benchmarks' token corpus), node (a tool the CLI tests call).
+# (the benchmarks' token corpus), node (the benchmarks' tokenizer), git
+# (the wheel test's sdist is made from the git tree).
 [ $tests -eq 1 ] && debs+=(libcmocka-dev hyperfine lammps-examples gromacs-data linux-doc-6.1
-                           nodejs)
+                           nodejs git)
+# Go and npm (the benchmarks fetch their tokenizer with it) from Debian
+# unless another install is on PATH.
 [ $tests -eq 1 ] && ! command -v go >/dev/null && debs+=(golang-go)
+[ $tests -eq 1 ] && ! command -v npm >/dev/null && debs+=(npm)
 missing=()
 for p in "${debs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
