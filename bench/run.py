@@ -191,7 +191,6 @@ def tree_rss(proc):
 def run_loader(cfg, workdir, exclude):
     import psutil
     from loaderx.zrecord import DenseStore
-    from array_record.python.array_record_module import ArrayRecordWriter
     d = os.path.join(workdir, "loader")
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
@@ -201,10 +200,12 @@ def run_loader(cfg, workdir, exclude):
         with DenseStore.create(os.path.join(d, codec), data.dtype, data.shape[1:],
                                codec=codec) as s:
             s.append(data)
-    w = ArrayRecordWriter(os.path.join(d, "data.array_record"), "group_size:1")
-    for r in data:
-        w.write(r.tobytes())
-    w.close()
+    if "grain" not in exclude:  # grain reads an ArrayRecord file
+        from array_record.python.array_record_module import ArrayRecordWriter
+        w = ArrayRecordWriter(os.path.join(d, "data.array_record"), "group_size:1")
+        for r in data:
+            w.write(r.tobytes())
+        w.close()
     with open(os.path.join(d, "meta.json"), "w") as f:
         json.dump({"shape": list(data.shape[1:]), "dtype": data.dtype.str}, f)
     del data
