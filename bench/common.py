@@ -149,7 +149,8 @@ class Backend:
                 importlib.import_module(mod)
             except Exception as exc:  # ImportError or a broken binary wheel
                 raise MissingBackend(f"backend {self.name}: cannot import {mod} ({exc}); "
-                                     f"install requirements.txt or pass --exclude {self.name}")
+                                     f"install requirements/bench.txt (bench/run.py --install) or pass "
+                                     f"--exclude {self.name}")
 
     def write(self, path, wl):
         raise NotImplementedError

@@ -3,6 +3,7 @@
 
     python3 bench/run.py            # full run (~20 min on 2 cores), writes docs/BENCHMARKS.md
     python3 bench/run.py --quick    # small sizes, a few seconds: the harness's own test
+    python3 bench/run.py --install  # first pip-install the pinned peers (requirements/bench.txt)
 
 Workloads (same generator and seed for every backend): dense vision,
 ragged vision, fixed token blocks, ragged token records (real GPT-2 BPE
@@ -190,7 +191,6 @@ def tree_rss(proc):
 def run_loader(cfg, workdir, exclude):
     import psutil
     from loaderx.zrecord import DenseStore
-    from array_record.python.array_record_module import ArrayRecordWriter
     d = os.path.join(workdir, "loader")
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
@@ -200,10 +200,12 @@ def run_loader(cfg, workdir, exclude):
         with DenseStore.create(os.path.join(d, codec), data.dtype, data.shape[1:],
                                codec=codec) as s:
             s.append(data)
-    w = ArrayRecordWriter(os.path.join(d, "data.array_record"), "group_size:1")
-    for r in data:
-        w.write(r.tobytes())
-    w.close()
+    if "grain" not in exclude:  # grain reads an ArrayRecord file
+        from array_record.python.array_record_module import ArrayRecordWriter
+        w = ArrayRecordWriter(os.path.join(d, "data.array_record"), "group_size:1")
+        for r in data:
+            w.write(r.tobytes())
+        w.close()
     with open(os.path.join(d, "meta.json"), "w") as f:
         json.dump({"shape": list(data.shape[1:]), "dtype": data.dtype.str}, f)
     del data
@@ -275,8 +277,57 @@ def run_hyperfine(cfg, workdir):
 
 # --------------------------------------------------------------------- main
 
+BENCH_REQUIREMENTS = os.path.join(ROOT, "requirements", "bench.txt")
+
+
+def pinned(path):
+    """{distribution name: pinned version} of a requirements file and the
+    files it includes with -r."""
+    pins = {}
+    with open(path) as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line.startswith("-r "):
+                pins.update(pinned(os.path.join(os.path.dirname(path), line[3:].strip())))
+            elif "==" in line:
+                name, version = line.split("==", 1)
+                pins[name.strip().lower()] = version.strip()
+    return pins
+
+
+def check_requirements(install):
+    """Check the peers of requirements/bench.txt against what this Python
+    has; with install=True, pip-install the list into it first. Returns the
+    lines to report: a missing package is then named by its backend's own
+    check (MissingBackend, with the --exclude hint); another version than
+    the pinned one is a warning (the tables are for the pinned ones)."""
+    import importlib.metadata as md
+    if install:
+        log(f"installing the benchmark peers into {sys.prefix}: "
+            f"pip install -r {os.path.relpath(BENCH_REQUIREMENTS)}")
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-r", BENCH_REQUIREMENTS],
+                       check=True)
+    notes = []
+    for name, want in sorted(pinned(BENCH_REQUIREMENTS).items()):
+        try:
+            have = md.version(name)
+        except md.PackageNotFoundError:
+            notes.append(f"{name}=={want} is not installed")
+            continue
+        if have != want:
+            notes.append(f"{name} {have} is installed, the tables are for {want}")
+    if notes:
+        log("benchmark peers (requirements/bench.txt): " + "; ".join(notes) +
+            f". Install them with `{os.path.basename(sys.executable)} -m pip install -r "
+            f"{os.path.relpath(BENCH_REQUIREMENTS)}` or run with --install.")
+    return notes
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--install", action="store_true",
+                    help="first pip-install the pinned peers of requirements/bench.txt "
+                    "into this Python")
     ap.add_argument("--quick", action="store_true", help="small sizes (seconds): a smoke test")
     ap.add_argument("--exclude", action="append", default=[], metavar="NAME",
                     help="leave out a backend or loader by name (repeatable)")
@@ -291,6 +342,7 @@ def main():
     workdir = args.workdir or tempfile.mkdtemp(prefix="loaderx-bench-",
                                                dir=prepare.cache_dir() if not args.quick else None)
     os.makedirs(workdir, exist_ok=True)
+    check_requirements(args.install)
     exclude = set(args.exclude)
     chosen = []
     for make in backends.ALL:

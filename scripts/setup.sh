@@ -1,25 +1,74 @@
 #!/usr/bin/env bash
-# Set up a Debian 12 machine for loaderx-in-C, build everything and install
-# it: the C libraries, headers and pkg-config files under /usr/local, the
-# `zr` tool on PATH, and the Python package `loaderx` into the python3 on
-# PATH. Safe to run again: it installs only what is missing and rebuilds
-# only what changed.
+# Set up a Debian 12 machine for loaderx-in-C and install it. No root is
+# needed past the Debian packages (apt-get, through sudo when not root).
 #
-# Environment: BUILD_DIR (default: build), PREFIX (default: /usr/local).
+#   bash scripts/setup.sh                  the Python package, into .venv/
+#   bash scripts/setup.sh --prefix DIR     also the C libraries, headers,
+#                                          pkg-config files, zr and the Lua
+#                                          module under DIR (e.g. ~/.local)
+#   bash scripts/setup.sh --tests          also what the test suites need
+#
+# 1. Debian packages: the C toolchain, SWIG, the -dev packages of zstd,
+#    msgpack-c, LMDB and json-c, Debian's python3 with venv and headers,
+#    and the Fashion-MNIST data set of the main job.
+# 2. A virtual environment, $VENV (default: .venv in this clone), made by
+#    the python3 on PATH (Debian's /usr/bin/python3 on a stock machine:
+#    PEP 668 keeps pip out of it, a venv is the way in). It sees that
+#    interpreter's own site-packages, so what is already installed there at
+#    the pinned version is not fetched again. Use it with
+#    `. .venv/bin/activate`, or run `.venv/bin/python3` directly.
+# 3. requirements/run.txt (numpy) into the venv, then `pip install .`: pip
+#    builds the libraries, the SWIG module, the `loaderx` package and `zr`
+#    with meson-python (pyproject.toml) and installs them into the venv.
+#    `zr` lands in .venv/bin.
+# 4. With --prefix DIR (or PREFIX=DIR): a meson build in $BUILD_DIR
+#    (default: build) installed under DIR: lib/<multiarch>/libz*.so and
+#    pkgconfig/*.pc, include/*.h, bin/zr, lib/lua/5.4/zrecord.so. Installed
+#    files find each other through RPATH, so any DIR works without
+#    LD_LIBRARY_PATH; a C program needs PKG_CONFIG_PATH=DIR/lib/<multiarch>/pkgconfig.
+#    DIR must be writable by you (root only for a prefix such as /usr/local).
+#
+# --tests adds the Debian packages of the test suites (cmocka, Lua 5.4, Go,
+# hyperfine, the mrec and benchmark data) and requirements/test.txt.
+# Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_DIR=${BUILD_DIR:-build}
-PREFIX=${PREFIX:-/usr/local}
+PREFIX=${PREFIX:-}
+VENV=${VENV:-$PWD/.venv}
+tests=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --prefix) PREFIX=$2; shift 2 ;;
+        --prefix=*) PREFIX=${1#--prefix=}; shift ;;
+        --tests) tests=1; shift ;;
+        -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+        *) echo "setup: unknown argument '$1' (see: bash scripts/setup.sh --help)" >&2; exit 2 ;;
+    esac
+done
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
+t_start=$(date +%s)
 
-# 1. Debian packages: toolchain, libraries, and the Fashion-MNIST data set.
-debs=(build-essential pkg-config meson ninja-build swig
-      libzstd-dev libmsgpack-dev libcmocka-dev liblua5.4-dev lua5.4 liblmdb-dev
-      hyperfine dataset-fashion-mnist
-      libjson-c-dev zlib1g-dev lammps-examples gromacs-data
-      linux-doc-6.1 nodejs)
+# 1. Debian packages.
+debs=(build-essential pkg-config swig ca-certificates
+      libzstd-dev libmsgpack-dev liblmdb-dev libjson-c-dev zlib1g-dev
+      python3 python3-venv python3-dev
+      dataset-fashion-mnist)
+# The meson build under a prefix (and the test suites): Debian's meson and
+# ninja (pip brings its own for the Python package), Lua 5.4 for the module.
+[ -n "$PREFIX" ] || [ $tests -eq 1 ] && debs+=(meson ninja-build liblua5.4-dev lua5.4)
+# The test suites: cmocka, the Go binding's toolchain, hyperfine (CLI
+# benchmarks), LAMMPS/GROMACS samples (mrec importers), the Linux docs
+# (the benchmarks' token corpus), node (the benchmarks' tokenizer), git
+# (the wheel test's sdist is made from the git tree).
+[ $tests -eq 1 ] && debs+=(libcmocka-dev hyperfine lammps-examples gromacs-data linux-doc-6.1
+                           nodejs git)
+# Go and npm (the benchmarks fetch their tokenizer with it) from Debian
+# unless another install is on PATH.
+[ $tests -eq 1 ] && ! command -v go >/dev/null && debs+=(golang-go)
+[ $tests -eq 1 ] && ! command -v npm >/dev/null && debs+=(npm)
 missing=()
 for p in "${debs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -27,33 +76,42 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: installing Debian packages: ${missing[*]}"
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# 2. Python packages, from the one pinned list.
-# The python3 on PATH must be one pip may install into (pyenv, a venv, a
-# user-built CPython), not Debian's /usr/bin/python3, which PEP 668 marks as
-# externally managed.
-if python3 -c 'import sys, sysconfig, os; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))'; then
-    echo "setup: $(command -v python3) is an externally managed system Python; put a" >&2
-    echo "       pip-capable python3 first on PATH (e.g. python3 -m venv ~/.venvs/loaderx && . ~/.venvs/loaderx/bin/activate)" >&2
-    exit 1
+# 2. The venv.
+if [ ! -x "$VENV/bin/python3" ]; then
+    echo "setup: making the venv $VENV (from $(command -v python3))"
+    python3 -m venv --system-site-packages "$VENV"
 fi
-python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -r requirements.txt
+py=$VENV/bin/python3
+pip=("$py" -m pip install -q --disable-pip-version-check)
 
-# 3. Configure, build, install. The Python package goes to the site-packages
-#    of the python3 on PATH, wherever that interpreter lives.
-platlib=$(python3 -c 'import sysconfig; print(sysconfig.get_path("platlib"))')
-purelib=$(python3 -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
-opts=(--prefix="$PREFIX" -Dpython.platlibdir="$platlib" -Dpython.purelibdir="$purelib"
-      -Dwerror=true)
-if [ -f "$BUILD_DIR/build.ninja" ]; then
-    meson configure "$BUILD_DIR" "${opts[@]}" >/dev/null
-else
-    meson setup "$BUILD_DIR" "${opts[@]}" >/dev/null
+# 3. Run-time requirements, then the package itself, built by pip.
+reqs=(-r requirements/run.txt)
+[ $tests -eq 1 ] && reqs+=(-r requirements/test.txt)
+"${pip[@]}" "${reqs[@]}"
+echo "setup: building and installing loaderx into $VENV (pip install .)"
+"${pip[@]}" --force-reinstall --no-deps .
+"$py" -c 'import importlib.metadata as m, loaderx; assert m.version("loaderx") == loaderx.__version__' ||
+    { echo "setup: the installed loaderx does not import" >&2; exit 1; }
+
+# 4. The C libraries, headers, pkg-config files, zr and the Lua module.
+if [ -n "$PREFIX" ]; then
+    mkdir -p "$PREFIX" 2>/dev/null && [ -w "$PREFIX" ] ||
+        { echo "setup: cannot write to the prefix $PREFIX; choose one you own (--prefix ~/.local) or run as root" >&2; exit 1; }
+    PREFIX=$(cd "$PREFIX" && pwd)
+    # The Python package is the one pip built into the venv; this build
+    # leaves it out.
+    opts=(--prefix="$PREFIX" -Dwerror=true -Dpython=disabled)
+    if [ -f "$BUILD_DIR/build.ninja" ]; then
+        meson configure "$BUILD_DIR" "${opts[@]}" >/dev/null
+    else
+        meson setup "$BUILD_DIR" "${opts[@]}" >/dev/null
+    fi
+    echo "setup: building in $BUILD_DIR"
+    meson compile -C "$BUILD_DIR" >/dev/null
+    meson install -C "$BUILD_DIR" --quiet
+    echo "setup: installed the C libraries, headers, pkg-config files, zr and the Lua module under $PREFIX"
 fi
-echo "setup: building in $BUILD_DIR"
-meson compile -C "$BUILD_DIR" >/dev/null
-$SUDO meson install -C "$BUILD_DIR" --quiet
-$SUDO ldconfig
-echo "setup: installed loaderx-in-C into $PREFIX (zr: $(command -v zr || echo "$PREFIX/bin/zr"))"
+echo "setup: done in $(( $(date +%s) - t_start )) s. The venv: $VENV (new shell: . $VENV/bin/activate)"

@@ -2,6 +2,7 @@ package zrecord
 
 import (
 	"fmt"
+	"regexp"
 	"runtime"
 
 	"loaderx.invalid/zrecord/internal/zrcore"
@@ -46,12 +47,20 @@ var (
 
 // Error is a failure reported by the C libraries: the status code and
 // the library's detail message (what was wrong, where, expected vs got).
+// Op names the Go function that failed ("zrecord.TrainDict",
+// "zrecord.Store.Append"); Error() starts with it.
 type Error struct {
 	Code Status
 	Msg  string
+	Op   string
 }
 
-func (e *Error) Error() string { return "zrecord: " + e.Msg }
+func (e *Error) Error() string {
+	if e.Op != "" {
+		return e.Op + ": " + e.Msg
+	}
+	return "zrecord: " + e.Msg
+}
 
 // Is reports whether target is an *Error with the same Code, so that
 // errors.Is(err, ErrRange) works.
@@ -62,6 +71,26 @@ func (e *Error) Is(target error) bool {
 
 func errorf(code Status, format string, args ...any) error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// opErrorf is errorf for the Go function op ("zrecord.NewLoader").
+func opErrorf(op string, code Status, format string, args ...any) error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...), Op: op}
+}
+
+// cName matches the C function a library message starts with
+// ("train_dict: ", "zld_create: "): the Go caller's name replaces it.
+var cName = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)+: `)
+
+// callAs is call for the Go function op: its error names op, not the C
+// function behind it.
+func callAs(op string, f func() int) error {
+	err := call(f)
+	if e, ok := err.(*Error); ok {
+		e.Op = op
+		e.Msg = cName.ReplaceAllString(e.Msg, "")
+	}
+	return err
 }
 
 // call runs one status-returning C call and, if it failed, reads the

@@ -1,3 +1,3 @@
 module loaderx.invalid/zrecord
 
-go 1.22
+go 1.19

@@ -8,9 +8,10 @@ import (
 	"loaderx.invalid/zrecord/internal/zrcore"
 )
 
-// LoaderOptions configures a Loader. Zero values mean the C defaults
-// (BatchSize 256, mode Cyclic, all CPUs, prefetch 2 * workers) except
-// Mode: set UseMode to pick Sequential (whose value is 0).
+// LoaderOptions configures a Loader. BatchSize is required (>= 1; 0 is
+// an error). Other zero values mean the C defaults (mode Cyclic, all CPUs,
+// prefetch 2 * workers) except Mode: set UseMode to pick Sequential
+// (whose value is 0).
 type LoaderOptions struct {
 	BatchSize  uint64
 	Mode       Mode
@@ -79,7 +80,10 @@ func (lh *loaderHandle) close() {
 // its position.
 func NewLoader(streams []*Store, opts LoaderOptions) (*Loader, error) {
 	if len(streams) == 0 {
-		return nil, errorf(StatusInvalid, "loader: no streams")
+		return nil, opErrorf("zrecord.NewLoader", StatusInvalid, "no streams")
+	}
+	if opts.BatchSize == 0 {
+		return nil, opErrorf("zrecord.NewLoader", StatusInvalid, "BatchSize is 0, expected >= 1 (records per batch)")
 	}
 	for i, s := range streams {
 		if s == nil {
@@ -89,9 +93,7 @@ func NewLoader(streams []*Store, opts LoaderOptions) (*Loader, error) {
 	o := zrcore.NewZld_options()
 	defer zrcore.DeleteZld_options(o)
 	zrcore.Zr_go_options_init(o)
-	if opts.BatchSize != 0 {
-		o.SetBatch_size(opts.BatchSize)
-	}
+	o.SetBatch_size(opts.BatchSize)
 	mode := Cyclic
 	if opts.UseMode {
 		mode = opts.Mode
@@ -122,7 +124,7 @@ func NewLoader(streams []*Store, opts LoaderOptions) (*Loader, error) {
 		kinds[i] = s.kind
 	}
 	out := []uintptr{0}
-	err := call(func() int { return zrcore.Zld_create(out, ptrs, o) })
+	err := callAs("zrecord.NewLoader", func() int { return zrcore.Zld_create(out, ptrs, o) })
 	for _, s := range streams {
 		s.release()
 	}
@@ -152,7 +154,7 @@ func (l *Loader) Next() (*Batch, error) {
 		return nil, errorf(StatusClosed, "loader is closed")
 	}
 	out := []uintptr{0}
-	if err := call(func() int { return zrcore.Zld_next(lh.h, out) }); err != nil {
+	if err := callAs("zrecord.Loader.Next", func() int { return zrcore.Zld_next(lh.h, out) }); err != nil {
 		return nil, err
 	}
 	b := zrcore.SwigcptrStruct_SS_zld_batch(out[0])
@@ -167,7 +169,7 @@ func (l *Loader) Next() (*Batch, error) {
 	zrcore.Zr_go_batch_indices(b, batch.Indices)
 	for k := range l.kinds {
 		data := make([]byte, zrcore.Zr_go_batch_nbytes(b, int64(k)))
-		if err := call(func() int { return zrcore.Zr_go_batch_copy(b, int64(k), data) }); err != nil {
+		if err := callAs("zrecord.Loader.Next", func() int { return zrcore.Zr_go_batch_copy(b, int64(k), data) }); err != nil {
 			return nil, err
 		}
 		batch.Data[k] = data

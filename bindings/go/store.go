@@ -109,7 +109,7 @@ func (sh *storeHandle) close() error {
 	if h == nil {
 		return nil
 	}
-	return call(func() int { return zrcore.Zrs_close(h) })
+	return callAs("zrecord.Store.Close", func() int { return zrcore.Zrs_close(h) })
 }
 
 func dtypeID(dtype string) (zrcore.Enum_SS_zrs_dtype, error) {
@@ -172,21 +172,21 @@ func wrapStore(ptr uintptr) *Store {
 // itemShape (empty for scalars). codec is "zstd" (default when "") or
 // "raw".
 func CreateDense(path, dtype string, itemShape []uint64, codec string) (*Store, error) {
-	return createStore(dtype, codec, func(out []uintptr, dt zrcore.Enum_SS_zrs_dtype, c zrcore.Enum_SS_zre_codec) int {
+	return createStore("zrecord.CreateDense", dtype, codec, func(out []uintptr, dt zrcore.Enum_SS_zrs_dtype, c zrcore.Enum_SS_zre_codec) int {
 		return zrcore.Zrs_create_dense(out, path, dt, itemShape, c)
 	})
 }
 
 // CreateRagged creates a ragged store of dtype at path.
 func CreateRagged(path, dtype, codec string) (*Store, error) {
-	return createStore(dtype, codec, func(out []uintptr, dt zrcore.Enum_SS_zrs_dtype, c zrcore.Enum_SS_zre_codec) int {
+	return createStore("zrecord.CreateRagged", dtype, codec, func(out []uintptr, dt zrcore.Enum_SS_zrs_dtype, c zrcore.Enum_SS_zre_codec) int {
 		return zrcore.Zrs_create_ragged(out, path, dt, c)
 	})
 }
 
 // createStore resolves dtype and codec, then runs one zrs_create_* call
-// (create), which writes the new handle into out[0].
-func createStore(dtype, codec string,
+// (create), which writes the new handle into out[0]; op names the caller.
+func createStore(op, dtype, codec string,
 	create func(out []uintptr, dt zrcore.Enum_SS_zrs_dtype, c zrcore.Enum_SS_zre_codec) int) (*Store, error) {
 	dt, err := dtypeID(dtype)
 	if err != nil {
@@ -197,7 +197,7 @@ func createStore(dtype, codec string,
 		return nil, err
 	}
 	out := []uintptr{0}
-	if err := call(func() int { return create(out, dt, c) }); err != nil {
+	if err := callAs(op, func() int { return create(out, dt, c) }); err != nil {
 		return nil, err
 	}
 	return wrapStore(out[0]), nil
@@ -208,7 +208,7 @@ func createStore(dtype, codec string,
 // a Delete or Compact runs; read-only handles may be open beside it).
 func Open(path string) (*Store, error) {
 	out := []uintptr{0}
-	if err := call(func() int { return zrcore.Zrs_open(out, path) }); err != nil {
+	if err := callAs("zrecord.Open", func() int { return zrcore.Zrs_open(out, path) }); err != nil {
 		return nil, err
 	}
 	return wrapStore(out[0]), nil
@@ -311,7 +311,7 @@ func (s *Store) Append(records ...[]byte) (int64, error) {
 	}
 	defer s.release()
 	first := []uint64{0}
-	err = call(func() int { return zrcore.Zrs_append_dense(h, data, uint64(len(data))/s.recsize, first) })
+	err = callAs("zrecord.Store.Append", func() int { return zrcore.Zrs_append_dense(h, data, uint64(len(data))/s.recsize, first) })
 	return int64(first[0]), err
 }
 
@@ -343,7 +343,7 @@ func (s *Store) AppendRecords(records ...Record) (int64, error) {
 	}
 	defer s.release()
 	first := []uint64{0}
-	err = call(func() int { return zrcore.Zrs_append_ragged(h, packed, bounds, uint64(len(records)), first) })
+	err = callAs("zrecord.Store.AppendRecords", func() int { return zrcore.Zrs_append_ragged(h, packed, bounds, uint64(len(records)), first) })
 	return int64(first[0]), err
 }
 
@@ -374,7 +374,7 @@ func (s *Store) Gather(indices []int64, dst []byte) error {
 		return err
 	}
 	defer s.release()
-	return call(func() int { return zrcore.Zrs_gather_dense(h, indices, dst) })
+	return callAs("zrecord.Store.Gather", func() int { return zrcore.Zrs_gather_dense(h, indices, dst) })
 }
 
 // Get returns a fresh copy of dense record i.
@@ -394,14 +394,14 @@ func (s *Store) GatherRecords(indices []int64) ([]Record, error) {
 	}
 	defer s.release()
 	bounds := make([]uint64, len(indices)+1)
-	if err := call(func() int { return zrcore.Zrs_ragged_sizes(h, indices, bounds[1:]) }); err != nil {
+	if err := callAs("zrecord.Store.GatherRecords", func() int { return zrcore.Zrs_ragged_sizes(h, indices, bounds[1:]) }); err != nil {
 		return nil, err
 	}
 	for i := 1; i < len(bounds); i++ {
 		bounds[i] += bounds[i-1]
 	}
 	buf := make([]byte, bounds[len(indices)])
-	if err := call(func() int { return zrcore.Zrs_gather_ragged(h, indices, buf, bounds) }); err != nil {
+	if err := callAs("zrecord.Store.GatherRecords", func() int { return zrcore.Zrs_gather_ragged(h, indices, buf, bounds) }); err != nil {
 		return nil, err
 	}
 	return unpackRagged(buf, bounds)
@@ -447,7 +447,7 @@ func (s *Store) Stats() (Stats, error) {
 	defer s.release()
 	st := zrcore.NewZre_stats()
 	defer zrcore.DeleteZre_stats(st)
-	if err := call(func() int { return zrcore.Zre_get_stats(zrcore.Zrs_engine(h), st) }); err != nil {
+	if err := callAs("zrecord.Store.Stats", func() int { return zrcore.Zre_get_stats(zrcore.Zrs_engine(h), st) }); err != nil {
 		return Stats{}, err
 	}
 	return Stats{st.GetRecords(), st.GetLogical_bytes(), st.GetLive_bytes(), st.GetChunk_bytes(), st.GetReclaimable()}, nil
@@ -460,7 +460,7 @@ func (s *Store) Sync() error {
 		return err
 	}
 	defer s.release()
-	return call(func() int { return zrcore.Zrs_sync(h) })
+	return callAs("zrecord.Store.Sync", func() int { return zrcore.Zrs_sync(h) })
 }
 
 // Close syncs, releases the store's lock and frees the handle, after

@@ -9,7 +9,7 @@ import "loaderx.invalid/zrecord/internal/zrcore"
 // commits. Append, Delete and Compact return ErrUnsupported on it.
 func OpenReadOnly(path string) (*Store, error) {
 	out := []uintptr{0}
-	if err := call(func() int { return zrcore.Zrs_open_ex(out, path, uint(zrcore.ZRE_OPEN_READONLY)) }); err != nil {
+	if err := callAs("zrecord.OpenReadOnly", func() int { return zrcore.Zrs_open_ex(out, path, uint(zrcore.ZRE_OPEN_READONLY)) }); err != nil {
 		return nil, err
 	}
 	return wrapStore(out[0]), nil
@@ -50,7 +50,7 @@ func (s *Store) Delete(indices []int64) error {
 		return err
 	}
 	defer s.release()
-	return call(func() int { return zrcore.Zrs_delete(h, indices) })
+	return callAs("zrecord.Store.Delete", func() int { return zrcore.Zrs_delete(h, indices) })
 }
 
 // Compact reclaims the bytes of deleted records in place.
@@ -60,7 +60,7 @@ func (s *Store) Compact() error {
 		return err
 	}
 	defer s.release()
-	return call(func() int { return zrcore.Zrs_compact(h) })
+	return callAs("zrecord.Store.Compact", func() int { return zrcore.Zrs_compact(h) })
 }
 
 // DictTier picks a dictionary size for TrainDict.
@@ -76,7 +76,7 @@ const (
 // samples (record bytes), for CreateDenseDict / CreateRaggedDict.
 func TrainDict(samples [][]byte, tier DictTier) ([]byte, error) {
 	db, sb := []uint64{0}, []uint64{0}
-	if err := call(func() int { return zrcore.Zrs_dict_tier_sizes(zrcore.Enum_SS_zrs_dict_tier(tier), db, sb) }); err != nil {
+	if err := callAs("zrecord.TrainDict", func() int { return zrcore.Zrs_dict_tier_sizes(zrcore.Enum_SS_zrs_dict_tier(tier), db, sb) }); err != nil {
 		return nil, err
 	}
 	sizes := make([]uint64, len(samples))
@@ -91,7 +91,7 @@ func TrainDict(samples [][]byte, tier DictTier) ([]byte, error) {
 	}
 	dict := make([]byte, db[0])
 	size := []uint64{0}
-	if err := call(func() int { return zrcore.Zr_go_train_dict(joined, sizes, uint64(len(samples)), dict, size) }); err != nil {
+	if err := callAs("zrecord.TrainDict", func() int { return zrcore.Zr_go_train_dict(joined, sizes, uint64(len(samples)), dict, size) }); err != nil {
 		return nil, err
 	}
 	return dict[:size[0]], nil
@@ -105,7 +105,7 @@ func CreateDenseDict(path, dtype string, itemShape []uint64, dict []byte) (*Stor
 		return nil, err
 	}
 	out := []uintptr{0}
-	if err := call(func() int {
+	if err := callAs("zrecord.CreateDenseDict", func() int {
 		return zrcore.Zrs_create_dense_dict(out, path, dt, itemShape, zrcore.ZRE_CODEC_ZSTD_DICT, dict)
 	}); err != nil {
 		return nil, err
@@ -120,7 +120,7 @@ func CreateRaggedDict(path, dtype string, dict []byte) (*Store, error) {
 		return nil, err
 	}
 	out := []uintptr{0}
-	if err := call(func() int {
+	if err := callAs("zrecord.CreateRaggedDict", func() int {
 		return zrcore.Zrs_create_ragged_dict(out, path, dt, zrcore.ZRE_CODEC_ZSTD_DICT, dict)
 	}); err != nil {
 		return nil, err

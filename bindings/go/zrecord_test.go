@@ -295,7 +295,7 @@ func TestLoader(t *testing.T) {
 	if _, err := l.Next(); !errors.Is(err, zrecord.ErrClosed) {
 		t.Fatalf("next after store close: %v", err)
 	}
-	if _, err := zrecord.NewLoader([]*zrecord.Store{d}, zrecord.LoaderOptions{}); !errors.Is(err, zrecord.ErrClosed) {
+	if _, err := zrecord.NewLoader([]*zrecord.Store{d}, zrecord.LoaderOptions{BatchSize: 4}); !errors.Is(err, zrecord.ErrClosed) {
 		t.Fatalf("loader over a closed store: %v", err)
 	}
 }

@@ -95,7 +95,7 @@ T.test("record and entry numbers in messages are 0-based", function()
   T.raises("record 2 needs shape", r.append, r, { { shape = { 1 }, data = "a" }, { shape = {}, data = "b" }, { data = "c" } })
   T.raises("shape entry must be >= 0, got %-1 %(record 1%)", r.append, r, { { shape = {}, data = "a" }, { shape = { -1 }, data = "" } })
   T.raises("record 1 of shape with 2 elements", r.append, r, { { shape = {}, data = "a" }, { shape = { 2 }, data = "c" } })
-  T.raises("sample 1 must be a string", zr.train_dict, { "a", 2 }, 1024)
+  T.raises("sample 1 must be a string", zr.train_dict, { "a", 2 }, "fast")
   T.eq(#r, 0, "failed appends commit nothing")
 end)
 

@@ -55,7 +55,7 @@ def ddp_example_marks():
     """For a module that runs DDP_EXAMPLE, at import: skips the whole module
     without torch, and returns its ``pytestmark`` (skip without the dataset
     or without read-only shared opens)."""
-    pytest.importorskip("torch", reason="torch is not installed (requirements.txt pins it)")
+    pytest.importorskip("torch", reason="torch is not installed (requirements/test.txt pins it)")
     from loaderx.zrecord import DenseStore
     return [
         pytest.mark.skipif(not os.path.isdir(FASHION_MNIST),

@@ -43,7 +43,7 @@ def test_quick_run_completes_and_validates(tmp_path):
     out, js = tmp_path / "out", tmp_path / "results.json"
     cmd = [sys.executable, str(BENCH / "run.py"), "--quick", "--out", str(out),
            "--workdir", str(tmp_path / "work"), "--json", str(js)] + _missing()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
                        env=dict(os.environ, MPLBACKEND="Agg"))
     assert r.returncode == 0, r.stderr[-4000:]
     res = json.loads(js.read_text())

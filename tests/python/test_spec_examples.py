@@ -202,7 +202,7 @@ def test_maintenance_pass_throughs(in_tmp):
 def test_cpu_to_gpu_transfer_transform(in_tmp):
     # "CPU -> GPU transfer": the transfer is the transform. Without an
     # accelerator here the device is the CPU; torch (pinned in
-    # requirements.txt) stands in exactly as written, numpy otherwise.
+    # requirements/test.txt) stands in exactly as written, numpy otherwise.
     rng = np.random.default_rng(5)
     with DenseStore.create('x', np.float32, (8,)) as s:
         s.append(rng.standard_normal((64, 8)).astype(np.float32))

@@ -7,23 +7,26 @@ Modules:
   loaderx.dataloader  DataLoader (dict of aligned streams -> dict batches)
   loaderx.errors      exception classes and the status -> exception mapping
 
-``__version__`` is the package's own version; ``native_versions()``
-gives the version of every native library it runs on.
+``__version__`` is the package's version (the same as
+``importlib.metadata.version("loaderx")``); ``native_versions()`` gives the
+run-time version of each of the five native libraries.
 """
 
 from . import _zr
 from . import errors
-
-__version__ = "0.1.0"
+from ._version import __version__
 
 
 def native_versions():
-    """The runtime versions of the four native libraries, as strings."""
+    """The run-time versions of the five native libraries, as strings:
+    {"zrengine": "0.1.0", "zrstore": ..., "zsampler": ..., "zloader": ...,
+    "zmrec": ...}."""
     return {
         "zrengine": _zr.zrengine_version_string(),
         "zrstore": _zr.zrstore_version_string(),
         "zsampler": _zr.zsampler_version_string(),
         "zloader": _zr.zloader_version_string(),
+        "zmrec": _zr.zmrec_version(),
     }
 
 
