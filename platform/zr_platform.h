@@ -119,4 +119,17 @@ uint64_t zrp_physical_memory(void);
 /* Monotonic clock in nanoseconds. */
 uint64_t zrp_now_ns(void);
 
+/* ------------------------------------------------------------ processes */
+
+/* Run the program argv[0] (looked up on PATH when it names no directory)
+ * with the NULL-terminated argv, inheriting stdin/stdout/stderr, and wait
+ * for it. On return 0, *exit_code is its exit status and *crashed is 1 when
+ * it died abnormally instead (a signal on POSIX, an unhandled exception on
+ * Windows; *exit_code is then the signal number or exception code).
+ * Negative when it could not be started (-ENOENT: no such program). */
+int zrp_run_wait(const char *const *argv, int *exit_code, int *crashed);
+
+/* The path of the running executable, NUL-terminated in buf[cap]. */
+int zrp_self_exe(char *buf, size_t cap);
+
 #endif /* ZR_PLATFORM_H */

@@ -84,4 +84,21 @@ for wrap in subprojects/*.wrap; do
         exit 1
     fi
 done
+# 4. Meson copies packagefiles/<name>/ into the extracted source only once;
+#    when a build file written here has changed since, extract again (the
+#    build dirs then reconfigure: scripts/cross.sh sees the stamp).
+for wrap in subprojects/*.wrap; do
+    dir=subprojects/$(sed -n 's/^directory *= *//p' "$wrap")
+    patch=subprojects/packagefiles/$(sed -n 's/^patch_directory *= *//p' "$wrap")
+    [ -d "$dir" ] || continue
+    stale=""
+    while IFS= read -r f; do
+        cmp -s "$patch/$f" "$dir/$f" || stale=1
+    done < <(cd "$patch" && find . -type f)
+    if [ -n "$stale" ]; then
+        echo "cross-setup: $dir is older than $patch; extracting it again"
+        rm -rf "$dir"
+        touch $CACHE/reconfigure
+    fi
+done
 echo "cross-setup: ready (zig $($CACHE/venv/bin/python3 -m ziglang version), meson $($CACHE/venv/bin/meson --version))"

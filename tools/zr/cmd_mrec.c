@@ -6,28 +6,22 @@
  *   zr mrec import FILE... [--format NAME] [--units STYLE] -o OUT.mrec.lmdb
  *                                  ASE-based importers: runs loaderx.mrec's main
  *
- * validate runs the walk in a child process: LMDB keeps no page checksums,
- * so damage inside its B-tree pages can crash liblmdb itself (SIGSEGV, or
- * an assertion that aborts). The parent then reports the damage instead
- * of dying with the child. The CLI is not a library, so the POSIX process
- * calls are used here directly.
+ * validate runs the walk in a child process (this program again, as
+ * "zr mrec validate --in-process FILE"): LMDB keeps no page checksums, so
+ * damage inside its B-tree pages can crash liblmdb itself (SIGSEGV, or an
+ * assertion that aborts). The parent then reports the damage instead of
+ * dying with the child. Processes are started through the platform layer.
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include <zmrec.h>
 
 #include "zr_cli.h"
-
-/* POSIX (unistd.h stays inside platform/; these are the CLI's own). */
-int execvp(const char *file, char *const argv[]);
-pid_t fork(void);
-void _exit(int status);
+#include "zr_platform.h"
 
 static int usage(void)
 {
@@ -284,36 +278,34 @@ static int validate_here(const char *path)
     return 0;
 }
 
-/* The walk runs in a child (opening the environment there, after the
- * fork); a child killed by a signal means liblmdb crashed on the file. */
+/* The walk runs in a child (this program again, opening the environment
+ * there); a child that dies abnormally means liblmdb crashed on the file. */
 static int cmd_validate(const char *path)
 {
     fflush(stdout);
     fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "zr mrec validate: cannot fork (%s); validating in this process\n", strerror(errno));
+    char self[4096];
+    int code = 0, crashed = 0;
+    int rc = zrp_self_exe(self, sizeof self);
+    if (rc == 0) {
+        const char *av[] = {self, "mrec", "validate", "--in-process", path, NULL};
+        rc = zrp_run_wait(av, &code, &crashed);
+    }
+    if (rc < 0) {
+        fprintf(stderr, "zr mrec validate: cannot start a child (%s); validating in this process\n",
+                strerror(-rc));
         return validate_here(path);
     }
-    if (pid == 0) {
-        int rc = validate_here(path);
-        fflush(stdout);
-        fflush(stderr);
-        _exit(rc);
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR) {
-            fprintf(stderr, "zr mrec validate: waitpid: %s\n", strerror(errno));
-            return 1;
-        }
-    }
-    if (WIFSIGNALED(status)) {
-        fprintf(stderr, "zr mrec validate: %s: the LMDB structure is damaged (reader crashed with signal %d)\n",
-                path, WTERMSIG(status));
+    if (crashed) {
+        if (code >= 0 && code < 256)
+            fprintf(stderr, "zr mrec validate: %s: the LMDB structure is damaged (reader crashed with signal %d)\n",
+                    path, code);
+        else
+            fprintf(stderr, "zr mrec validate: %s: the LMDB structure is damaged (reader crashed with exception 0x%08x)\n",
+                    path, (unsigned)code);
         return 1;
     }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    return code;
 }
 
 int zr_cmd_mrec(int argc, char **argv)
@@ -323,6 +315,8 @@ int zr_cmd_mrec(int argc, char **argv)
     const char *sub = argv[1];
     if (!strcmp(sub, "validate") && argc == 3)
         return cmd_validate(argv[2]);
+    if (!strcmp(sub, "validate") && argc == 4 && !strcmp(argv[2], "--in-process"))
+        return validate_here(argv[3]);
     if (!strcmp(sub, "info") && argc == 3)
         return cmd_info(argv[2]);
     if (!strcmp(sub, "dump"))
@@ -343,11 +337,15 @@ int zr_cmd_mrec(int argc, char **argv)
                 "sys.exit(main(sys.argv[1:], prog='zr mrec'))\n";
         for (int k = 1; k < argc; k++)
             av[2 + k] = argv[k];
-        execvp(av[0], av);
-        fprintf(stderr, "zr mrec import: cannot run %s (needs python3 with the loaderx package and ase)\n",
-                av[0]);
+        fflush(stdout);
+        fflush(stderr);
+        int code = 1, crashed = 0;
+        int rc = zrp_run_wait((const char *const *)av, &code, &crashed);
+        if (rc < 0)
+            fprintf(stderr, "zr mrec import: cannot run %s (%s; needs python3 with the loaderx package and ase)\n",
+                    av[0], strerror(-rc));
         free(av);
-        return 1;
+        return rc < 0 || crashed ? 1 : code;
     }
     return usage();
 }
