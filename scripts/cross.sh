@@ -84,7 +84,8 @@ file_pattern() {
 exports() {
     case $1 in
         linux-*) llvm-nm -D --defined-only "$2" | awk '{print $NF}' ;;
-        macos-*) llvm-nm -gU "$2" | awk '{print $NF}' ;;
+        # (less the two symbols ld64 defines in every dylib)
+        macos-*) llvm-nm -gU "$2" | awk '{print $NF}' | grep -Ev '^(___dso_handle|__mh_dylib_header)$' ;;
         windows-*) llvm-readobj --coff-exports "$2" | sed -n 's/^ *Name: //p' ;;
     esac
 }

@@ -97,7 +97,9 @@ ZRE_API const char *zr_last_error(void);
 /* Set the calling thread's detail message (printf-style) and return
  * `status`. For the layers above the engine; not for general use. */
 ZRE_API int zr_set_error(int status, const char *fmt, ...)
-#if defined(__GNUC__)
+#if defined(__MINGW_PRINTF_FORMAT) /* mingw: the checks of the CRT printf in use */
+    __attribute__((format(__MINGW_PRINTF_FORMAT, 2, 3)))
+#elif defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
