@@ -169,30 +169,52 @@ EOF
     fi
 }
 
-status=0
-for t in "${targets[@]}"; do
-    b=$CACHE/build/$t
+# Configure target $1 (meson setup is mostly serial compiler checks, so
+# the targets configure side by side); leaves its status and seconds in
+# $CACHE/setup-$1.rc.
+configure_target() {
+    local t=$1 b=$CACHE/build/$1 t0 rc=0
     t0=$(date +%s)
-    echo "cross: === $t"
-    opts=(-Dwrap_mode=forcefallback -Dpython=disabled -Dlua=disabled -Dtests=true
-          -Dbuildtype=release -Dwerror=true)
+    local opts=(-Dwrap_mode=forcefallback -Dpython=disabled -Dlua=disabled -Dtests=true
+                -Dbuildtype=release -Dwerror=true)
     # Our code builds with -Werror; the dependencies' own warnings are theirs.
     for sub in zstd msgpack-c lmdb json-c cmocka; do opts+=(-D$sub:werror=false); done
     [ "$t" = linux-arm64-musl ] && opts+=(-Dlmdb:robust_mutex=false)
-    ok=1
-    setup=()
+    local setup=()
     [ ! -f "$b/build.ninja" ] || setup=(--reconfigure)
     # A dependency's build file changed since this dir was set up (the
     # stamp is from cross_setup.sh): reconfigure.
     if [ ! -f "$b/build.ninja" ] || [ "$CACHE/reconfigure" -nt "$b/build.ninja" ]; then
         "$MESON" setup "${setup[@]}" "$b" --cross-file "$CACHE/toolchain.ini" --cross-file "cross/$t.ini" \
-            "${opts[@]}" >"$CACHE/setup-$t.log" 2>&1 \
-            || { ok=0; echo "cross: $t: meson setup failed, see $CACHE/setup-$t.log"; tail -20 "$CACHE/setup-$t.log"; }
+            "${opts[@]}" >"$CACHE/setup-$t.log" 2>&1 || rc=1
+    fi
+    echo "$rc $(( $(date +%s) - t0 ))" > "$CACHE/setup-$t.rc"
+}
+
+echo "cross: configuring ${targets[*]}"
+for t in "${targets[@]}"; do
+    rm -f "$CACHE/setup-$t.rc"
+    configure_target "$t" &
+    while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
+done
+wait
+
+status=0
+for t in "${targets[@]}"; do
+    b=$CACHE/build/$t
+    read -r setup_rc setup_s < "$CACHE/setup-$t.rc" || { setup_rc=1; setup_s=0; }
+    t0=$(date +%s)
+    ok=1
+    if [ "$setup_rc" != 0 ]; then
+        ok=0
+        echo "cross: $t: meson setup failed, see $CACHE/setup-$t.log"
+        tail -20 "$CACHE/setup-$t.log"
     fi
     if [ $ok = 1 ]; then
         ninja -C "$b" -j "$JOBS" >"$b/cross-build.log" 2>&1 \
             || { ok=0; echo "cross: $t: build failed, see $b/cross-build.log"; grep -A8 -m3 FAILED "$b/cross-build.log"; }
     fi
+    t1=$(date +%s)
     R_BUILT[$t]=$([ $ok = 1 ] && echo yes || echo NO)
     R_SUITES[$t]="checked only"
     R_FAILED[$t]=""
@@ -205,15 +227,17 @@ for t in "${targets[@]}"; do
     else
         status=1
     fi
-    R_TIME[$t]=$(( $(date +%s) - t0 ))
-    echo "cross: $t done in ${R_TIME[$t]} s"
+    t2=$(date +%s)
+    R_TIME[$t]="${setup_s}+$(( t1 - t0 ))+$(( t2 - t1 ))s"
+    echo "cross: $t: setup ${setup_s} s, build $(( t1 - t0 )) s, suites and checks $(( t2 - t1 )) s"
 done
 
 echo
-printf '%-18s %-6s %-14s %-6s %s\n' target built suites time failed-checks
-printf '%-18s %-6s %-14s %-6s %s\n' ------ ----- ------ ---- -------------
+echo "(time: seconds to configure + build + run suites and checks)"
+printf '%-18s %-6s %-14s %-14s %s\n' target built suites time failed-checks
+printf '%-18s %-6s %-14s %-14s %s\n' ------ ----- ------ ---- -------------
 for t in "${targets[@]}"; do
-    printf '%-18s %-6s %-14s %-6s %s\n' "$t" "${R_BUILT[$t]}" "${R_SUITES[$t]}" "${R_TIME[$t]}s" \
+    printf '%-18s %-6s %-14s %-14s %s\n' "$t" "${R_BUILT[$t]}" "${R_SUITES[$t]}" "${R_TIME[$t]}" \
         "${R_FAILED[$t]:-none}"
 done
 [ $status = 0 ] && echo "cross: all targets passed" || echo "cross: FAILED"
