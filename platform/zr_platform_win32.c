@@ -381,36 +381,6 @@ out:
     return rc;
 }
 
-int zrp_read_file(const char *path, void **out, size_t *len, size_t max_len)
-{
-    *out = NULL;
-    *len = 0;
-    zrp_file f;
-    int rc = zrp_open(&f, path, ZRP_READ);
-    if (rc < 0)
-        return rc;
-    uint64_t size;
-    rc = zrp_file_size(f, &size);
-    if (rc == 0 && size > max_len)
-        rc = -EFBIG;
-    void *buf = NULL;
-    if (rc == 0) {
-        buf = malloc(size ? (size_t)size : 1);
-        if (!buf)
-            rc = -ENOMEM;
-    }
-    if (rc == 0)
-        rc = zrp_pread_all(f, buf, (size_t)size, 0);
-    zrp_close(&f);
-    if (rc < 0) {
-        free(buf);
-        return rc;
-    }
-    *out = buf;
-    *len = (size_t)size;
-    return 0;
-}
-
 /* -------------------------------------------------------------- threads */
 
 typedef struct thread_start {
