@@ -223,4 +223,19 @@ void zrp_free_names(char **names, size_t count);
 /* 1 if path is a regular file (following symbolic links), else 0. */
 int zrp_is_regular_file(const char *path);
 
+/* ------------------------------------------------------------ processes */
+
+/* Run the program argv[0] (looked up on PATH when it names no directory)
+ * with the NULL-terminated argv, inheriting stdin/stdout/stderr, and wait
+ * for it, at most timeout_s seconds (0: no limit). On return 0, *exit_code
+ * is its exit status and *crashed is 0; 1 when it died abnormally instead
+ * (a signal on POSIX, an unhandled exception on Windows; *exit_code is then
+ * the signal number or exception code); 2 when it was still running after
+ * timeout_s and was killed. Negative when it could not be started
+ * (-ENOENT: no such program). */
+int zrp_run_wait(const char *const *argv, unsigned timeout_s, int *exit_code, int *crashed);
+
+/* The path of the running executable, NUL-terminated in buf[cap]. */
+int zrp_self_exe(char *buf, size_t cap);
+
 #endif /* ZR_PLATFORM_H */

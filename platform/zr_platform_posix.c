@@ -1,8 +1,11 @@
 /*
- * zr_platform_posix.c - POSIX/Linux implementation of zr_platform.h.
+ * zr_platform_posix.c - POSIX implementation of zr_platform.h, for Linux
+ * (glibc and musl) and macOS.
  *
  * Every function returns 0 or a negative errno (or one of the ZRP_E*
- * codes); nothing here prints or aborts.
+ * codes); nothing here prints or aborts. The few calls that differ between
+ * Linux and macOS (readahead hint, durable flush, CPU affinity) are chosen
+ * here by __APPLE__ / __linux__.
  */
 #include "zr_platform.h"
 
@@ -19,8 +22,16 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <dirent.h>
+#include <sys/wait.h>
+#include <spawn.h>
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__APPLE__)
+#include <mach-o/dyld.h>
+#endif
+
+extern char **environ;
 
 /* The opaque storage in the header must hold the native types. */
 _Static_assert(sizeof(pthread_mutex_t) <= sizeof(((zrp_mutex *)0)->opaque),
@@ -155,13 +166,6 @@ void zrp_fp_observe(void (*fn)(const zrp_fp_event *, void *), void *arg) { (void
 #define FP_FD_EVENT(...) ((void)0)
 #define FP_FD_PATH(fd, path) ((void)0)
 #endif
-
-const char *zrp_fp_kind_name(zrp_fp_kind kind)
-{
-    static const char *const names[ZRP_FP_KINDS] = {"open", "pread", "pwrite", "fsync", "ftruncate",
-                                                    "rename", "unlink", "mmap", "mkdir"};
-    return (unsigned)kind < ZRP_FP_KINDS ? names[kind] : "?";
-}
 
 /* ---------------------------------------------------------------- files */
 
@@ -309,19 +313,37 @@ int zrp_truncate(zrp_file f, uint64_t size)
     return 0;
 }
 
-int zrp_fsync(zrp_file f)
+/* Flush a descriptor's data and metadata to stable storage. On macOS,
+ * fsync only hands the data to the drive, which may keep it in its cache;
+ * F_FULLFSYNC asks the drive to flush too. Some file systems (network,
+ * FAT) refuse F_FULLFSYNC; fsync is then the best there is. */
+static int durable_flush(int fd)
 {
     int inj = FP_HIT(ZRP_FP_FSYNC);
     if (inj)
         return inj == ZRP_FP_SHORT ? -EIO : inj;
     int rc;
+#if defined(__APPLE__)
     do {
-        rc = fsync((int)f.fd);
+        rc = fcntl(fd, F_FULLFSYNC);
+    } while (rc < 0 && errno == EINTR);
+    if (rc == 0)
+        return 0;
+#endif
+    do {
+        rc = fsync(fd);
     } while (rc < 0 && errno == EINTR);
     if (rc < 0)
         return neg_errno();
-    FP_FD_EVENT(ZRP_EV_FSYNC, (int)f.fd, 0, NULL, 0);
     return 0;
+}
+
+int zrp_fsync(zrp_file f)
+{
+    int rc = durable_flush((int)f.fd);
+    if (rc == 0)
+        FP_FD_EVENT(ZRP_EV_FSYNC, (int)f.fd, 0, NULL, 0);
+    return rc;
 }
 
 int zrp_map_readonly(zrp_file f, uint64_t len, void **out)
@@ -347,8 +369,17 @@ void zrp_unmap(void *p, uint64_t len)
 
 int zrp_advise_willneed(zrp_file f, uint64_t offset, uint64_t len)
 {
+#if defined(__APPLE__)
+    /* macOS has no posix_fadvise; F_RDADVISE starts reading one range
+     * (its count is an int, so a longer range is hinted in part). */
+    struct radvisory ra;
+    ra.ra_offset = (off_t)offset;
+    ra.ra_count = len > (uint64_t)INT_MAX ? INT_MAX : (int)len;
+    return fcntl((int)f.fd, F_RDADVISE, &ra) < 0 ? neg_errno() : 0;
+#else
     int rc = posix_fadvise((int)f.fd, (off_t)offset, (off_t)len, POSIX_FADV_WILLNEED);
     return rc ? -rc : 0;
+#endif
 }
 
 static int do_flock(zrp_file f, int op)
@@ -453,15 +484,7 @@ int zrp_fsync_dir(const char *path)
     } while (fd < 0 && errno == EINTR);
     if (fd < 0)
         return neg_errno();
-    int rc = FP_HIT(ZRP_FP_FSYNC);
-    if (rc) {
-        close(fd);
-        return rc == ZRP_FP_SHORT ? -EIO : rc;
-    }
-    do {
-        rc = fsync(fd);
-    } while (rc < 0 && errno == EINTR);
-    int err = rc < 0 ? neg_errno() : 0;
+    int err = durable_flush(fd);
     close(fd);
     if (err == 0)
         FP_EVENT(ZRP_EV_FSYNC_DIR, path, NULL, 0, NULL, 0);
@@ -531,36 +554,6 @@ out:
     free(tmp);
     free(dir);
     return rc;
-}
-
-int zrp_read_file(const char *path, void **out, size_t *len, size_t max_len)
-{
-    *out = NULL;
-    *len = 0;
-    zrp_file f;
-    int rc = zrp_open(&f, path, ZRP_READ);
-    if (rc < 0)
-        return rc;
-    uint64_t size = 0;
-    rc = zrp_file_size(f, &size);
-    if (rc == 0 && size > max_len)
-        rc = -EFBIG;
-    void *buf = NULL;
-    if (rc == 0) {
-        buf = malloc(size ? (size_t)size : 1);
-        if (!buf)
-            rc = -ENOMEM;
-    }
-    if (rc == 0)
-        rc = zrp_pread_all(f, buf, (size_t)size, 0);
-    zrp_close(&f);
-    if (rc < 0) {
-        free(buf);
-        return rc;
-    }
-    *out = buf;
-    *len = (size_t)size;
-    return 0;
 }
 
 /* -------------------------------------------------------------- threads */
@@ -638,13 +631,17 @@ void zrp_cond_broadcast(zrp_cond *c) { pthread_cond_broadcast((pthread_cond_t *)
 
 unsigned zrp_cpu_count(void)
 {
+#if defined(__linux__)
+    /* The CPUs this process may run on (taskset, cgroup cpusets). macOS
+     * has no affinity masks: every online CPU counts. */
     cpu_set_t set;
     CPU_ZERO(&set);
     if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        int n = CPU_COUNT(&set);
-        if (n > 0)
-            return (unsigned)n;
+        int cpus = CPU_COUNT(&set);
+        if (cpus > 0)
+            return (unsigned)cpus;
     }
+#endif
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (unsigned)n : 1u;
 }
@@ -737,4 +734,60 @@ int zrp_is_regular_file(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* ------------------------------------------------------------ processes */
+
+int zrp_run_wait(const char *const *argv, unsigned timeout_s, int *exit_code, int *crashed)
+{
+    *exit_code = 0;
+    *crashed = 0;
+    pid_t pid;
+    int rc = posix_spawnp(&pid, argv[0], NULL, NULL, (char *const *)argv, environ);
+    if (rc != 0)
+        return -rc;
+    int status = 0;
+    uint64_t deadline = timeout_s ? zrp_now_ns() + (uint64_t)timeout_s * UINT64_C(1000000000) : 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &status, timeout_s ? WNOHANG : 0);
+        if (w == pid)
+            break;
+        if (w < 0 && errno != EINTR)
+            return neg_errno();
+        if (w == 0 && zrp_now_ns() >= deadline) {
+            kill(pid, SIGKILL);
+            while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                ;
+            *crashed = 2;
+            *exit_code = SIGKILL;
+            return 0;
+        }
+        if (w == 0)
+            zrp_sleep_ms(10);
+    }
+    if (WIFSIGNALED(status)) {
+        *crashed = 1;
+        *exit_code = WTERMSIG(status);
+    } else {
+        *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    }
+    return 0;
+}
+
+int zrp_self_exe(char *buf, size_t cap)
+{
+    if (cap == 0)
+        return -ERANGE;
+#if defined(__APPLE__)
+    uint32_t size = cap > UINT32_MAX ? UINT32_MAX : (uint32_t)cap;
+    return _NSGetExecutablePath(buf, &size) == 0 ? 0 : -ERANGE;
+#else
+    ssize_t n = readlink("/proc/self/exe", buf, cap);
+    if (n < 0)
+        return neg_errno();
+    if ((size_t)n >= cap)
+        return -ERANGE;
+    buf[n] = '\0';
+    return 0;
+#endif
 }

@@ -3,11 +3,17 @@
  * encoding: "MRF1" | u32le header_length | header | zero pad to 8 | payload.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "zmr_internal.h"
+
+/* Column buffers must be 8-byte aligned (float64/int64 views). malloc
+ * already guarantees alignment for every fundamental type, and unlike
+ * aligned_alloc it exists on every C library (the Windows CRT has none). */
+_Static_assert(_Alignof(max_align_t) >= 8, "malloc must return 8-byte aligned memory");
 
 static const char *const kind_names[] = {"system", "update", "index", "ff"};
 
@@ -366,7 +372,7 @@ zmr_status zmr_frame_add_column(zmr_frame *f, const char *block, const char *col
     c->nelem = nelem;
     c->nbytes = nbytes;
     c->precision = precision;
-    c->data = aligned_alloc(8, nbytes ? (nbytes + 7) / 8 * 8 : 8);
+    c->data = malloc(nbytes ? (nbytes + 7) / 8 * 8 : 8);
     if (c->data == NULL) {
         col_clear(c);
         b->ncols--;
@@ -707,7 +713,7 @@ zmr_status zmr_frame_put_block_copy(zmr_frame *f, const struct zmr_block *src)
         c->validity = NULL;
         c->strings = NULL;
         if (s->data) {
-            c->data = aligned_alloc(8, s->nbytes ? (s->nbytes + 7) / 8 * 8 : 8);
+            c->data = malloc(s->nbytes ? (s->nbytes + 7) / 8 * 8 : 8);
             if (c->data == NULL)
                 return zmr_err(ZMR_ENOMEM, "no memory copying %s/%s", src->name, s->name);
             if (s->nbytes)
@@ -1128,7 +1134,7 @@ static zmr_status decode_column(zmr_frame *f, struct zmr_block *b, const char *c
             return BAD("%s: column %s/%s: buffer [%llu, +%llu) runs past the value's %llu payload bytes", what,
                        b->name, cname, (unsigned long long)off, (unsigned long long)c->nbytes,
                        (unsigned long long)plen);
-        c->data = aligned_alloc(8, c->nbytes ? pad8(c->nbytes) : 8);
+        c->data = malloc(c->nbytes ? pad8(c->nbytes) : 8);
         if (c->data == NULL)
             return zmr_err(ZMR_ENOMEM, "%s: no memory for column %s/%s", what, b->name, cname);
         if (c->nbytes)

@@ -9,10 +9,15 @@
 #include "zmrec.h"
 
 #define ZMR_HIDDEN __attribute__((visibility("hidden")))
+/* printf checks; on mingw those of the CRT printf in use. */
+#if defined(__MINGW_PRINTF_FORMAT)
+#define ZMR_PRINTF(f, a) __attribute__((format(__MINGW_PRINTF_FORMAT, f, a)))
+#else
+#define ZMR_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#endif
 
 /* Set the thread's detail and return status. */
-ZMR_HIDDEN zmr_status zmr_err(zmr_status st, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+ZMR_HIDDEN zmr_status zmr_err(zmr_status st, const char *fmt, ...) ZMR_PRINTF(2, 3);
 /* Prefix the current detail with "prefix: " (keeps the status). */
 ZMR_HIDDEN zmr_status zmr_err_prefix(zmr_status st, const char *prefix);
 

@@ -125,7 +125,9 @@ ZRE_API int zr_last_errno(void);
  * OS errno of the failure (zr_last_errno) is the one last passed to
  * zr_os_strerror on this thread since the previous zr_set_error, else 0. */
 ZRE_API int zr_set_error(int status, const char *fmt, ...)
-#if defined(__GNUC__)
+#if defined(__MINGW_PRINTF_FORMAT) /* mingw: the checks of the CRT printf in use */
+    __attribute__((format(__MINGW_PRINTF_FORMAT, 2, 3)))
+#elif defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;

@@ -137,7 +137,7 @@ static void test_fuzz_damaged_files(void **state)
         const char *fname = files[zt_splitmix64(&s) % (uint64_t)nfiles];
         char work[700], p[800], q[800];
         snprintf(work, sizeof work, "%s/w", root);
-        mkdir(work, 0777);
+        zt_os_mkdir(work);
         for (int f = 0; f < 5; f++) {
             unsigned char *b;
             snprintf(p, sizeof p, "%s/%s", tpl[c], files[f]);

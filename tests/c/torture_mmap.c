@@ -71,51 +71,78 @@ static void truncate_file(const char *path, size_t size)
     free(b);
 }
 
+/* The table entry of record i (shrunk geometry: 64 entries a segment). */
+#define SEG_ENTRIES 64u
+typedef struct entry {
+    uint32_t offset, phys_length, chunk_id;
+} entry;
+
+static entry read_entry(const char *store, uint64_t i)
+{
+    char loc[800];
+    snprintf(loc, sizeof loc, "%s/%" PRIu64 ".loc", store, i / SEG_ENTRIES);
+    unsigned char *b = NULL;
+    size_t n = zt_slurp(loc, &b);
+    size_t at = (size_t)(i % SEG_ENTRIES) * 16;
+    assert_non_null(b);
+    assert_true(at + 16 <= n);
+    entry en = {zt_get_le32(b + at), zt_get_le32(b + at + 4), zt_get_le32(b + at + 12)};
+    free(b);
+    return en;
+}
+
 /* A non-tail chunk cut short (open checks only the tail chunk): records
  * past its end, in the page holding the end and in pages wholly beyond
- * it, are refused with the file named; earlier records still read. */
+ * it, are refused with the file named; records wholly below the cut and
+ * records of later chunks still read. Which records those are comes from
+ * the table: zstd appends compress in parallel and place frames in
+ * completion order, so record 0 need not be first in its chunk. */
+#define CUT 5000u
 static void run_short_chunk(zre_codec codec)
 {
     char path[700], chunk[800];
     snprintf(path, sizeof path, "%s/short-%s", root, zre_codec_name(codec));
-    make_store(path, codec, 100);
+    enum { N = 100 };
+    make_store(path, codec, N);
     snprintf(chunk, sizeof chunk, "%s/0.chunk", path);
     long full = zt_file_size(chunk);
     assert_true(full > 9000);
-    truncate_file(chunk, 5000);
+    entry en[N];
+    for (uint64_t i = 0; i < N; i++)
+        en[i] = read_entry(path, i);
+    truncate_file(chunk, CUT);
 
     zre_engine *e = NULL;
     assert_int_equal(zre_open_ex(&e, path, ZRE_OPEN_READONLY), ZR_OK);
     unsigned char out[REC], want[REC];
-    uint64_t idx = 0;
-    assert_int_equal(zre_gather(e, &idx, 1, out, sizeof out, REC, NULL), ZR_OK);
-    fill(want, 0, REC);
-    assert_memory_equal(out, want, REC);
-    int bad = 0;
-    for (idx = 1; idx < 21; idx++) {
+    int intact = 0, bad = 0, later = 0;
+    for (uint64_t idx = 0; idx < N; idx++) {
         int rc = zre_gather(e, &idx, 1, out, sizeof out, REC, NULL);
-        if (rc == ZR_OK)
-            continue; /* zstd: a short frame may still fit below 5000 */
+        if (en[idx].chunk_id != 0 || (uint64_t)en[idx].offset + en[idx].phys_length <= CUT) {
+            assert_int_equal(rc, ZR_OK);
+            fill(want, idx, REC);
+            assert_memory_equal(out, want, REC);
+            en[idx].chunk_id != 0 ? later++ : intact++;
+            continue;
+        }
         assert_int_equal(rc, ZR_ECORRUPT);
         zt_assert_mentions(zr_last_error(), "0.chunk");
         zt_assert_mentions(zr_last_error(), "too short");
         assert_int_equal(zre_check_record(e, idx), ZR_ECORRUPT);
         bad++;
     }
+    assert_true(intact > 0);
     assert_true(bad > 0);
     /* A whole batch across the damage fails cleanly, sharded or not. */
     uint64_t many[400];
     for (int k = 0; k < 400; k++)
-        many[k] = (uint64_t)(k * 37 % 100);
+        many[k] = (uint64_t)(k * 37 % N);
     unsigned char *dst = malloc(400 * REC);
     assert_non_null(dst);
     assert_int_equal(zre_gather(e, many, 400, dst, 400 * REC, REC, NULL), ZR_ECORRUPT);
-    /* Records of later chunks are untouched. */
-    idx = 99;
-    assert_int_equal(zre_gather(e, &idx, 1, out, sizeof out, REC, NULL), ZR_OK);
-    fill(want, 99, REC);
-    assert_memory_equal(out, want, REC);
     free(dst);
+    if (codec == ZRE_CODEC_RAW)
+        assert_true(later > 0); /* 100 raw records fill several chunks */
     assert_int_equal(zre_close(e), ZR_OK);
 }
 

@@ -1,7 +1,9 @@
 /*
- * zr_test_util.c - see zr_test_util.h. Test-only code: it uses POSIX
- * directly (mkdtemp, nftw) rather than the platform layer so that suites
- * of any library can link it.
+ * zr_test_util.c - see zr_test_util.h. Test-only code: it uses the C
+ * library directly rather than the platform layer so that suites of any
+ * library can link it; the few calls that differ between POSIX and Windows
+ * (mkdir, mkdtemp, removing a tree) are in zr_test_os_posix.c and
+ * zr_test_os_win32.c, one of which meson compiles in.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -12,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <ftw.h>
 #include <sys/stat.h>
 
 #include <cmocka.h>
@@ -32,7 +33,7 @@ static int mkdir_parents(const char *path)
             continue;
         char c = p[i];
         p[i] = '\0';
-        if (mkdir(p, 0777) != 0 && errno != EEXIST)
+        if (zt_os_mkdir(p) != 0 && errno != EEXIST)
             return -1;
         p[i] = c;
     }
@@ -49,18 +50,7 @@ int zt_mkdtemp(char *out, size_t cap, const char *prefix)
     int n = snprintf(out, cap, "%s/%s-XXXXXX", base, prefix);
     if (n < 0 || (size_t)n >= cap)
         return -1;
-    return mkdtemp(out) ? 0 : -1;
-}
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
-int zt_rmtree(const char *dir)
-{
-    return nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return zt_os_mkdtemp(out);
 }
 
 int zt_exists(const char *path)

@@ -22,6 +22,14 @@ int zt_mkdtemp(char *out, size_t cap, const char *prefix);
  * Returns 0, or nonzero if something could not be removed. */
 int zt_rmtree(const char *dir);
 
+/* One directory level (mode 0777 where modes exist). 0, or -1 with errno
+ * set (EEXIST when it exists). */
+int zt_os_mkdir(const char *path);
+
+/* mkdtemp: replace the trailing "XXXXXX" of `templ` and create that
+ * directory. 0, or -1. */
+int zt_os_mkdtemp(char *templ);
+
 /* ------------------------------------------------------ whole files */
 
 /* 1 if `path` exists (any kind of file), else 0. */

@@ -13,29 +13,22 @@
  * opened (missing, unreadable, a directory, not a collection, locked).
  * Errors go to stderr as "zr mrec SUB: FILE: problem".
  *
- * validate runs the walk in a child process: LMDB keeps no page checksums,
- * so damage inside its B-tree pages can crash liblmdb itself (SIGSEGV, or
- * an assertion that aborts). The parent then reports the damage instead
- * of dying with the child. The CLI is not a library, so the POSIX process
- * calls are used here directly.
+ * validate runs the walk in a child process (this program again, as
+ * "zr mrec validate --in-process FILE"): LMDB keeps no page checksums, so
+ * damage inside its B-tree pages can crash liblmdb itself (SIGSEGV, or an
+ * assertion that aborts). The parent then reports the damage instead of
+ * dying with the child. Processes are started through the platform layer.
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include <zmrec.h>
 
 #include "zr_cli.h"
-
-/* POSIX (unistd.h stays inside platform/; these are the CLI's own). */
-int execvp(const char *file, char *const argv[]);
-pid_t fork(void);
-unsigned alarm(unsigned seconds);
-void _exit(int status);
+#include "zr_platform.h"
 
 #define EXIT_CHECK 1
 #define EXIT_OPEN 3
@@ -133,7 +126,7 @@ static void json_str(FILE *out, const char *s)
 }
 
 struct opts {
-    int json, nolock;
+    int json, nolock, in_process;
     int nargs;
     char *args[4];
 };
@@ -158,6 +151,8 @@ static int parse(int argc, char **argv, int first, const char *sub, int json_ok,
                 return 0;
             } else if (!strcmp(a, "--nolock")) {
                 o->nolock = 1;
+            } else if (!strcmp(sub, "validate") && !strcmp(a, "--in-process")) {
+                o->in_process = 1; /* internal: cmd_validate's child */
             } else if (json_ok && !strcmp(a, "--json")) {
                 o->json = 1;
             } else {
@@ -533,60 +528,66 @@ static int validate_here(const char *path, const struct opts *o)
     return 0;
 }
 
-/* The walk runs in a child (opening the environment there, after the
- * fork); a child killed by a signal means liblmdb crashed on the file. */
+/* The walk runs in a child (this program again, as `zr mrec validate
+ * --in-process`, opening the environment there): a child that dies
+ * abnormally means liblmdb crashed on the file. liblmdb's page walk trusts
+ * the file, so a damaged one can also send it into a loop: the child has a
+ * time limit (ZR_MREC_VALIDATE_TIMEOUT seconds, default 60, 0 for none). */
 static int cmd_validate(const char *path, const struct opts *o)
 {
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "zr mrec validate: cannot fork (%s); validating in this process\n", strerror(errno));
+    if (o->in_process)
         return validate_here(path, o);
-    }
-    /* liblmdb's page walk trusts the file: a damaged one can send it
-     * into a loop, so the child has a time limit (SIGALRM ends it). */
     unsigned limit = 60;
     const char *env = getenv("ZR_MREC_VALIDATE_TIMEOUT");
     if (env && *env)
         limit = (unsigned)strtoul(env, NULL, 10);
-    if (pid == 0) {
-        if (limit > 0)
-            alarm(limit);
-        int rc = validate_here(path, o);
-        fflush(stdout);
-        fflush(stderr);
-        _exit(rc);
+    fflush(stdout);
+    fflush(stderr);
+    char self[4096];
+    int code = 0, crashed = 0;
+    int rc = zrp_self_exe(self, sizeof self);
+    if (rc == 0) {
+        const char *av[8];
+        size_t n = 0;
+        av[n++] = self;
+        av[n++] = "mrec";
+        av[n++] = "validate";
+        av[n++] = "--in-process";
+        if (o->nolock)
+            av[n++] = "--nolock";
+        if (o->json)
+            av[n++] = "--json";
+        av[n++] = "--";
+        av[n++] = path;
+        av[n] = NULL;
+        rc = zrp_run_wait(av, limit, &code, &crashed);
     }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR) {
-            fprintf(stderr, "zr mrec validate: waitpid: %s\n", strerror(errno));
-            return EXIT_CHECK;
-        }
+    if (rc < 0) {
+        fprintf(stderr, "zr mrec validate: cannot start a child (%s); validating in this process\n",
+                strerror(-rc));
+        return validate_here(path, o);
     }
-    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
-        if (o->json) {
-            printf("{\"file\":");
-            json_str(stdout, path);
-            printf(",\"ok\":false,\"error\":\"timed out after %u s\"}\n", limit);
-        }
-        fprintf(stderr, "zr mrec validate: %s: timed out after %u s (the LMDB structure is damaged, "
-                "or the file needs longer: set ZR_MREC_VALIDATE_TIMEOUT)\n", path, limit);
-        return EXIT_CHECK;
+    char why[160] = "";
+    if (crashed == 2)
+        snprintf(why, sizeof why, "timed out after %u s", limit);
+    else if (crashed && code >= 0 && code < 256)
+        snprintf(why, sizeof why, "the LMDB structure is damaged (reader crashed with signal %d)", code);
+    else if (crashed)
+        snprintf(why, sizeof why, "the LMDB structure is damaged (reader crashed with exception 0x%08x)",
+                 (unsigned)code);
+    if (!crashed)
+        return code;
+    if (o->json) {
+        printf("{\"file\":");
+        json_str(stdout, path);
+        printf(",\"ok\":false,\"error\":");
+        json_str(stdout, why);
+        printf("}\n");
     }
-    if (WIFSIGNALED(status)) {
-        if (o->json) {
-            printf("{\"file\":");
-            json_str(stdout, path);
-            printf(",\"ok\":false,\"error\":\"the LMDB structure is damaged (reader crashed with signal %d)\"}\n",
-                   WTERMSIG(status));
-        }
-        fprintf(stderr, "zr mrec validate: %s: the LMDB structure is damaged (reader crashed with signal %d)\n",
-                path, WTERMSIG(status));
-        return EXIT_CHECK;
-    }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : EXIT_CHECK;
+    fprintf(stderr, "zr mrec validate: %s: %s%s\n", path, why,
+            crashed == 2 ? " (the LMDB structure is damaged, or the file needs longer: set "
+                           "ZR_MREC_VALIDATE_TIMEOUT)" : "");
+    return EXIT_CHECK;
 }
 
 static int run_import(int argc, char **argv)
@@ -606,10 +607,15 @@ static int run_import(int argc, char **argv)
             "sys.exit(main(sys.argv[1:], prog='zr mrec'))\n";
     for (int k = 1; k < argc; k++)
         av[2 + k] = argv[k];
-    execvp(av[0], av);
-    fprintf(stderr, "zr mrec import: cannot run %s (needs python3 with the loaderx package and ase)\n", av[0]);
+    fflush(stdout);
+    fflush(stderr);
+    int code = 1, crashed = 0;
+    int rc = zrp_run_wait((const char *const *)av, 0, &code, &crashed);
+    if (rc < 0)
+        fprintf(stderr, "zr mrec import: cannot run %s (%s; needs python3 with the loaderx package and ase)\n",
+                av[0], strerror(-rc));
     free(av);
-    return EXIT_CHECK;
+    return rc < 0 || crashed ? EXIT_CHECK : code;
 }
 
 int zr_cmd_mrec(int argc, char **argv)

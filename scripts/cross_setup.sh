@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Install what scripts/cross.sh needs on a Debian 12 (bookworm) x86-64 machine:
+#   - Debian: qemu-user-static (arm64 Linux suites), wine64 (windows-x64
+#     suites), musl-tools, llvm (llvm-objdump/llvm-nm read ELF, PE and
+#     Mach-O for the artifact checks), file, ninja-build;
+#   - the arm64 runtimes qemu loads: libc6:arm64 and musl:arm64 (the only
+#     reason for `dpkg --add-architecture arm64`);
+#   - a tool venv under .cache/cross/venv with pinned zig (PyPI `ziglang`,
+#     the one C compiler and linker for all eight targets) and meson (>= 1.12:
+#     Debian's 1.0.1 cannot detect zig's linker);
+#   - the dependency sources (zstd, msgpack-c, lmdb, json-c, cmocka) from
+#     Debian's source packages, into subprojects/packagecache/ where the wrap
+#     files under subprojects/ find them (nothing is downloaded by meson).
+# Safe to run again: it does only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ZIG_VERSION=0.17.1
+MESON_VERSION=1.12.1
+CACHE=.cache/cross
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+APT=(apt-get -o DPkg::Lock::Timeout=900 -qq)
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed"; }
+
+# 1. Debian packages.
+debs=(qemu-user-static wine64 musl-tools llvm file ninja-build libc6:arm64 musl:arm64)
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    echo "cross-setup: adding dpkg architecture arm64 (for libc6:arm64 and musl:arm64 only)"
+    $SUDO dpkg --add-architecture arm64
+    need_update=1
+fi
+# A deb-src entry for bookworm, for `apt-get source`.
+src_list=/etc/apt/sources.list.d/loaderx-deb-src.sources
+if [ ! -f $src_list ]; then
+    echo "cross-setup: adding a deb-src entry for bookworm ($src_list)"
+    printf '%s\n' 'Types: deb-src' 'URIs: http://deb.debian.org/debian' \
+        'Suites: bookworm bookworm-updates' 'Components: main' \
+        'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' | $SUDO tee $src_list >/dev/null
+    need_update=1
+fi
+missing=()
+for p in "${debs[@]}"; do installed "$p" || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ] || [ -n "${need_update:-}" ]; then
+    $SUDO "${APT[@]}" update
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "cross-setup: installing Debian packages: ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive $SUDO "${APT[@]}" install -y --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# 2. The tool venv: zig and meson, pinned.
+if [ ! -x $CACHE/venv/bin/python3 ]; then
+    mkdir -p $CACHE
+    python3 -m venv $CACHE/venv
+fi
+if ! $CACHE/venv/bin/python3 -c "
+import importlib.metadata as m, sys
+sys.exit(not (m.version('ziglang') == '$ZIG_VERSION' and m.version('meson') == '$MESON_VERSION'))" 2>/dev/null; then
+    echo "cross-setup: installing ziglang==$ZIG_VERSION meson==$MESON_VERSION into $CACHE/venv"
+    $CACHE/venv/bin/python3 -m pip install -q --disable-pip-version-check \
+        "ziglang==$ZIG_VERSION" "meson==$MESON_VERSION"
+fi
+
+# 3. Dependency sources: the upstream tarballs of Debian's source packages,
+#    checked against the hashes in the wrap files.
+shopt -s nullglob
+mkdir -p subprojects/packagecache $CACHE/debsrc
+for wrap in subprojects/*.wrap; do
+    file=$(sed -n 's/^source_filename *= *//p' "$wrap")
+    hash=$(sed -n 's/^source_hash *= *//p' "$wrap")
+    srcpkg=$(sed -n 's/^# debian-source-package *= *//p' "$wrap")
+    [ -n "$file" ] || continue
+    dest=subprojects/packagecache/$file
+    if [ -f "$dest" ] && echo "$hash  $dest" | sha256sum -c --quiet - 2>/dev/null; then
+        continue
+    fi
+    echo "cross-setup: apt-get source $srcpkg"
+    (cd $CACHE/debsrc && apt-get -qq source --download-only "$srcpkg" >/dev/null)
+    cp "$CACHE/debsrc/$file" "$dest"
+    if ! echo "$hash  $dest" | sha256sum -c --quiet -; then
+        echo "cross-setup: $dest does not match the hash in $wrap" >&2
+        exit 1
+    fi
+done
+# 4. Meson copies packagefiles/<name>/ into the extracted source only once;
+#    when a build file written here has changed since, extract again (the
+#    build dirs then reconfigure: scripts/cross.sh sees the stamp).
+for wrap in subprojects/*.wrap; do
+    dir=subprojects/$(sed -n 's/^directory *= *//p' "$wrap")
+    patch=subprojects/packagefiles/$(sed -n 's/^patch_directory *= *//p' "$wrap")
+    [ -d "$dir" ] || continue
+    stale=""
+    while IFS= read -r f; do
+        cmp -s "$patch/$f" "$dir/$f" || stale=1
+    done < <(cd "$patch" && find . -type f)
+    if [ -n "$stale" ]; then
+        echo "cross-setup: $dir is older than $patch; extracting it again"
+        rm -rf "$dir"
+        touch $CACHE/reconfigure
+    fi
+done
+echo "cross-setup: ready (zig $($CACHE/venv/bin/python3 -m ziglang version), meson $($CACHE/venv/bin/meson --version))"
