@@ -22,6 +22,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 CACHE=$ROOT/.cache/cross
+# The toolchain venv (zig, meson) and zig's compile cache live outside the
+# clone, so every clone on this machine shares them: zig builds each
+# target's C runtime (mingw, glibc stubs) once, minutes for Windows.
+TOOLS=${ZR_CROSS_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/loaderx-cross}
+export ZR_CROSS_TOOLS=$TOOLS
 ALL=(linux-x64-gnu linux-arm64-gnu linux-x64-musl linux-arm64-musl
      windows-x64 windows-arm64 macos-x64 macos-arm64)
 RUNNABLE="linux-x64-gnu linux-arm64-gnu linux-x64-musl linux-arm64-musl windows-x64"
@@ -35,10 +40,10 @@ for t in "${targets[@]}"; do
 done
 
 bash scripts/cross_setup.sh || { echo "cross: toolchain setup failed" >&2; exit 1; }
-MESON=$CACHE/venv/bin/meson
-ZIG=$("$CACHE/venv/bin/python3" -c 'import ziglang, os; print(os.path.join(os.path.dirname(ziglang.__file__), "zig"))')
+MESON=$TOOLS/venv/bin/meson
+ZIG=$("$TOOLS/venv/bin/python3" -c 'import ziglang, os; print(os.path.join(os.path.dirname(ziglang.__file__), "zig"))')
 printf "[constants]\nzig = '%s'\n" "$ZIG" > "$CACHE/toolchain.ini"
-export ZIG_GLOBAL_CACHE_DIR=$CACHE/zig-cache ZIG_LOCAL_CACHE_DIR=$CACHE/zig-cache
+export ZIG_GLOBAL_CACHE_DIR=$TOOLS/zig-cache ZIG_LOCAL_CACHE_DIR=$TOOLS/zig-cache
 export WINEPREFIX=$CACHE/wine WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
 
 # Our shared libraries, by base name.
@@ -148,7 +153,7 @@ run_suites() {
     "$MESON" test -C "$b" --suite c --no-rebuild --num-processes "$JOBS" --print-errorlogs \
         >"$b/cross-test.log" 2>&1
     local counts
-    counts=$("$CACHE/venv/bin/python3" - "$b/meson-logs/testlog.json" <<'EOF'
+    counts=$("$TOOLS/venv/bin/python3" - "$b/meson-logs/testlog.json" <<'EOF'
 import json, sys
 ok = n = 0
 try:

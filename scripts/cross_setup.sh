@@ -18,6 +18,9 @@ cd "$(dirname "$0")/.."
 ZIG_VERSION=0.17.1
 MESON_VERSION=1.12.1
 CACHE=.cache/cross
+# The toolchain venv (outside the clone, shared by every clone; see cross.sh).
+TOOLS=${ZR_CROSS_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/loaderx-cross}
+mkdir -p "$TOOLS"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 APT=(apt-get -o DPkg::Lock::Timeout=900 -qq)
@@ -51,15 +54,15 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # 2. The tool venv: zig and meson, pinned.
-if [ ! -x $CACHE/venv/bin/python3 ]; then
+if [ ! -x $TOOLS/venv/bin/python3 ]; then
     mkdir -p $CACHE
-    python3 -m venv $CACHE/venv
+    python3 -m venv $TOOLS/venv
 fi
-if ! $CACHE/venv/bin/python3 -c "
+if ! $TOOLS/venv/bin/python3 -c "
 import importlib.metadata as m, sys
 sys.exit(not (m.version('ziglang') == '$ZIG_VERSION' and m.version('meson') == '$MESON_VERSION'))" 2>/dev/null; then
-    echo "cross-setup: installing ziglang==$ZIG_VERSION meson==$MESON_VERSION into $CACHE/venv"
-    $CACHE/venv/bin/python3 -m pip install -q --disable-pip-version-check \
+    echo "cross-setup: installing ziglang==$ZIG_VERSION meson==$MESON_VERSION into $TOOLS/venv"
+    $TOOLS/venv/bin/python3 -m pip install -q --disable-pip-version-check \
         "ziglang==$ZIG_VERSION" "meson==$MESON_VERSION"
 fi
 
@@ -101,4 +104,4 @@ for wrap in subprojects/*.wrap; do
         touch $CACHE/reconfigure
     fi
 done
-echo "cross-setup: ready (zig $($CACHE/venv/bin/python3 -m ziglang version), meson $($CACHE/venv/bin/meson --version))"
+echo "cross-setup: ready (zig $($TOOLS/venv/bin/python3 -m ziglang version), meson $($TOOLS/venv/bin/meson --version))"
