@@ -44,3 +44,19 @@ const char *zrp_fp_kind_name(zrp_fp_kind kind)
                                                     "rename", "unlink", "mmap", "mkdir"};
     return (unsigned)kind < ZRP_FP_KINDS ? names[kind] : "?";
 }
+
+/* The failpoints without ZRP_FAILPOINTS: the documented no-ops
+ * (zrp_fp_enabled() == 0). Only the POSIX file implements the real ones
+ * (its test-only build), so the fault sweep and the power-loss simulation
+ * are POSIX suites. */
+#ifndef ZRP_FAILPOINTS
+int zrp_fp_enabled(void) { return 0; }
+void zrp_fp_arm(zrp_fp_kind kind, uint64_t nth, int err, int sticky)
+{
+    (void)kind, (void)nth, (void)err, (void)sticky;
+}
+void zrp_fp_reset(void) {}
+uint64_t zrp_fp_count(zrp_fp_kind kind) { (void)kind; return 0; }
+uint64_t zrp_fp_injected(void) { return 0; }
+void zrp_fp_observe(void (*fn)(const zrp_fp_event *, void *), void *arg) { (void)fn, (void)arg; }
+#endif

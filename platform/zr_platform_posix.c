@@ -152,15 +152,6 @@ static void fp_fd_event(zrp_fp_event_kind kind, int fd, uint64_t off, const void
 #define FP_FD_EVENT(...) fp_fd_event(__VA_ARGS__)
 #define FP_FD_PATH(fd, path) fp_fd_path(fd, path)
 #else
-int zrp_fp_enabled(void) { return 0; }
-void zrp_fp_arm(zrp_fp_kind kind, uint64_t nth, int err, int sticky)
-{
-    (void)kind, (void)nth, (void)err, (void)sticky;
-}
-void zrp_fp_reset(void) {}
-uint64_t zrp_fp_count(zrp_fp_kind kind) { (void)kind; return 0; }
-uint64_t zrp_fp_injected(void) { return 0; }
-void zrp_fp_observe(void (*fn)(const zrp_fp_event *, void *), void *arg) { (void)fn, (void)arg; }
 #define FP_HIT(kind) 0
 #define FP_EVENT(...) ((void)0)
 #define FP_FD_EVENT(...) ((void)0)

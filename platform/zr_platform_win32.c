@@ -723,18 +723,3 @@ int zrp_is_terminal(int fd)
 }
 
 void zrp_sleep_ms(unsigned ms) { Sleep(ms); }
-
-/* ----------------------------------------------- test-only failpoints */
-
-/* The failpoints and the write observer are compiled into the POSIX file
- * only; here they are the documented no-ops (zrp_fp_enabled() == 0), so the
- * fault sweep and the power-loss simulation skip themselves on Windows. */
-int zrp_fp_enabled(void) { return 0; }
-void zrp_fp_arm(zrp_fp_kind kind, uint64_t nth, int err, int sticky)
-{
-    (void)kind, (void)nth, (void)err, (void)sticky;
-}
-void zrp_fp_reset(void) {}
-uint64_t zrp_fp_count(zrp_fp_kind kind) { (void)kind; return 0; }
-uint64_t zrp_fp_injected(void) { return 0; }
-void zrp_fp_observe(void (*fn)(const zrp_fp_event *, void *), void *arg) { (void)fn, (void)arg; }
