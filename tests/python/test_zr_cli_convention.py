@@ -174,7 +174,11 @@ def test_progress_only_on_a_terminal(tmp_path):
 
 
 def test_man_page_and_bash_completion_are_installed():
-    prefix = os.path.dirname(os.path.dirname(os.path.realpath(ZR)))
+    # Installed with zr under a prefix (scripts/test.sh: $PREFIX); the pip
+    # install's zr is a console script, so its own location says nothing.
+    prefixes = [os.environ.get("PREFIX", ""), os.path.dirname(os.path.dirname(os.path.realpath(ZR)))]
+    prefix = next((q for q in prefixes if q and os.path.isfile(os.path.join(q, "share", "man", "man1", "zr.1"))),
+                  prefixes[-1])
     man = os.path.join(prefix, "share", "man", "man1", "zr.1")
     assert os.path.isfile(man)
     text = open(man).read()
