@@ -202,7 +202,7 @@ def test_training_example_beside_info_and_reader(tmp_path):
     go, q = ctx.Event(), ctx.Queue()
     r = ctx.Process(target=_second_reader, args=(images, go, q))
     r.start()
-    ex = subprocess.Popen([sys.executable, EXAMPLE, "--store-dir", str(stores), "--steps", "3000"],
+    ex = subprocess.Popen([sys.executable, "-u", EXAMPLE, "--store-dir", str(stores), "--steps", "3000"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out = []
     try:
