@@ -205,11 +205,17 @@ static zmr_status check_schema(zmr_writer *w)
     json_object_object_foreach(v, bname, bdecl) {
         json_object *cols, *nd = json_object_new_object(), *nc = json_object_new_object();
         json_object_object_add(nb, bname, nd);
-        if (!json_object_is_type(bdecl, json_type_object))
+        /* nc joins nd after the block's other keys (their order is kept);
+         * until then it is freed on every refusal */
+        if (!json_object_is_type(bdecl, json_type_object)) {
+            json_object_put(nc);
             return schema_fail(nb, "sequence_schema.blocks.%s must be an object", bname);
-        if (is_reserved(bname, reserved_blocks))
+        }
+        if (is_reserved(bname, reserved_blocks)) {
+            json_object_put(nc);
             return schema_fail(nb, "sequence_schema.blocks.%s: '%s' is reserved by the trajectory layout (step, "
                                    "time, meta, box); a block cannot take it", bname, bname);
+        }
         json_object_object_foreach(bdecl, bk, bval) {
             if (strcmp(bk, "columns"))
                 json_object_object_add(nd, bk, json_object_get(bval));
