@@ -404,7 +404,6 @@ static int ingest_folder(const char *dir, const char *store, const ingest_opts *
     /* Keep the regular, non-empty files (the store refuses empty records). */
     uint64_t *sizes = malloc((n + 1) * sizeof *sizes);
     size_t keep = 0, skipped = 0;
-    uint64_t total_bytes = 0;
     for (size_t i = 0; full && sizes && i < n; i++) {
         snprintf(full, cap, "%s/%s", dir, names[i]);
         zrp_file f;
@@ -426,7 +425,6 @@ static int ingest_folder(const char *dir, const char *store, const ingest_opts *
         }
         names[keep] = names[i];
         sizes[keep++] = size;
-        total_bytes += size;
     }
     if (!full || !sizes) {
         free(full);
