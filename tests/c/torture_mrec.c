@@ -847,9 +847,10 @@ static void test_truncated(void **state)
     remove(cut);
     copy_prefix(fx->path, cut, full); /* the whole file is fine */
     OK(zmr_validate(cut, 0));
-    /* not a regular collection at all */
-    assert_int_equal(zmr_validate("/dev/null", ZMR_OPEN_NOLOCK), ZMR_ENOTCOLL);
-    HAS("/dev/null"); /* "is empty" or "is not a regular file", by which check meets it first */
+    /* not a collection file at all: a directory (a device such as
+     * /dev/null is refused as well; the Python suite checks that on POSIX) */
+    assert_int_equal(zmr_validate(fx->dir, ZMR_OPEN_NOLOCK), ZMR_ENOTCOLL);
+    HAS("is a directory");
     char missing[700];
     snprintf(missing, sizeof missing, "%s/none.mrec.lmdb", fx->dir);
     assert_int_equal(zmr_validate(missing, 0), ZMR_EIO);
