@@ -8,6 +8,14 @@
 #include <errno.h>
 #include <stdlib.h>
 
+/* The list zrp_list_dir made, on every OS. */
+void zrp_free_names(char **names, size_t count)
+{
+    for (size_t i = 0; names && i < count; i++)
+        free(names[i]);
+    free(names);
+}
+
 int zrp_read_file(const char *path, void **out, size_t *len, size_t max_len)
 {
     *out = NULL;

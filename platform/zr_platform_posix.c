@@ -668,13 +668,6 @@ void zrp_sleep_ms(unsigned ms)
 
 /* ------------------------------------------------------- directory lists */
 
-void zrp_free_names(char **names, size_t count)
-{
-    for (size_t i = 0; names && i < count; i++)
-        free(names[i]);
-    free(names);
-}
-
 int zrp_list_dir(const char *path, char ***names, size_t *count)
 {
     *names = NULL;

@@ -402,13 +402,6 @@ int zrp_list_dir(const char *path, char ***names, size_t *count)
     return 0;
 }
 
-void zrp_free_names(char **names, size_t count)
-{
-    for (size_t i = 0; names && i < count; i++)
-        free(names[i]);
-    free(names);
-}
-
 static int is_sep(char c) { return c == '/' || c == '\\'; }
 
 int zrp_mkdir_parents(const char *path)
