@@ -24,6 +24,9 @@ struct zmr_reader {
     int molrec;
     uint64_t *first, *nfr, *natoms;
     uint8_t *has_traj;
+    char *path;                         /* for re-checking the file's size */
+    const unsigned char *map_lo;        /* LMDB's map of the file ... */
+    uint64_t map_len;                   /* ... and the bytes of it the file backs */
 };
 
 static zmr_status begin(const zmr_reader *r, MDB_txn **txn)
@@ -44,6 +47,102 @@ static zmr_status lmdb_read_status(int rc)
                : ZMR_EIO;
 }
 
+/* The file's length, as LMDB maps it (at most its map size). */
+static zmr_status mapped_len(const zmr_reader *r, uint64_t *len)
+{
+    MDB_envinfo info;
+    if (mdb_env_info(r->env, &info))
+        return zmr_err(ZMR_EIO, "open: %s: cannot read the LMDB environment's info", r->path);
+    zrp_file fd;
+    uint64_t size = 0;
+    int rc = zrp_open(&fd, r->path, ZRP_READ);
+    if (rc == 0) {
+        rc = zrp_file_size(fd, &size);
+        zrp_close(&fd);
+    }
+    if (rc < 0)
+        return zmr_err(ZMR_EIO, "open: %s: cannot stat the file (error %d)", r->path, rc);
+    *len = size < info.me_mapsize ? size : (uint64_t)info.me_mapsize;
+    return ZMR_OK;
+}
+
+static int within(const MDB_val *v, const unsigned char *lo, uint64_t len)
+{
+    const unsigned char *p = v->mv_data;
+    if (v->mv_size == 0)
+        return 1;
+    if (v->mv_size > len)
+        return 0;
+    return lo == NULL || (p >= lo && (uint64_t)(p - lo) <= len - v->mv_size);
+}
+
+/* A key or value liblmdb returned lies inside the mapped file. On a
+ * damaged page it can point anywhere or state any size (a node offset
+ * past its page, a length past the file's end) and liblmdb does not
+ * check: reading it would fault, so it is refused as damage instead. When
+ * the map's address is unknown only the length is bounded. A writer
+ * beside us may have grown the file since it was measured, so a miss
+ * measures again (into locals: a reader is shared by threads). */
+static zmr_status in_map(const zmr_reader *r, const MDB_val *v, const char *what)
+{
+    uint64_t len = 0;
+    if (within(v, r->map_lo, r->map_len))
+        return ZMR_OK;
+    zmr_status st = mapped_len(r, &len);
+    if (st < 0)
+        return st;
+    if (within(v, r->map_lo, len))
+        return ZMR_OK;
+    return BAD("%s: a %s of %zu bytes lies outside the file: LMDB page damaged", r->path, what, v->mv_size);
+}
+
+/* Where LMDB mapped the file. liblmdb does not say (mdb_env_info's
+ * me_mapaddr is only a fixed-map request), so it is found from the first
+ * key: the key lies in a leaf page LMDB has just read, and that page's
+ * header names its page number. Each page start the key could lie in
+ * (pages are aligned to the page size or 4 KiB, the smallest OS page) is
+ * tried: its bytes up to the key's end must equal the file's at
+ * page number x page size. Exactly one candidate must match; otherwise
+ * map_lo stays NULL and only lengths are bounded. */
+static zmr_status locate_map(zmr_reader *r, MDB_txn *txn)
+{
+    MDB_stat ms;
+    MDB_envinfo info;
+    MDB_cursor *cur;
+    MDB_val k, v;
+    r->map_lo = NULL;
+    zmr_status st = mapped_len(r, &r->map_len);
+    if (st < 0 || mdb_env_stat(r->env, &ms) || mdb_env_info(r->env, &info) || mdb_cursor_open(txn, r->dbi, &cur))
+        return st;
+    int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+    mdb_cursor_close(cur);
+    uint64_t ps = ms.ms_psize, step = ps < 4096 ? ps : 4096;
+    if (rc || ps < 256 || ps > 65536 || k.mv_size == 0 || k.mv_size > ps - 16)
+        return ZMR_OK;
+    const unsigned char *key = k.mv_data, *found = NULL;
+    unsigned char *page = malloc(ps);
+    zrp_file fd;
+    if (page == NULL || zrp_open(&fd, r->path, ZRP_READ) < 0) {
+        free(page);
+        return ZMR_OK;
+    }
+    int matches = 0;
+    const unsigned char *s = key - (uintptr_t)key % step;
+    for (; (uint64_t)(key + k.mv_size - s) <= ps && matches < 2; s -= step) {
+        uint64_t pgno, n = (uint64_t)(key + k.mv_size - s);
+        memcpy(&pgno, s, sizeof pgno);
+        if (pgno < 2 || pgno > info.me_last_pgno || zrp_pread_all(fd, page, n, pgno * ps) < 0 || memcmp(page, s, n))
+            continue;
+        found = s - pgno * ps;
+        matches++;
+    }
+    zrp_close(&fd);
+    free(page);
+    if (matches == 1)
+        r->map_lo = found;
+    return ZMR_OK;
+}
+
 /* Get key into *v; ZMR_ERANGE (no detail) when absent. */
 static zmr_status get(const zmr_reader *r, MDB_txn *txn, const void *key, size_t klen, MDB_val *v)
 {
@@ -53,7 +152,7 @@ static zmr_status get(const zmr_reader *r, MDB_txn *txn, const void *key, size_t
         return ZMR_ERANGE;
     if (rc)
         return zmr_err(lmdb_read_status(rc), "get: %s", mdb_strerror(rc));
-    return ZMR_OK;
+    return in_map(r, v, "value");
 }
 
 /* Get numbered key `prefix` + n (9 bytes: the letter, n big-endian) into
@@ -82,6 +181,7 @@ void zmr_close(zmr_reader *r)
     free(r->nfr);
     free(r->natoms);
     free(r->has_traj);
+    free(r->path);
     free(r);
 }
 
@@ -424,11 +524,13 @@ zmr_status zmr_open(zmr_reader **out, const char *path, unsigned flags)
     if (cst < 0)
         return cst;
     zmr_reader *r = calloc(1, sizeof *r);
-    if (r == NULL)
+    if (r == NULL || (r->path = strdup(path)) == NULL) {
+        free(r);
         return zmr_err(ZMR_ENOMEM, "open: no memory");
+    }
     int rc = mdb_env_create(&r->env);
     if (rc) {
-        free(r);
+        zmr_close(r);
         return zmr_err(ZMR_EIO, "open: mdb_env_create: %s", mdb_strerror(rc));
     }
     unsigned mf = MDB_RDONLY | MDB_NOSUBDIR | MDB_NOTLS | ((flags & ZMR_OPEN_NOLOCK) ? MDB_NOLOCK : 0);
@@ -461,6 +563,8 @@ zmr_status zmr_open(zmr_reader **out, const char *path, unsigned flags)
     MDB_val v;
     if (rc) {
         st = zmr_err(ZMR_ENOTCOLL, "open: %s: %s", path, mdb_strerror(rc));
+    } else if ((st = locate_map(r, txn)) < 0) {
+        /* the file could not be measured */
     } else if ((st = get(r, txn, "meta", 4, &v)) == ZMR_ERANGE) {
         st = zmr_err(ZMR_ENOTCOLL, "%s: key \"meta\" is missing: not a collection (never committed)", path);
     } else if (st == ZMR_OK) {
@@ -788,6 +892,8 @@ static zmr_status validate_keys(zmr_reader *r, MDB_txn *txn)
     zmr_status st = ZMR_OK;
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && st == ZMR_OK;
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        if ((st = in_map(r, &k, "key")) < 0 || (st = in_map(r, &v, "value")) < 0)
+            break;
         const unsigned char *p = k.mv_data;
         if ((k.mv_size == 4 && !memcmp(p, "meta", 4)) || (k.mv_size == 5 && !memcmp(p, "index", 5)) ||
             (k.mv_size == 2 && !memcmp(p, "ff", 2)))

@@ -905,6 +905,49 @@ static void test_lmdb_meta_pages(void **state)
     OK(zmr_validate(bad, ZMR_OPEN_NOLOCK));
 }
 
+/* A leaf node whose stated value size runs past the end of the file (its
+ * overflow page is real, its length damaged): liblmdb returns a pointer
+ * and a size without checking them, and copying it would fault. The
+ * reader refuses it as damage instead. */
+static void test_value_past_file(void **state)
+{
+    fixture *fx = *state;
+    write_collection(fx->path);
+    size_t mlen = 0;
+    char *meta = raw_get(fx->path, "meta", 4, &mlen);
+    assert_non_null(meta);
+    size_t big = mlen + 9000; /* several pages: stored on overflow pages */
+    char *padded = malloc(big);
+    assert_non_null(padded);
+    memcpy(padded, meta, mlen);
+    memset(padded + mlen, ' ', big - mlen);
+    raw_put(fx->path, "meta", 4, padded, big);
+    free(meta);
+    free(padded);
+    zmr_reader *r = NULL;
+    OK(zmr_open(&r, fx->path, ZMR_OPEN_NOLOCK));
+    zmr_close(r);
+    /* the node: data size (u16 low, u16 high), flags F_BIGDATA, key size 4, "meta" */
+    unsigned char *file = NULL;
+    size_t n = zt_slurp(fx->path, &file);
+    int patched = 0;
+    for (size_t off = 4; off + 8 <= n; off++) {
+        if (memcmp(file + off, "\x01\x00\x04\x00meta", 8) || zt_get_le32(file + off - 4) != big)
+            continue;
+        unsigned char huge[4];
+        zt_put_le32(huge, 0x7FFFFFF0u);
+        zt_patch_file(fx->path, (long)off - 4, huge, 4);
+        patched++;
+    }
+    free(file);
+    assert_true(patched > 0);
+    r = NULL;
+    assert_int_equal(zmr_open(&r, fx->path, ZMR_OPEN_NOLOCK), ZMR_ECORRUPT);
+    assert_null(r);
+    HAS("lies outside the file");
+    assert_int_equal(zmr_validate(fx->path, ZMR_OPEN_NOLOCK), ZMR_ECORRUPT);
+}
+
 /* An undeclared meta key in an update: the message names the key (it is
  * formatted before the decoded frame that owns the key is freed). */
 static void test_undeclared_update_meta(void **state)
@@ -1716,6 +1759,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fuzz, setup, teardown),
         cmocka_unit_test_setup_teardown(test_truncated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lmdb_meta_pages, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_value_past_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_undeclared_update_meta, setup, teardown),
         cmocka_unit_test_setup_teardown(test_aligned_blocks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trajectory_references, setup, teardown),
