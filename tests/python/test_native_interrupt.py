@@ -13,6 +13,9 @@ import pytest
 
 CHILD = r"""
 import os, signal, sys, threading, time
+# A child started from a background job inherits SIGINT ignored, and
+# Python then leaves it ignored: take the default KeyboardInterrupt handler.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import numpy as np
 from loaderx.zrecord import DenseStore
 from loaderx import utils
