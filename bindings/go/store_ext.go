@@ -15,6 +15,19 @@ func OpenReadOnly(path string) (*Store, error) {
 	return wrapStore(out[0]), nil
 }
 
+// OpenRecover opens an existing store for writing after a crash or power
+// loss lost appends that were never synced: every record that reached the
+// disk (every record whose Sync returned) is kept and the header is
+// rewritten to them. A plain Open refuses such a store with ErrNotStore,
+// naming recovery. On a store that needs none it is the same as Open.
+func OpenRecover(path string) (*Store, error) {
+	out := []uintptr{0}
+	if err := callAs("zrecord.OpenRecover", func() int { return zrcore.Zrs_open_ex(out, path, uint(zrcore.ZRE_OPEN_RECOVER)) }); err != nil {
+		return nil, err
+	}
+	return wrapStore(out[0]), nil
+}
+
 // Refresh moves a read-only handle to the latest commit and returns the
 // new Len: a reader's length changes only here, growing to the writer's
 // committed length, never past it. On a writable handle (which sees its own

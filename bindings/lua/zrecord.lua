@@ -166,16 +166,21 @@ function M.create_ragged(path, dtype, codec)
 end
 
 --- Open an existing store (dense or ragged, as the store says).
---- opts.readonly = true takes the shared lock (many readers, no writer)
---- where the C library supports it.
+--- opts.readonly = true opens a reader (any number beside one writer).
+--- opts.recover = true (writable only): after a crash or power loss lost
+--- appends that were never synced, keep every record that reached the
+--- disk and rewrite the header to them; a plain open refuses such a store.
+--- Both at once is EINVAL.
 function M.open(path, opts)
   check_path(path)
   if opts ~= nil and type(opts) ~= "table" then
     fail("EINVAL", "open: options must be a table, got %s", type(opts))
   end
-  if opts and opts.readonly then
-    if not raw.zrs_open_ex then fail("EUNSUPPORTED", "open: read-only opens are not in this build") end
-    return wrap_store(raw.zrs_open_ex(path, raw.ZRE_OPEN_READONLY))
+  local flags = 0
+  if opts and opts.readonly then flags = flags | raw.ZRE_OPEN_READONLY end
+  if opts and opts.recover then flags = flags | raw.ZRE_OPEN_RECOVER end
+  if flags ~= 0 then
+    return wrap_store(raw.zrs_open_ex(path, flags))
   end
   return wrap_store(raw.zrs_open(path))
 end

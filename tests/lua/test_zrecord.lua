@@ -129,6 +129,26 @@ T.test("delete, compact, read-only open", function()
   T.raises("^EBUSY: .*read%-only handles", w.compact, w)
 end)
 
+T.test("open with recovery after lost unsynced appends", function()
+  local p = T.path("r")
+  do
+    local s <close> = zr.create_dense(p, "uint8", { 2 }, "raw")
+    s:append(string.rep("ab", 10)); s:sync(); s:append(string.rep("cd", 5))
+  end
+  -- a power loss kept the header (15 records) but only 12 table entries
+  local f = assert(io.open(p .. "/0.loc", "rb")); local keep = f:read(12 * 16); f:close()
+  f = assert(io.open(p .. "/0.loc", "wb")); f:write(keep); f:close()
+  T.raises("recovery", zr.open, p)
+  T.raises("^EINVAL", zr.open, p, { readonly = true, recover = true })
+  do
+    local s <close> = zr.open(p, { recover = true })
+    T.eq(#s, 12); T.eq(s:gather({ 9, 10, 11 }), "abcdcd")
+    s:append("ef")
+  end
+  local s <close> = zr.open(p, { readonly = true })
+  T.eq(#s, 13); T.eq(s:get(12), "ef")
+end)
+
 T.test("dictionary codec", function()
   if not zr.train_dict then return end
   local samples = {}

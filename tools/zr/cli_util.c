@@ -61,6 +61,8 @@ int zr_fail(const char *cmd, const char *file, const char *what, int status)
 int zr_fail_open(const char *cmd, const char *file, int status)
 {
     zr_error(cmd, file, "cannot open: %s", zr_last_error());
+    if (strstr(zr_last_error(), "ZRE_OPEN_RECOVER") && file)
+        fprintf(stderr, "zr: to recover it: zr recover %s\n", file);
     return status == ZR_OK ? ZR_EXIT_OK : ZR_EXIT_OPEN;
 }
 
