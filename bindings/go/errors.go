@@ -26,6 +26,7 @@ const (
 	StatusUnsupported Status = -10 // an operation this handle or build cannot do
 	StatusClosed      Status = -11 // the object was closed
 	StatusState       Status = -12 // an error earlier in a pipeline
+	StatusInterrupted Status = -13 // stopped early on request; the store is intact
 )
 
 // Sentinel errors for errors.Is: errors.Is(err, zrecord.ErrRange) is true
@@ -43,6 +44,7 @@ var (
 	ErrUnsupported = &Error{Code: StatusUnsupported, Msg: "unsupported"}
 	ErrClosed      = &Error{Code: StatusClosed, Msg: "closed"}
 	ErrState       = &Error{Code: StatusState, Msg: "pipeline failed earlier"}
+	ErrInterrupted = &Error{Code: StatusInterrupted, Msg: "interrupted"}
 )
 
 // Error is a failure reported by the C libraries: the status code and

@@ -52,6 +52,7 @@ static const char *zr_lua_code_name(int status)
     case ZR_EUNSUPPORTED: return "EUNSUPPORTED";
     case ZR_ECLOSED: return "ECLOSED";
     case ZR_ESTATE: return "ESTATE";
+    case ZR_EINTR: return "EINTR";
     default: return "ERROR";
     }
 }

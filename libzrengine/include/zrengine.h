@@ -102,7 +102,8 @@ typedef enum zr_status {
     ZR_ETOOBIG = -9,      /* a record over ZRE_RECORD_MAX bytes */
     ZR_EUNSUPPORTED = -10,/* an operation this handle or build cannot do */
     ZR_ECLOSED = -11,     /* the object was closed or shut down */
-    ZR_ESTATE = -12       /* an error earlier in a pipeline (see detail) */
+    ZR_ESTATE = -12,      /* an error earlier in a pipeline (see detail) */
+    ZR_EINTR = -13        /* stopped early by zre_interrupt; the store is intact */
 } zr_status;
 
 /* Short fixed text for a status ("store is busy", ...). Static storage. */
@@ -370,8 +371,18 @@ ZRE_API int zre_delete(zre_engine *e, const uint64_t *index, uint64_t count);
  * moves is committed on its own (through journal.zr when a move would
  * overwrite bytes still referenced), and running compact again finishes
  * the job. Indices and contents are unchanged. Needs O(length) memory.
- * Errors as zre_delete (ZR_EUNSUPPORTED read-only, ZR_EBUSY), ZR_EIO. */
+ * Errors as zre_delete (ZR_EUNSUPPORTED read-only, ZR_EBUSY), ZR_EIO;
+ * ZR_EINTR when zre_interrupt asked it to stop: it stops after the batch
+ * in flight (at most 4,096 records or 64 MiB), every record reads as
+ * before, no space is reclaimed yet, and running it again finishes. */
 ZRE_API int zre_compact(zre_engine *e);
+
+/* Ask a long call on `e` (zre_compact) running on another thread to stop
+ * at its next safe point with ZR_EINTR (on = 1), or withdraw the request
+ * (on = 0). The request stays until withdrawn: a compact started while it
+ * is set stops at its first batch. Async-signal-safe (one atomic store),
+ * so a signal handler may call it. */
+ZRE_API void zre_interrupt(zre_engine *e, int on);
 
 /* Check record `index` fully: its table entry against the chunk files and
  * the write frontier, then read it and decode it (frame checksum).

@@ -207,6 +207,7 @@ struct zre_engine {
      * ZR_ESTATE and `poison_msg` (the original failure) until the store
      * is reopened; a writable open recovers it through the journal. */
     _Atomic int poisoned;
+    _Atomic int interrupt; /* zre_interrupt: long calls stop at a safe point */
     char poison_msg[ZRE_ERRMSG_CAP];
     bool fsync_failed; /* an fsync failed during the current writer call */
     bool files_short;  /* open: the files hold less than meta.zr claims */

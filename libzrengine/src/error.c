@@ -31,6 +31,7 @@ ZRE_API const char *zr_strerror(int status)
     case ZR_EUNSUPPORTED: return "unsupported operation";
     case ZR_ECLOSED: return "closed";
     case ZR_ESTATE: return "earlier error in pipeline";
+    case ZR_EINTR: return "interrupted";
     default: return "unknown error";
     }
 }

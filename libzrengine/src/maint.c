@@ -574,7 +574,10 @@ static int compact_locked(zre_engine *e)
 
     uint32_t fc = 0, fo = 0;
     size_t pay_cap = 0;
-    for (uint64_t i = 0; rc == 0 && i < len; i++) {
+    uint64_t interrupted = UINT64_MAX; /* records visited when zre_interrupt stopped it */
+    if (rc == 0 && atomic_load_explicit(&e->interrupt, memory_order_relaxed))
+        interrupted = 0;
+    for (uint64_t i = 0; rc == 0 && interrupted == UINT64_MAX && i < len; i++) {
         const zre_loc *old = &r[i].loc;
         uint32_t size = old->phys_length;
         /* Physical order guarantees the new place is never above the old:
@@ -597,6 +600,12 @@ static int compact_locked(zre_engine *e)
             rc = flush_batch(e, &b);
             if (rc < 0)
                 break;
+            /* Between batches every entry points at its record's bytes:
+             * a safe point to stop (the frontier is not moved). */
+            if (atomic_load_explicit(&e->interrupt, memory_order_relaxed)) {
+                interrupted = i;
+                break;
+            }
         }
         if (b.bytes + size > pay_cap) {
             size_t ncap = (size_t)(b.bytes + size);
@@ -654,6 +663,10 @@ static int compact_locked(zre_engine *e)
             rc = rrc;
         }
     }
+    if (rc == 0 && interrupted != UINT64_MAX)
+        rc = zr_set_error(ZR_EINTR, "compact: interrupted after %" PRIu64 " of %" PRIu64 " records of %s; "
+                          "every record is intact, no space is reclaimed yet: run compact again to "
+                          "finish", interrupted, len, e->path);
     uint32_t old_tail = e->tail_chunk;
     if (rc == 0) {
         rc = zre_commit_meta(e, len, fc, fo);
@@ -693,6 +706,12 @@ static int compact_locked(zre_engine *e)
     free(b.ent);
     free(b.payload);
     return rc;
+}
+
+ZRE_API void zre_interrupt(zre_engine *e, int on)
+{
+    if (e)
+        atomic_store_explicit(&e->interrupt, on != 0, memory_order_relaxed);
 }
 
 ZRE_API int zre_compact(zre_engine *e)

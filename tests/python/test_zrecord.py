@@ -393,7 +393,7 @@ def test_views_share_one_buffer(ragged8):
 def test_status_codes_match_native():
     for name in ("ZR_OK", "ZR_EINVAL", "ZR_ENOMEM", "ZR_EIO", "ZR_EBUSY", "ZR_EEXIST",
                  "ZR_ENOTSTORE", "ZR_ERANGE", "ZR_ECORRUPT", "ZR_ETOOBIG",
-                 "ZR_EUNSUPPORTED", "ZR_ECLOSED", "ZR_ESTATE"):
+                 "ZR_EUNSUPPORTED", "ZR_ECLOSED", "ZR_ESTATE", "ZR_EINTR"):
         assert getattr(errors, name) == getattr(_zr, name), name
 
 
@@ -404,6 +404,7 @@ def test_from_status_mapping():
         _zr.ZR_EBUSY: errors.StoreBusy, _zr.ZR_EIO: OSError,
         _zr.ZR_ECORRUPT: errors.CorruptStoreError, _zr.ZR_ENOMEM: MemoryError,
         _zr.ZR_ESTATE: RuntimeError, _zr.ZR_ECLOSED: ValueError,
+        _zr.ZR_EINTR: KeyboardInterrupt,
     }
     for code, cls in table.items():
         exc = errors.from_status(code, "detail")

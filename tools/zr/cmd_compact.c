@@ -3,8 +3,10 @@
  * (zrs_compact). The engine commits the work batch by batch and keeps a
  * journal while it moves bytes, so Ctrl-C (or a crash) at any moment
  * leaves a store that opens and reads the same; running compact again
- * finishes. The engine reports no progress of its own, so the progress
- * line shows the elapsed time and the bytes being reclaimed.
+ * finishes. Ctrl-C asks the engine to stop after the batch in flight
+ * (zre_interrupt), so the process exits 130 with every record intact. The
+ * engine reports no progress of its own, so the progress line shows the
+ * elapsed time and the bytes being reclaimed.
  */
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -20,8 +22,9 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: zr compact [OPTIONS] STORE\n"
             "Reclaim the space of deleted records in place; indices and contents stay\n"
-            "the same. Safe to interrupt at any moment (Ctrl-C ends the process; the\n"
-            "store opens as before and compact can be run again to finish).\n"
+            "the same. Safe to interrupt at any moment: Ctrl-C stops it after the batch\n"
+            "in flight (exit 130), the store reads as before, and compact run again\n"
+            "finishes.\n"
             "\n"
             "Options:\n"
             "  --json       a JSON summary on stdout\n"
@@ -39,22 +42,30 @@ typedef struct ticker {
     const char *label;
     uint64_t bytes;
     int on;
+    zre_engine *engine;
 } ticker;
 
+/* Forwards Ctrl-C to the engine, and draws the progress line when on. */
 static void tick(void *arg)
 {
     ticker *t = arg;
     uint64_t t0 = zrp_now_ns();
     char b[32];
     while (!atomic_load(&t->stop)) {
-        zrp_sleep_ms(100);
+        zrp_sleep_ms(50);
+        if (zr_interrupted())
+            zre_interrupt(t->engine, 1);
+        if (!t->on)
+            continue;
         unsigned s = (unsigned)((zrp_now_ns() - t0) / 1000000000u);
         fprintf(stderr, "\r\033[K%s: compacting, %u:%02u elapsed, reclaiming %s", t->label, s / 60,
                 s % 60, zr_human_bytes(t->bytes, b, sizeof b));
         fflush(stderr);
     }
-    fputs("\r\033[K", stderr);
-    fflush(stderr);
+    if (t->on) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+    }
 }
 
 static int parse_args(int argc, char **argv, int *json, int *quiet, const char **store)
@@ -98,16 +109,21 @@ int zr_cmd_compact(int argc, char **argv)
         return ZR_EXIT_FAILED;
     }
     ticker t = {.label = store, .bytes = before.reclaimable,
-                .on = !quiet && zrp_is_terminal(2)};
+                .on = !quiet && zrp_is_terminal(2), .engine = zrs_engine(s)};
     atomic_init(&t.stop, 0);
+    zr_interrupt_install();
     zrp_thread th;
-    int threaded = t.on && zrp_thread_start(&th, tick, &t) == 0;
+    int threaded = zrp_thread_start(&th, tick, &t) == 0;
     uint64_t t0 = zrp_now_ns();
     rc = zrs_compact(s);
     double secs = (double)(zrp_now_ns() - t0) / 1e9;
     if (threaded) {
         atomic_store(&t.stop, 1);
         zrp_thread_join(th);
+    }
+    if (rc == ZR_EINTR) {
+        zrs_close(s);
+        return zr_interrupt_exit(CMD, store, "every record is intact; run compact again to finish");
     }
     if (rc < 0) {
         int ex = zr_fail(CMD, store, "compact failed (the store is as the last committed batch "

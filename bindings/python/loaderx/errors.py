@@ -19,6 +19,7 @@ ZR_ETOOBIG         ValueError
 ZR_EUNSUPPORTED    NotImplementedError
 ZR_ECLOSED         :class:`ClosedError`                          ValueError
 ZR_ESTATE          RuntimeError
+ZR_EINTR           KeyboardInterrupt (a Ctrl-C stopped a long call)
 =================  ============================================  =========
 
 Every exception raised this way carries the native code as ``.status``.
@@ -50,6 +51,7 @@ ZR_ETOOBIG = -9
 ZR_EUNSUPPORTED = -10
 ZR_ECLOSED = -11
 ZR_ESTATE = -12
+ZR_EINTR = -13
 
 
 class ZrError(Exception):
@@ -89,6 +91,7 @@ _CLASSES = {
     ZR_EUNSUPPORTED: NotImplementedError,
     ZR_ECLOSED: ClosedError,
     ZR_ESTATE: RuntimeError,
+    ZR_EINTR: KeyboardInterrupt,
 }
 
 

@@ -6,11 +6,10 @@
 ``RaggedStore.create``). A store never trains by itself.
 """
 
-import threading
-
 import numpy as np
 
 from . import _zr
+from ._interrupt import interruptible as _interruptible
 from .zrecord import DICT_TIERS, DenseStore, _Store
 
 __all__ = ["train_dict", "DICT_TIERS"]
@@ -131,25 +130,3 @@ def train_dict(source, tier="balanced"):
     data = np.concatenate(keep) if keep else np.empty(0, dtype=np.uint8)
     sizes = np.array([p.size for p in keep], dtype=np.uint64)
     return _interruptible(_zr.zrs_train_dict, data, sizes, DICT_TIERS[tier]["dict_bytes"])
-
-
-def _interruptible(fn, *args):
-    """fn(*args) (a native call that releases the GIL) on a helper thread,
-    waited for in short slices so that Ctrl-C interrupts the caller at
-    once. An interrupted call runs on to its end in the background and its
-    result is dropped (the native call itself cannot stop midway)."""
-    box = {}
-
-    def run():
-        try:
-            box["value"] = fn(*args)
-        except BaseException as exc:
-            box["error"] = exc
-
-    t = threading.Thread(target=run, name="loaderx-native", daemon=True)
-    t.start()
-    while t.is_alive():
-        t.join(0.05)
-    if "error" in box:
-        raise box["error"]
-    return box["value"]

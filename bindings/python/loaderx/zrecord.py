@@ -48,6 +48,7 @@ import numpy as np
 
 from . import _zr
 from ._closing import Closing as _Closing
+from ._interrupt import interruptible as _interruptible
 from .errors import (ClosedError, CorruptStoreError, NotAStoreError,
                      StoreBusy, ZrError, closed)
 
@@ -462,8 +463,14 @@ class _Store(_Closing):
     def compact(self):
         """Reclaim the bytes of deleted records, in place and offline (it
         needs exclusive use, like :meth:`delete`). Indices and contents do
-        not change. Safe to interrupt; running it again finishes the job."""
-        _zr.zrs_compact(self._exclusive("compact"))
+        not change. Safe to interrupt: Ctrl-C stops it after the batch in
+        flight (at most 4,096 records or 64 MiB) and raises
+        KeyboardInterrupt; every record then reads as before, and running
+        compact again finishes the job."""
+        h = self._exclusive("compact")
+        engine = _zr.zrs_engine(h)
+        _zr.zre_interrupt(engine, 0)  # withdraw a request an earlier Ctrl-C left
+        _interruptible(_zr.zrs_compact, h, stop=lambda: _zr.zre_interrupt(engine, 1))
 
     def sync(self):
         """Make every appended record durable (payload, then record table,
