@@ -211,6 +211,23 @@ static int zr_py_loader_options(PyObject *map, zld_options *o)
     /* readahead: steps ahead to hint; ZLD_READAHEAD_AUTO (the default) or
      * anything >= 2**32 - 1 means "as far as prefetch". */
     o->readahead = readahead >= ZLD_READAHEAD_AUTO ? ZLD_READAHEAD_AUTO : (unsigned)readahead;
+    /* bucket_lengths: bytes of little-endian uint32, one per record; they
+     * stay alive in the mapping for the call (zld_create copies them). */
+    PyObject *bl = PyMapping_Check(map) && PyMapping_HasKeyString(map, "bucket_lengths")
+                       ? PyMapping_GetItemString(map, "bucket_lengths")
+                       : NULL;
+    if (bl != NULL && bl != Py_None) {
+        if (!PyBytes_Check(bl) || PyBytes_GET_SIZE(bl) % 4 != 0) {
+            Py_DECREF(bl);
+            PyErr_SetString(PyExc_TypeError, "bucket_lengths must be bytes of uint32 values");
+            return -1;
+        }
+        o->bucket_lengths = (const uint32_t *)PyBytes_AS_STRING(bl);
+        o->bucket_count = (uint64_t)PyBytes_GET_SIZE(bl) / 4;
+    }
+    Py_XDECREF(bl); /* the mapping keeps the bytes alive */
+    if (zr_py_u64_item(map, "bucket_window", 0, 0, &o->bucket_window) < 0)
+        return -1;
     return 0;
 }
 

@@ -104,12 +104,23 @@ typedef struct zld_options {
     int shuffle;
     int drop_last;
     uint64_t epoch;
+    /* (version 4) Length-bucketed batches (zsm_bucket_indices): with
+     * bucket_lengths set (one length per record, bucket_count entries,
+     * which must equal the streams' length; copied, so the caller's array
+     * may go at once), `mode` must be ZSM_CYCLIC and each step's batch
+     * holds records of similar length, windows of bucket_window global
+     * batches sorted by length (0 = 64). Endless only (not with `pass`).
+     * zld_get_state reports the loader's own copy (valid until zld_close). */
+    const uint32_t *bucket_lengths;
+    uint64_t bucket_count;
+    uint64_t bucket_window;
 } zld_options;
 
-#define ZLD_OPTIONS_VERSION 3
+#define ZLD_OPTIONS_VERSION 4
 #define ZLD_READAHEAD_AUTO (~0u)
+#define ZLD_BUCKET_WINDOW_DEFAULT 64u
 #define ZLD_OPTIONS_INIT \
-    { ZLD_OPTIONS_VERSION, 256, ZSM_CYCLIC, 0, 0, 0, 1, 0, 0, ZLD_READAHEAD_AUTO, 0, 0, 0, 0 }
+    { ZLD_OPTIONS_VERSION, 256, ZSM_CYCLIC, 0, 0, 0, 1, 0, 0, ZLD_READAHEAD_AUTO, 0, 0, 0, 0, NULL, 0, 0 }
 
 /* ------------------------------------------------------------- streams */
 

@@ -221,6 +221,9 @@ struct zld_loader {
     int finite;        /* opt.pass: steps from `pass` instead of `cfg` */
     zsm_pass pass;
     uint64_t steps;    /* finite: steps of the pass; endless: UINT64_MAX */
+    uint32_t *bucket_lengths; /* length-bucketed steps (a copy), or NULL */
+    uint64_t bucket_window;
+    size_t bucket_scratch;    /* zsm_bucket_scratch_bytes */
 
     zrp_thread *threads;
     unsigned nthreads;
@@ -314,6 +317,14 @@ static int step_indices(const zld_loader *l, uint64_t step, uint64_t *out, uint6
 {
     if (l->finite) return zsm_pass_indices(&l->pass, step, out, count);
     *count = l->cfg.batch_size;
+    if (l->bucket_lengths) {
+        void *scratch = malloc(l->bucket_scratch ? l->bucket_scratch : 1);
+        if (scratch == NULL) return ZSM_EINVAL;
+        int rc = zsm_bucket_indices(&l->cfg, l->bucket_lengths, l->bucket_window, step, out, scratch,
+                                    l->bucket_scratch);
+        free(scratch);
+        return rc;
+    }
     return zsm_indices(&l->cfg, step, out);
 }
 
@@ -334,9 +345,10 @@ static int build_batch(const zld_loader *l, uint64_t step, zld_batch **out)
                             (unsigned long long)count);
     }
     if (step_indices(l, step, b->indices, &count) != ZSM_OK) {
-        batch_destroy(b); /* validated at create: cannot happen */
-        return zr_set_error(ZR_EINVAL, "loader: the sampler refused step %llu",
-                            (unsigned long long)step);
+        batch_destroy(b); /* validated at create: only a bucket scratch allocation can fail */
+        return zr_set_error(l->bucket_lengths ? ZR_ENOMEM : ZR_EINVAL,
+                            "loader: the sampler refused step %llu%s", (unsigned long long)step,
+                            l->bucket_lengths ? " (out of memory for the bucketing scratch)" : "");
     }
     b->count = count;
     for (size_t s = 0; s < l->nstreams; s++) {
@@ -495,6 +507,7 @@ static void loader_destroy(zld_loader *l)
     free(l->threads);
     free(l->streams);
     free(l->names);
+    free(l->bucket_lengths);
     zrp_cond_destroy(&l->idle);
     zrp_cond_destroy(&l->ready);
     zrp_cond_destroy(&l->space);
@@ -699,6 +712,23 @@ int zld_create_streams(zld_loader **out, const zld_stream *streams, size_t nstre
         rc = check_sampler(&cfg);
         if (rc != ZR_OK) return rc;
     }
+    const int bucket = options->version >= 4 && options->bucket_lengths != NULL;
+    uint64_t window = bucket && options->bucket_window ? options->bucket_window : ZLD_BUCKET_WINDOW_DEFAULT;
+    if (bucket) {
+        if (finite)
+            return zr_set_error(ZR_EINVAL, "zld_create: length bucketing is for endless steps, not a "
+                                "finite pass");
+        if (cfg.mode != ZSM_CYCLIC)
+            return zr_set_error(ZR_EINVAL, "zld_create: length bucketing builds on the cyclic mode, "
+                                "got mode %s", zsm_mode_name(cfg.mode));
+        if (options->bucket_count != length)
+            return zr_set_error(ZR_EINVAL, "zld_create: bucket_lengths holds %llu lengths for %llu "
+                                "records (one per record)", (unsigned long long)options->bucket_count,
+                                (unsigned long long)length);
+        if (length > SIZE_MAX / sizeof(uint32_t) || window > UINT64_MAX / cfg.batch_size / cfg.world_size)
+            return zr_set_error(ZR_EINVAL, "zld_create: bucket window %llu is too large",
+                                (unsigned long long)window);
+    }
     if (cfg.batch_size > UINT64_MAX / sizeof(uint64_t) - 1)
         return zr_set_error(ZR_EINVAL, "zld_create: batch_size %llu is too large",
                             (unsigned long long)cfg.batch_size);
@@ -765,6 +795,20 @@ int zld_create_streams(zld_loader **out, const zld_stream *streams, size_t nstre
         return zr_set_error(ZR_ENOMEM, "zld_create: cannot create a condition");
     }
 
+    if (bucket) {
+        l->bucket_window = window;
+        l->bucket_scratch = zsm_bucket_scratch_bytes(&cfg, window);
+        l->bucket_lengths = malloc((size_t)length * sizeof(uint32_t));
+        if (l->bucket_lengths == NULL) {
+            loader_destroy(l);
+            return zr_set_error(ZR_ENOMEM, "zld_create: out of memory for %llu bucket lengths",
+                                (unsigned long long)length);
+        }
+        memcpy(l->bucket_lengths, options->bucket_lengths, (size_t)length * sizeof(uint32_t));
+        opt.bucket_lengths = l->bucket_lengths;
+        opt.bucket_count = length;
+        opt.bucket_window = window;
+    }
     l->opt = opt;
     l->cfg = cfg;
     l->finite = finite;

@@ -1066,6 +1066,62 @@ static void test_pass(void **state)
     assert_non_null(strstr(zr_last_error(), "past the pass"));
 }
 
+/* Length-bucketed steps: the loader's batches are zsm_bucket_indices'
+ * (any worker count), hold the records of those indices, and the options
+ * are checked (one length per record, cyclic only, endless only). */
+static void test_bucket(void **state)
+{
+    fixture *f = *state;
+    uint32_t *len = malloc(N * sizeof *len);
+    for (uint64_t i = 0; i < N; i++) len[i] = (uint32_t)ragged_len(i);
+    const uint64_t bs = 20, window = 5;
+    zsm_config cfg = {0};
+    cfg.length = N;
+    cfg.batch_size = bs;
+    cfg.seed = 9;
+    cfg.mode = ZSM_CYCLIC;
+    cfg.world_size = 1;
+    size_t sb = zsm_bucket_scratch_bytes(&cfg, window);
+    void *scratch = malloc(sb);
+    uint64_t want[20];
+    for (unsigned workers = 1; workers <= 3; workers += 2) {
+        zld_options o = opts(bs, ZSM_CYCLIC, 9, workers, 4);
+        o.bucket_lengths = len;
+        o.bucket_count = N;
+        o.bucket_window = window;
+        zld_loader *l = NULL;
+        assert_int_equal(zld_create(&l, f->s, NSTREAMS, &o), ZR_OK);
+        for (uint64_t s = 0; s < 120; s++) { /* two cycles and more */
+            zld_batch *b = NULL;
+            assert_int_equal(zld_next(l, &b), ZR_OK);
+            assert_int_equal(zsm_bucket_indices(&cfg, len, window, s, want, scratch, sb), ZSM_OK);
+            assert_memory_equal(zld_batch_indices(b), want, sizeof want);
+            check_batch_content(b, bs);
+            zld_batch_free(b);
+        }
+        zld_options st;
+        assert_int_equal(zld_get_state(l, &st), ZR_OK);
+        assert_true(st.bucket_lengths != NULL && st.bucket_count == N && st.bucket_window == window);
+        zld_close(l);
+    }
+    zld_options o = opts(bs, ZSM_CYCLIC, 9, 1, 1);
+    o.bucket_lengths = len;
+    o.bucket_count = N - 1;
+    zld_loader *l = NULL;
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, &o), ZR_EINVAL);
+    assert_non_null(strstr(zr_last_error(), "one per record"));
+    o.bucket_count = N;
+    o.mode = ZSM_IID;
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, &o), ZR_EINVAL);
+    assert_non_null(strstr(zr_last_error(), "cyclic"));
+    o.mode = ZSM_CYCLIC;
+    o.pass = 1;
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, &o), ZR_EINVAL);
+    assert_non_null(strstr(zr_last_error(), "finite pass"));
+    free(scratch);
+    free(len);
+}
+
 /* zld_next_wait times out without taking anything: the step comes next. */
 static void test_next_wait_times_out(void **state)
 {
@@ -1111,6 +1167,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_store_advise, setup, teardown),
         cmocka_unit_test(test_stop),
         cmocka_unit_test_setup_teardown(test_pass, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bucket, setup, teardown),
         cmocka_unit_test_setup_teardown(test_next_wait_times_out, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,6 +17,13 @@ to ``prefetch`` batches ahead, 0 = 2 * num_workers) and yields
 * ragged stream: a list of ``batch_size`` ndarrays with each record's own
   shape.
 
+Length bucketing: ``mode='bucket', lengths=L, window=64`` (``L`` one
+length per record, e.g. its tokens) draws batches of records of similar
+length, so padded token batches waste little: the cyclic order is cut into
+windows of ``window`` global batches, each sorted by length; the same
+indices as ``loaderx.zsampler.BucketSampler(L, batch_size, window, seed,
+rank, world_size)``, a pure function of (seed, step) like every mode.
+
 Determinism: batch ``k`` is a function of (streams, seed, mode,
 batch_size, rank, world_size, k) only: the same whatever ``num_workers``,
 ``prefetch``, ``readahead`` or timing.
@@ -363,7 +370,22 @@ _HINTS = {
 }
 
 _PARAMS = ("streams", "batch_size", "mode", "seed", "num_workers", "prefetch", "transform",
-           "rank", "world_size", "start_step", "readahead", "step")
+           "rank", "world_size", "start_step", "readahead", "step", "lengths", "window")
+
+
+def _bucket_lengths(lengths, n):
+    """``lengths`` for mode='bucket' as little-endian uint32 bytes (one per
+    record of the streams' ``n``)."""
+    if lengths is None:
+        raise ValueError("mode='bucket' needs lengths= (one length per record, e.g. its tokens)")
+    a = np.asarray(lengths)
+    if a.ndim != 1 or a.dtype.kind not in "iu":
+        raise ValueError(f"lengths must be a 1-D integer array, got shape {a.shape} dtype {a.dtype}")
+    if len(a) != n:
+        raise ValueError(f"lengths holds {len(a)} values for streams of {n} records (one per record)")
+    if a.size and (a.min() < 0 or a.max() >= 1 << 32):
+        raise ValueError("lengths must be in [0, 2**32)")
+    return np.ascontiguousarray(a, dtype="<u4").tobytes()
 
 
 def _unknown_kwargs(cls, kwargs, params):
@@ -459,11 +481,12 @@ class DataLoader(_Closing):
 
     def __init__(self, streams, batch_size=256, mode="cyclic", seed=0, num_workers=0,
                  prefetch=0, transform=None, rank=0, world_size=1, start_step=0,
-                 readahead=None, step=None, _pass=None, **kwargs):
+                 readahead=None, step=None, lengths=None, window=64, _pass=None, **kwargs):
         self._native = None
         self._tf = None
         if kwargs:
             raise _unknown_kwargs(type(self).__name__, kwargs, _PARAMS)
+        lengths_arg = lengths  # the name is reused below for the streams' lengths
         mixture = streams if getattr(streams, "_zsh_mixture", False) else None  # loaderx.shards
         if mixture is not None:
             streams = mixture._bind(batch_size, mode, seed, world_size)
@@ -486,6 +509,7 @@ class DataLoader(_Closing):
             raise ValueError(f"streams must have equal lengths, got {{{desc}}}")
         if lengths[0] == 0:
             raise ValueError("streams are empty (0 records)")
+        stream_len = lengths[0]
         if transform is not None and not callable(transform):
             raise TypeError("transform must be callable or None")
         if step is not None:
@@ -496,7 +520,15 @@ class DataLoader(_Closing):
             start_step = step
         if _pass is not None:  # finite pass (PassLoader): the mode does not apply
             mode = "sequential"
-        self._mode, cfg = _config(lengths[0], batch_size, mode, seed, rank, world_size)
+        self._bucket = None  # mode='bucket': (lengths as bytes, window)
+        if isinstance(mode, str) and mode.lower() == "bucket":
+            if mixture is not None:
+                raise ValueError("mode='bucket' does not apply to a Mixture (each source has its own mode)")
+            self._bucket = (_bucket_lengths(lengths_arg, stream_len), _u64("window", window) or 64)
+            mode = "cyclic"
+        elif lengths_arg is not None:
+            raise ValueError("lengths= applies only to mode='bucket'")
+        self._mode, cfg = _config(stream_len, batch_size, mode, seed, rank, world_size)
         if mixture is not None:
             cfg = mixture._native_cfg(cfg)
         start_step = _u64("start_step", start_step)
@@ -536,6 +568,8 @@ class DataLoader(_Closing):
                    "readahead": self._readahead}
         if self._pass is not None:
             options.update(self._pass, **{"pass": 1})
+        if self._bucket is not None:
+            options["bucket_lengths"], options["bucket_window"] = self._bucket
         handles = [s._handle() for s in self._stores]
         self._slot = [None]
         if all(isinstance(s, (DenseStore, RaggedStore)) for s in self._stores):
@@ -666,12 +700,17 @@ class DataLoader(_Closing):
 
     def state(self):
         """What resumes this run exactly: ``{'seed', 'step', 'mode',
-        'batch_size', 'rank', 'world_size'}`` with ``step`` the next step.
+        'batch_size', 'rank', 'world_size'}`` with ``step`` the next step,
+        plus ``'window'`` in mode 'bucket' (whose ``lengths`` are not
+        copied into the state: pass them again).
         ``DataLoader(streams, **state)`` continues with that batch."""
         cfg = self._cfg
-        return {"seed": cfg["seed"], "step": self._step, "mode": self._mode.name.lower(),
-                "batch_size": cfg["batch_size"], "rank": cfg["rank"],
-                "world_size": cfg["world_size"]}
+        state = {"seed": cfg["seed"], "step": self._step, "mode": self._mode.name.lower(),
+                 "batch_size": cfg["batch_size"], "rank": cfg["rank"],
+                 "world_size": cfg["world_size"]}
+        if self._bucket is not None:  # the lengths themselves are the caller's to pass again
+            state["mode"], state["window"] = "bucket", self._bucket[1]
+        return state
 
     def state_dict(self):
         """:meth:`state`, under the name torchdata's StatefulDataLoader
@@ -686,20 +725,30 @@ class DataLoader(_Closing):
         world_size are taken from ``state``. Prefetched batches are
         dropped."""
         state = dict(state)
-        unknown = set(state) - {"seed", "step", "mode", "batch_size", "rank", "world_size"}
+        unknown = set(state) - {"seed", "step", "mode", "batch_size", "rank", "world_size", "window"}
         if unknown:
             raise ValueError(f"load_state_dict: unknown keys {sorted(unknown)}; expected the "
                              "dict of state()")
         if "step" not in state:
             raise ValueError("load_state_dict: state has no 'step'")
         cfg = self._cfg
+        bucket = self._bucket
+        want = state.get("mode", "bucket" if bucket is not None else self._mode)
+        if isinstance(want, str) and want.lower() == "bucket":
+            if bucket is None:
+                raise ValueError("load_state_dict: the state is of mode 'bucket', but this loader "
+                                 "has no lengths; build it with DataLoader(..., mode='bucket', lengths=...)")
+            bucket = (bucket[0], _u64("window", state.get("window", bucket[1])) or 64)
+            want = "cyclic"
+        else:
+            bucket = None
         mode, new_cfg = _config(cfg["length"], state.get("batch_size", cfg["batch_size"]),
-                                state.get("mode", self._mode), state.get("seed", cfg["seed"]),
+                                want, state.get("seed", cfg["seed"]),
                                 state.get("rank", cfg["rank"]),
                                 state.get("world_size", cfg["world_size"]))
         step = _u64("step", state["step"])
         self.close()
-        self._mode, self._cfg, self._step = mode, new_cfg, step
+        self._mode, self._cfg, self._step, self._bucket = mode, new_cfg, step, bucket
         self._start()
 
     # --------------------------------------------------------- lifecycle

@@ -29,7 +29,8 @@ class DataLoader:
                  seed: int = ..., num_workers: int = ..., prefetch: int = ...,
                  transform: Optional[Transform] = ..., rank: int = ..., world_size: int = ...,
                  start_step: int = ..., readahead: Optional[int] = ...,
-                 step: Optional[int] = ...) -> None: ...
+                 step: Optional[int] = ..., lengths: Optional[npt.ArrayLike] = ...,
+                 window: int = ...) -> None: ...
     @classmethod
     def from_state(cls, streams: Mapping[str, Any], state: Mapping[str, Any],
                    **options: Any) -> "DataLoader": ...
