@@ -319,6 +319,7 @@ class _BufferPool:
 
 
 _POOL = _BufferPool()
+_POOL_MIN_BYTES = _BufferPool._MIN_BYTES
 
 
 def release_buffers():
@@ -644,6 +645,7 @@ class DenseStore(_Store):
         super().__init__(handle)
         self._item_shape = tuple(int(d) for d in _zr.zrs_item_shape(handle))
         self._record_size = int(_zr.zrs_record_size(handle))
+        self._slice_n = _slice_records(self._record_size)
 
     @classmethod
     def create(cls, path, dtype, item_shape, codec="zstd", dict_bytes=None):
@@ -724,16 +726,21 @@ class DenseStore(_Store):
         indices `idx` into `out` (a fresh array if None). With `key`, an
         IndexError of the native check is re-raised by _normalize_key(key)
         so the message is the same on both paths."""
+        n = idx.size
         if out is None:
-            out = _POOL.empty(idx.shape + self._item_shape, self._dtype)
-        if idx.size:
-            flat, dst = idx.reshape(-1), out.reshape((idx.size,) + self._item_shape)
-            per = _slice_records(self._record_size)
+            shape = idx.shape + self._item_shape
+            out = (np.empty(shape, self._dtype) if n * self._record_size < _POOL_MIN_BYTES
+                   else _POOL.empty(shape, self._dtype))
+        if n:
+            h = self._handle()
+            per = self._slice_n
             try:
-                if idx.size <= per:
-                    _zr.zrs_gather_dense(self._handle(), flat, dst)
+                if n <= per:
+                    # Both are C-contiguous buffers: no reshape needed.
+                    _zr.zrs_gather_dense(h, idx, out)
                 else:
-                    for a in range(0, idx.size, per):
+                    flat, dst = idx.reshape(-1), out.reshape((n,) + self._item_shape)
+                    for a in range(0, n, per):
                         _zr.zrs_gather_dense(self._handle(), flat[a:a + per], dst[a:a + per])
             except IndexError:
                 if key is not None:
@@ -780,7 +787,7 @@ class DenseStore(_Store):
         if out is not None:
             self._check_out(out, sel.shape + self._item_shape)
             if np.may_share_memory(out, sel):
-                sel = sel.copy()
+                sel = sel.copy()  # the indices are read while out is written
         return self._gather(sel, out, key)
 
     def __getitem__(self, key):
