@@ -80,7 +80,7 @@ def tokens(d, repeat, n=50_000, batch=256):
     idx = rng.choice(n, batch, replace=False).astype(np.int64)
     got = s[idx]
     assert all(np.array_equal(g, recs[i]) for g, i in zip(got, idx.tolist()))
-    rows = {"numpy flat memmap, one slice per record":
+    rows = {"numpy flat array, one slice per record":
             best(lambda: [np.array(flat[off[i]:off[i + 1]]) for i in idx.tolist()], repeat),
             "store[idx]": best(lambda: s[idx], repeat)}
     if hasattr(s, "gather_packed"):
