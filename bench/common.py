@@ -23,10 +23,12 @@ class Workload:
     """Records of one workload plus its random batch plans.
 
     kind: "dense" (data is one ndarray (N, *shape)) or "ragged" (data is a
-    list of ndarrays, each of its own shape)."""
+    list of ndarrays, each of its own shape). backends: the names of the
+    backends that run on it (None: every backend of its kind)."""
 
-    def __init__(self, name, title, kind, data, batch, nbatches, seed=SEED):
+    def __init__(self, name, title, kind, data, batch, nbatches, seed=SEED, backends=None):
         self.name, self.title, self.kind, self.data = name, title, kind, data
+        self.backends = backends
         self.n = len(data)
         self.dtype = data.dtype if kind == "dense" else data[0].dtype
         if kind == "dense":
@@ -84,6 +86,13 @@ def vision_dense(n, side=224, seed=SEED):
     for i in range(n):
         data[i] = image(rng, side, side)
     return data
+
+
+def small_rows(n, width=8, seed=SEED):
+    """n int32[width] rows (32-byte records for width 8): token-id-like
+    values, so zstd has something to find."""
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 50257, size=(n, width), dtype=np.int32)
 
 
 def vision_ragged(n, seed=SEED, lo=64, hi=512):

@@ -3,13 +3,14 @@
 of this process and all its descendants): iterate BATCHES batches of BATCH
 random records from DIR and print one JSON line {"batches_s": ...}.
 
-    loader_e2e.py CONTENDER DIR BATCH BATCHES
+    loader_e2e.py CONTENDER DIR BATCH BATCHES [TRANSFORM]
 
 CONTENDER: loaderx-zstd / loaderx-raw (DIR/zstd, DIR/raw stores, native
 worker threads), torch (DataLoader, 4 worker processes, over DIR/data.npy
 memmapped), grain (DataLoader, 4 worker processes, over
 DIR/data.array_record). Every contender applies the same transform to each
-batch in the consumer: a horizontal flip materialized as a new array.
+batch in the consumer: TRANSFORM "flip" (the default), a horizontal flip
+materialized as a new array, or "identity", the batch as delivered.
 The first WARMUP batches (worker start-up) are not timed."""
 import json
 import os
@@ -22,8 +23,15 @@ WARMUP = 3
 WORKERS = 4
 
 
-def transform(batch):
+def flip(batch):
     return np.ascontiguousarray(np.asarray(batch)[..., ::-1])
+
+
+def identity(batch):
+    return np.asarray(batch)
+
+
+TRANSFORMS = {"flip": flip, "identity": identity}
 
 
 def loaderx_iter(path, batch):
@@ -90,6 +98,7 @@ def grain_iter(path, batch, shape, dtype):
 
 def main():
     who, d, batch, nb = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    transform = TRANSFORMS[sys.argv[5] if len(sys.argv) > 5 else "flip"]
     meta = json.load(open(os.path.join(d, "meta.json")))
     shape, dtype = tuple(meta["shape"]), np.dtype(meta["dtype"])
     if who.startswith("loaderx-"):

@@ -7,9 +7,11 @@
 
 Workloads (same generator and seed for every backend): dense vision,
 ragged vision, fixed token blocks, ragged token records (real GPT-2 BPE
-tokens of linux-doc-6.1, prepared once by bench/prepare.py), the sampler,
-the loader end to end, the machine's limits (memcpy, zstd decompression)
-and hyperfine command benchmarks. Every backend is required: a missing
+tokens of linux-doc-6.1, prepared once by bench/prepare.py), small rows
+(int32[8], 32-byte records, 20,000 per batch), the scale grid (time per
+record against batch size and record size, bench/scale.py), the sampler,
+the loader end to end (flip and identity transforms), the machine's limits
+(memcpy, zstd decompression) and hyperfine command benchmarks. Every backend is required: a missing
 package is an error unless the backend is excluded with --exclude NAME.
 Results go to OUT/BENCHMARKS.md, OUT/img/*.png and a JSON file."""
 import argparse
@@ -32,15 +34,23 @@ sys.path.insert(0, HERE)
 import backends  # noqa: E402
 import prepare  # noqa: E402
 import report  # noqa: E402
-from common import (MiB, MissingBackend, Workload, measure_backend, token_blocks,  # noqa: E402
-                    token_records, vision_dense, vision_ragged)
+import scale  # noqa: E402
+from common import (MiB, MissingBackend, Workload, measure_backend, small_rows,  # noqa: E402
+                    token_blocks, token_records, vision_dense, vision_ragged)
 
 FULL = {"vision_n": 2500, "vision_batches": 50, "token_n": 200_000, "token_batches": 100,
         "batch": 256, "limit_mib": 256, "sampler_s": 0.5, "loader_batches": 40,
-        "hf_runs": 10}
+        "hf_runs": 10, "small_n": 1_000_000, "small_batch": 20_000, "small_batches": 50,
+        "scale": scale.FULL}
 QUICK = {"vision_n": 40, "vision_batches": 3, "token_n": 2000, "token_batches": 3,
          "batch": 16, "limit_mib": 16, "sampler_s": 0.02, "loader_batches": 3,
-         "hf_runs": 2}
+         "hf_runs": 2, "small_n": 20_000, "small_batch": 2000, "small_batches": 3,
+         "scale": scale.QUICK}
+
+# The small-row workload measures per-record overhead against numpy's own
+# fancy index: the peers that store one record per key or chunk would spend
+# minutes writing a million 32-byte records and say nothing more.
+SMALL_ROWS_BACKENDS = ("zrecord-raw", "zrecord-raw-out", "zrecord-zstd", "npy-mmap-raw")
 
 
 def log(msg):
@@ -131,6 +141,10 @@ def workloads(cfg):
                            "dense", token_blocks(tok, nt), b, cfg["token_batches"])
     yield lambda: Workload("token_ragged", "Ragged token records: int32, 16..512 tokens",
                            "ragged", token_records(tok, lens, nt), b, cfg["token_batches"])
+    yield lambda: Workload("small_rows", "Small rows: int32[8] (32-byte records), "
+                           f"{cfg['small_batch']:,} random rows per batch", "dense",
+                           small_rows(cfg["small_n"]), cfg["small_batch"],
+                           cfg["small_batches"], backends=SMALL_ROWS_BACKENDS)
 
 
 def run_stores(cfg, chosen, workdir):
@@ -142,6 +156,8 @@ def run_stores(cfg, chosen, workdir):
         rows = []
         for b in chosen:
             if wl.kind not in b.kinds or (b.only and wl.name not in b.only):
+                continue
+            if wl.backends is not None and b.name not in wl.backends:
                 continue
             t0 = time.perf_counter()
             r = measure_backend(b, wl, workdir)
@@ -210,11 +226,13 @@ def run_loader(cfg, workdir, exclude):
         json.dump({"shape": list(data.shape[1:]), "dtype": data.dtype.str}, f)
     del data
     rows = []
-    for who in ("loaderx-zstd", "loaderx-raw", "torch", "grain"):
+    runs = [(who, "flip") for who in ("loaderx-zstd", "loaderx-raw", "torch", "grain")]
+    runs += [("loaderx-raw", "identity"), ("torch", "identity")]
+    for who, tf in runs:
         if who in exclude:
             continue
         proc = psutil.Popen([sys.executable, os.path.join(HERE, "loader_e2e.py"), who, d,
-                             str(cfg["batch"]), str(cfg["loader_batches"])],
+                             str(cfg["batch"]), str(cfg["loader_batches"]), tf],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         peak = 0
         while proc.poll() is None:
@@ -224,8 +242,10 @@ def run_loader(cfg, workdir, exclude):
         if proc.returncode != 0 or not out.strip():
             raise RuntimeError(f"loader {who} failed ({proc.returncode}): {err[-2000:]}")
         r = json.loads(out.strip().splitlines()[-1])
-        rows.append({"loader": who, "batches_s": r["batches_s"], "peak_rss": peak})
-        log(f"  loader {who:14} {r['batches_s']:7.1f} batches/s  peak RSS {peak / MiB:7.0f} MiB")
+        rows.append({"loader": who, "transform": tf, "batches_s": r["batches_s"],
+                     "peak_rss": peak})
+        log(f"  loader {who:14} {tf:8} {r['batches_s']:7.1f} batches/s  peak RSS "
+            f"{peak / MiB:7.0f} MiB")
     shutil.rmtree(d, ignore_errors=True)
     return rows
 
@@ -369,6 +389,8 @@ def measure_all(cfg, chosen, workdir, exclude, quick):
     res["memcpy"] = {"1t": memcpy_limit(cfg["limit_mib"], 1),
                      "all": memcpy_limit(cfg["limit_mib"], os.cpu_count() or 1)}
     res["tables"], _ = run_stores(cfg, chosen, workdir)
+    log("scale: time per record against batch size and record size")
+    res["scale"] = scale.run(cfg["scale"], workdir, log)
     log("sampler")
     res["sampler"] = run_sampler(cfg)
     log("loader end to end")

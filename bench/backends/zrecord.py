@@ -2,6 +2,8 @@
 zstd_dict (dictionary trained on the data with loaderx.utils.train_dict)."""
 import os
 
+import numpy as np
+
 from common import Backend
 
 
@@ -41,9 +43,32 @@ class Zrecord(Backend):
         self.s.close()
 
 
+class ZrecordOut(Zrecord):
+    """store.gather(idx, out=buf) into one destination the caller reuses
+    across batches (reallocated only when the batch shape changes)."""
+
+    kinds = ("dense",)
+
+    def __init__(self, codec, only=None):
+        super().__init__(codec, only=only)
+        self.name += "-out"
+        self.out = None
+
+    def gather(self, idx):
+        shape = (len(idx),) + self.s.item_shape
+        if self.out is None or self.out.shape != shape:
+            self.out = np.empty(shape, self.s.dtype)
+        return self.s.gather(idx, out=self.out)
+
+    def close(self):
+        self.out = None
+        super().close()
+
+
 # zstd_dict (level 19) writes at a few MiB/s: it runs on the token
 # workloads, where small records make a dictionary matter, to keep the
 # full run near 20 minutes.
 BACKENDS = [lambda: Zrecord("zstd"),
             lambda: Zrecord("zstd_dict", "balanced", only=("token_blocks", "token_ragged")),
-            lambda: Zrecord("raw")]
+            lambda: Zrecord("raw"),
+            lambda: ZrecordOut("raw", only=("vision_dense", "token_blocks", "small_rows"))]

@@ -595,6 +595,8 @@ ZR_INDEX_TO_U64(sizes)
 %rename(zld_close_slot) zr_py_loader_close_slot;
 %rename(zld_pad) zr_py_pad;
 %rename(zsm_bucket_indices) zr_py_zsm_bucket_indices;
+%rename(zrs_ragged_arrays) zr_py_ragged_arrays;
+%rename(zrs_ragged_pack) zr_py_ragged_pack;
 
 %inline %{
 /* Dense item_shape as a tuple of ints (() for scalar records), or None
@@ -959,5 +961,181 @@ PyObject *zr_py_train_dict(const void *data, uint64_t nbytes, const uint64_t *bo
     PyObject *res = PyBytes_FromStringAndSize((const char *)dict, (Py_ssize_t)got);
     PyMem_RawFree(dict);
     return res;
+}
+%}
+
+%{
+#if NPY_ABI_VERSION < 0x02000000 /* numpy < 2 headers */
+#define PyDataType_ELSIZE(d) ((d)->elsize)
+#endif
+
+/* The batch buffer and bounds of zr_py_ragged_arrays/zr_py_ragged_pack:
+ * buf a C-contiguous 1-D uint8 ndarray (writable for ragged_pack), bounds a C-contiguous
+ * uint64 ndarray of count + 1 non-decreasing byte offsets ending inside
+ * buf. Sets *count. */
+static int zr_py_ragged_batch_args(PyObject *buf, PyObject *bounds, const char *func,
+                                   int writable, npy_intp *count)
+{
+    if (!PyArray_Check(buf) || PyArray_NDIM((PyArrayObject *)buf) != 1 ||
+        PyArray_TYPE((PyArrayObject *)buf) != NPY_UINT8 ||
+        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)buf) ||
+        (writable && !PyArray_ISWRITEABLE((PyArrayObject *)buf))) {
+        PyErr_Format(PyExc_TypeError, "%s: buf must be a %sC-contiguous 1-D uint8 ndarray", func,
+                     writable ? "writable " : "");
+        return -1;
+    }
+    if (!PyArray_Check(bounds) || PyArray_NDIM((PyArrayObject *)bounds) != 1 ||
+        PyArray_TYPE((PyArrayObject *)bounds) != NPY_UINT64 ||
+        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)bounds) ||
+        PyArray_DIM((PyArrayObject *)bounds, 0) < 1) {
+        PyErr_Format(PyExc_TypeError, "%s: bounds must be a C-contiguous 1-D uint64 ndarray "
+                     "of count + 1 byte offsets", func);
+        return -1;
+    }
+    const uint64_t *b = (const uint64_t *)PyArray_DATA((PyArrayObject *)bounds);
+    npy_intp n = PyArray_DIM((PyArrayObject *)bounds, 0) - 1;
+    uint64_t len = (uint64_t)PyArray_DIM((PyArrayObject *)buf, 0);
+    for (npy_intp j = 0; j < n; j++)
+        if (b[j + 1] < b[j]) {
+            PyErr_Format(PyExc_ValueError, "%s: bounds decrease at %zd", func, (Py_ssize_t)j + 1);
+            return -1;
+        }
+    if (b[n] > len) {
+        PyErr_Format(PyExc_ValueError, "%s: bounds end at byte %llu but buf holds %llu bytes",
+                     func, (unsigned long long)b[n], (unsigned long long)len);
+        return -1;
+    }
+    *count = n;
+    return 0;
+}
+
+/* Decode record j of a gathered ragged batch; on failure raise
+ * CorruptStoreError naming the batch position. */
+static int zr_py_ragged_decode_at(const char *data, const uint64_t *b, npy_intp j, zrs_dtype dt,
+                                  size_t *nd, uint64_t *dims, uint64_t *off)
+{
+    int rc = zrs_ragged_decode(data + b[j], b[j + 1] - b[j], dt, nd, dims, off);
+    if (rc < 0) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", zr_last_error());
+        zr_py_raise(zr_set_error(ZR_ECORRUPT, "ragged record %zd of the batch: %s",
+                                 (Py_ssize_t)j, why));
+        return -1;
+    }
+    return 0;
+}
+%}
+
+%inline %{
+/* The records of a gathered ragged batch as a list of ndarrays, made in
+ * one call: record j is buf[bounds[j]:bounds[j+1]] ([u64le ndim][u64le
+ * dims][payload], validated against `dtype_id`, CorruptStoreError naming
+ * the batch position otherwise) and becomes a writable view of its
+ * payload in buf with dtype `dtype` and its own shape (writable when buf
+ * is); every view keeps buf alive (its base). */
+PyObject *zr_py_ragged_arrays(PyObject *buf, PyObject *bounds, int dtype_id, PyObject *dtype)
+{
+    npy_intp n = 0;
+    PyArray_Descr *descr = NULL;
+    if (zr_py_ragged_batch_args(buf, bounds, "ragged_arrays", 0, &n) < 0)
+        return NULL;
+    if (PyArray_DescrConverter(dtype, &descr) != NPY_SUCCEED)
+        return NULL;
+    if ((size_t)PyDataType_ELSIZE(descr) != zrs_dtype_itemsize((zrs_dtype)dtype_id)) {
+        Py_DECREF(descr);
+        PyErr_SetString(PyExc_ValueError, "ragged_arrays: dtype and dtype_id disagree on the itemsize");
+        return NULL;
+    }
+    const uint64_t *b = (const uint64_t *)PyArray_DATA((PyArrayObject *)bounds);
+    char *data = (char *)PyArray_DATA((PyArrayObject *)buf);
+    int flags = PyArray_ISWRITEABLE((PyArrayObject *)buf) ? NPY_ARRAY_CARRAY : NPY_ARRAY_CARRAY_RO;
+    PyObject *out = PyList_New(n);
+    if (out == NULL) {
+        Py_DECREF(descr);
+        return NULL;
+    }
+    for (npy_intp j = 0; j < n; j++) {
+        size_t nd = 0;
+        uint64_t dims[ZRS_MAX_NDIM], off = 0;
+        npy_intp shape[ZRS_MAX_NDIM > 0 ? ZRS_MAX_NDIM : 1];
+        if (zr_py_ragged_decode_at(data, b, j, (zrs_dtype)dtype_id, &nd, dims, &off) < 0)
+            goto fail;
+        for (size_t k = 0; k < nd; k++)
+            shape[k] = (npy_intp)dims[k];
+        Py_INCREF(descr); /* stolen by NewFromDescr */
+        PyObject *a = PyArray_NewFromDescr(&PyArray_Type, descr, (int)nd, shape, NULL,
+                                           data + b[j] + off, flags, NULL);
+        if (a == NULL)
+            goto fail;
+        Py_INCREF(buf);
+        if (PyArray_SetBaseObject((PyArrayObject *)a, buf) < 0) { /* steals buf */
+            Py_DECREF(a);
+            goto fail;
+        }
+        PyList_SET_ITEM(out, j, a);
+    }
+    Py_DECREF(descr);
+    return out;
+fail:
+    Py_DECREF(descr);
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* Pack a gathered ragged batch in place: every record's payload moves
+ * down over the prefixes so that the payloads lie back to back from
+ * buf[0], in batch order. Returns (elements, offsets, shapes): the total
+ * element count, an int64 ndarray of count + 1 element offsets (record j
+ * is elements [offsets[j], offsets[j+1]) of the packed payload) and a
+ * list of shape tuples. Records are validated as in ragged_arrays. */
+PyObject *zr_py_ragged_pack(PyObject *buf, PyObject *bounds, int dtype_id)
+{
+    npy_intp n = 0;
+    if (zr_py_ragged_batch_args(buf, bounds, "ragged_pack", 1, &n) < 0)
+        return NULL;
+    size_t itemsize = zrs_dtype_itemsize((zrs_dtype)dtype_id);
+    if (itemsize == 0) {
+        PyErr_Format(PyExc_ValueError, "ragged_pack: unknown dtype id %d", dtype_id);
+        return NULL;
+    }
+    const uint64_t *b = (const uint64_t *)PyArray_DATA((PyArrayObject *)bounds);
+    char *data = (char *)PyArray_DATA((PyArrayObject *)buf);
+    npy_intp n1 = n + 1;
+    PyObject *offsets = PyArray_SimpleNew(1, &n1, NPY_INT64);
+    PyObject *shapes = PyList_New(n);
+    if (offsets == NULL || shapes == NULL)
+        goto fail;
+    int64_t *o = (int64_t *)PyArray_DATA((PyArrayObject *)offsets);
+    uint64_t w = 0;
+    o[0] = 0;
+    for (npy_intp j = 0; j < n; j++) {
+        size_t nd = 0;
+        uint64_t dims[ZRS_MAX_NDIM], off = 0;
+        if (zr_py_ragged_decode_at(data, b, j, (zrs_dtype)dtype_id, &nd, dims, &off) < 0)
+            goto fail;
+        PyObject *t = PyTuple_New((Py_ssize_t)nd);
+        if (t == NULL)
+            goto fail;
+        for (size_t k = 0; k < nd; k++) {
+            PyObject *d = PyLong_FromUnsignedLongLong(dims[k]);
+            if (d == NULL) {
+                Py_DECREF(t);
+                goto fail;
+            }
+            PyTuple_SET_ITEM(t, (Py_ssize_t)k, d);
+        }
+        PyList_SET_ITEM(shapes, j, t);
+        uint64_t len = b[j + 1] - b[j] - off;
+        /* w <= b[j] + off always (only prefixes are dropped): moving down is safe. */
+        if (len)
+            memmove(data + w, data + b[j] + off, (size_t)len);
+        w += len;
+        o[j + 1] = (int64_t)(w / itemsize);
+    }
+    return Py_BuildValue("(KNN)", (unsigned long long)(w / itemsize), offsets, shapes);
+fail:
+    Py_XDECREF(offsets);
+    Py_XDECREF(shapes);
+    return NULL;
 }
 %}

@@ -48,17 +48,31 @@ def test_quick_run_completes_and_validates(tmp_path):
     assert r.returncode == 0, r.stderr[-4000:]
     res = json.loads(js.read_text())
     names = [t["name"] for t in res["tables"]]
-    assert names == ["vision_dense", "vision_ragged", "token_blocks", "token_ragged"]
+    assert names == ["vision_dense", "vision_ragged", "token_blocks", "token_ragged",
+                     "small_rows"]
     for t in res["tables"]:
         assert any(row["backend"] == "zrecord-raw" for row in t["rows"])
         for row in t["rows"]:
             assert row["gather_mibs"] > 0 and row["disk"] > 0
+    small = {row["backend"] for row in res["tables"][-1]["rows"]}
+    assert {"zrecord-raw", "zrecord-raw-out", "npy-mmap-raw"} <= small
+    cells = res["scale"]["cells"]
+    assert {c["backend"] for c in cells} == {"zrecord-raw", "zrecord-raw-out", "zrecord-zstd",
+                                             "npy-mmap-raw"}
+    assert {c["record_bytes"] for c in cells} == set(res["scale"]["record_bytes"])
+    assert all(c["ns_per_record"] > 0 for c in cells)
     assert len(res["sampler"]) == 3
     assert any(row["loader"] == "loaderx-zstd" for row in res["loader"])
+    assert any(row["loader"] == "loaderx-raw" and row["transform"] == "identity"
+               for row in res["loader"])
     assert res["hyperfine"]["results"]
     text = (out / "BENCHMARKS.md").read_text()
     assert "## Goals" in text and "## Physical limits" in text
-    assert (out / "img" / "bench_vision_dense.png").stat().st_size > 0
+    assert "| 20,000 random 32-byte rows (int32[8]), zrecord-raw vs numpy memmap | >= 1.00x |" \
+        in text
+    assert "identity transform | >= 3.00x |" in text and "## Scale" in text
+    for png in ("bench_vision_dense.png", "bench_small_rows.png", "bench_scale.png"):
+        assert (out / "img" / png).stat().st_size > 0
 
 
 def test_missing_backend_is_an_error(tmp_path, monkeypatch):

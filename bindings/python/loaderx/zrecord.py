@@ -35,13 +35,27 @@ it as float64) and for a bare 0-D/1-D ndarray given to
 ``RaggedStore.append`` (ambiguous: ``append([arr])`` is one record,
 ``append(list(arr))`` one scalar record per element).
 
+Gathering into a buffer of one's own: ``DenseStore.gather(idx, out=arr)``
+writes the records into ``arr`` (numpy ``take``'s ``out``) and returns it,
+so a loop that reuses ``arr`` never allocates nor first-touches a fresh
+batch. ``RaggedStore.gather_packed(idx)`` returns a :class:`RaggedBatch`:
+the payloads back to back in one array plus element offsets and shapes.
+
+Result buffers: a result of 1 MiB or more from ``store[idx]`` is a view of
+a buffer drawn from a small process-wide pool (at most 4 buffers and
+256 MiB in all). A buffer goes back to the pool only when no array uses it
+any more (its reference count says so), and the next result of about its
+size reuses it, without the page faults and kernel zero-fill of fresh
+memory. :func:`release_buffers` frees the idle ones.
+
 Threads: reads and appends release the GIL and may run concurrently on one
 store from several threads; ``close`` must not race with them.
 """
 
 import operator
 import os
-import struct as _struct
+import sys
+import threading
 import weakref
 
 import numpy as np
@@ -53,7 +67,8 @@ from .errors import (ClosedError, CorruptStoreError, NotAStoreError,
                      StoreBusy, ZrError, closed)
 
 __all__ = [
-    "DenseStore", "RaggedStore", "open_store", "DTYPES", "CODECS", "DICT_TIERS",
+    "DenseStore", "RaggedStore", "RaggedBatch", "open_store", "release_buffers",
+    "DTYPES", "CODECS", "DICT_TIERS",
     "NotAStoreError", "StoreBusy", "CorruptStoreError", "ClosedError",
     "ZrError",
 ]
@@ -83,7 +98,6 @@ DICT_TIERS = {
 }
 
 _MAX_NDIM = _zr.ZRS_MAX_NDIM
-_U64 = _struct.Struct("<Q")
 
 # Every open store of this process, for the fork hook below.
 _OPEN_STORES = weakref.WeakSet()
@@ -234,41 +248,152 @@ def _normalize_key(key, n):
 
 
 def _unpack_ragged(buf, bounds, dtype):
-    """Split a uint8 buffer of packed ragged records ([u64le ndim][u64le
+    """Split a uint8 ndarray of packed ragged records ([u64le ndim][u64le
     dims][payload] each, record j at buf[bounds[j]:bounds[j+1]]) into a
-    list of ndarrays of ``dtype``. The arrays are views into ``buf``."""
-    # Per-record cost dominates small records (a few hundred tokens): the
-    # prefix is read with struct from one memoryview and each array is one
-    # np.frombuffer call, rather than several numpy slice/view calls.
-    out = []
-    append = out.append
-    b = bounds.tolist()
-    mv = memoryview(buf)
-    itemsize = dtype.itemsize
-    unpack_from = _U64.unpack_from
-    frombuffer = np.frombuffer
-    for j in range(len(b) - 1):
-        start, end = b[j], b[j + 1]
-        if end - start < 8:
-            raise CorruptStoreError(f"ragged record {j} of the batch is {end - start} bytes, "
-                                    "shorter than its prefix")
-        nd = unpack_from(mv, start)[0]
-        pay = start + 8 + 8 * nd
-        if nd > _MAX_NDIM or pay > end:
-            raise CorruptStoreError(f"ragged record {j} of the batch has a bad prefix (ndim {nd})")
-        if nd == 1:
-            shape = unpack_from(mv, start + 8)
-        else:
-            shape = _struct.unpack_from(f"<{nd}Q", mv, start + 8)
+    list of ndarrays of ``dtype``: views into ``buf``, made by one native
+    call (CorruptStoreError naming the batch position for a bad prefix)."""
+    dtype = np.dtype(dtype)
+    return _zr.zrs_ragged_arrays(buf, np.ascontiguousarray(bounds, dtype=np.uint64),
+                                 _zr.zrs_dtype_parse(dtype.str), dtype)
+
+
+class _BufferPool:
+    """Reused result buffers for gathers of _MIN_BYTES or more (see the
+    module docstring). A pooled buffer is a uint8 ndarray that only this
+    pool references while idle: every array handed out is a view whose
+    base is that buffer, so its reference count tells when the last view
+    has gone. Fresh memory costs a page fault and a kernel zero-fill per
+    page on its first write (about as long as the gather's own copy of a
+    dense 37 MiB batch); a reused buffer is already mapped."""
+
+    _MIN_BYTES = 1 << 20
+    _SLOTS = 4
+    _CAP_BYTES = 256 << 20
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._bufs = []
+
+    def _idle(self, k):
+        # References: the list and getrefcount's argument.
+        return sys.getrefcount(self._bufs[k]) <= 2
+
+    def empty(self, shape, dtype):
+        """An uninitialised C-contiguous array of ``shape`` and ``dtype``."""
+        dtype = np.dtype(dtype)
         count = 1
         for d in shape:
             count *= d
-        if count * itemsize != end - pay:
-            raise CorruptStoreError(f"ragged record {j} of the batch: shape {shape} needs "
-                                    f"{count * itemsize} payload bytes, found {end - pay}")
-        a = frombuffer(buf, dtype, count, pay)
-        append(a if nd == 1 else a.reshape(shape))
-    return out
+        nbytes = count * dtype.itemsize
+        if nbytes < self._MIN_BYTES:
+            return np.empty(shape, dtype)
+        with self._lock:
+            bufs = self._bufs
+            spare = None
+            for k in range(len(bufs)):
+                if self._idle(k):
+                    size = bufs[k].size
+                    if nbytes <= size <= nbytes + (nbytes >> 2):
+                        return bufs[k][:nbytes].view(dtype).reshape(shape)
+                    spare = k
+            held = sum(b.size for b in bufs)
+            if spare is not None and held - bufs[spare].size + nbytes <= self._CAP_BYTES:
+                del bufs[spare]
+                held = sum(b.size for b in bufs)
+            if len(bufs) >= self._SLOTS or held + nbytes > self._CAP_BYTES:
+                return np.empty(shape, dtype)
+            buf = np.empty(nbytes, dtype=np.uint8)
+            bufs.append(buf)
+            return buf.view(dtype).reshape(shape)
+
+    def release(self):
+        """Free the idle buffers; returns how many bytes were released."""
+        with self._lock:
+            keep, freed = [], 0
+            for k in range(len(self._bufs)):
+                if self._idle(k):
+                    freed += self._bufs[k].size
+                else:
+                    keep.append(self._bufs[k])
+            self._bufs = keep
+        return freed
+
+
+_POOL = _BufferPool()
+_POOL_MIN_BYTES = _BufferPool._MIN_BYTES
+
+
+def release_buffers():
+    """Free the idle result buffers that ``store[idx]`` keeps for reuse
+    (see the module docstring). Buffers still viewed by some array stay.
+    Returns the number of bytes released."""
+    return _POOL.release()
+
+
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+def _fast_index(key):
+    """A 1-D C-contiguous int64 array for the native gather, without a
+    copy, when ``key`` already is one (or a uint64 one below 2**63), else
+    None. Negative entries are left to the native call (which wraps them
+    and checks every index against the length it sees)."""
+    if type(key) is not np.ndarray or key.ndim != 1 or not key.flags.c_contiguous:
+        return None
+    kind, size = key.dtype.kind, key.dtype.itemsize
+    if size != 8 or kind not in "iu" or not key.dtype.isnative:
+        return None
+    if kind == "u":
+        if key.size and int(key.max()) > _INT64_MAX:
+            return None
+        return key.view(np.int64)
+    return key
+
+
+class RaggedBatch:
+    """A gathered ragged batch as one buffer (``RaggedStore.gather_packed``).
+
+    ``data``: 1-D ndarray of the store's dtype, every record's elements
+    back to back in batch order (C order within a record).
+    ``offsets``: int64 ndarray of ``len + 1`` element offsets; record ``j``
+    is ``data[offsets[j]:offsets[j+1]]``.
+    ``shapes``: list of the records' shape tuples.
+
+    ``batch[j]`` is record ``j`` as a view of ``data`` in its own shape;
+    ``batch.arrays()`` all of them as a list; ``batch.sizes`` the element
+    count of each record (int64 ndarray)."""
+
+    __slots__ = ("data", "offsets", "shapes")
+
+    def __init__(self, data, offsets, shapes):
+        self.data, self.offsets, self.shapes = data, offsets, shapes
+
+    def __len__(self):
+        return len(self.shapes)
+
+    def __getitem__(self, j):
+        n = len(self.shapes)
+        j = operator.index(j)
+        if j < -n or j >= n:
+            raise IndexError(f"record {j} out of range for a batch of {n} records")
+        j = j + n if j < 0 else j
+        o = self.offsets
+        return self.data[int(o[j]):int(o[j + 1])].reshape(self.shapes[j])
+
+    @property
+    def sizes(self):
+        """Elements per record, int64 ndarray of ``len(self)``."""
+        return np.diff(self.offsets)
+
+    def arrays(self):
+        """Every record as a view of ``data`` in its own shape (a list)."""
+        o = self.offsets.tolist()
+        d = self.data
+        return [d[o[j]:o[j + 1]].reshape(sh) for j, sh in enumerate(self.shapes)]
+
+    def __repr__(self):
+        return (f"RaggedBatch({len(self)} records, {self.data.size} elements of "
+                f"{self.data.dtype.str})")
 
 
 # Big appends and gathers go to the native library in slices of about this
@@ -527,6 +652,7 @@ class DenseStore(_Store):
         super().__init__(handle)
         self._item_shape = tuple(int(d) for d in _zr.zrs_item_shape(handle))
         self._record_size = int(_zr.zrs_record_size(handle))
+        self._slice_n = _slice_records(self._record_size)
 
     @classmethod
     def create(cls, path, dtype, item_shape, codec="zstd", dict_bytes=None):
@@ -602,16 +728,79 @@ class DenseStore(_Store):
             first = got if first is None else first
         return first
 
-    def _gather(self, idx):
-        out = np.empty(idx.shape + self._item_shape, dtype=self._dtype)
-        if idx.size:
-            flat, dst = idx.reshape(-1), out.reshape((idx.size,) + self._item_shape)
-            per = _slice_records(dst.nbytes // idx.size)
-            for a in range(0, idx.size, per):
-                _zr.zrs_gather_dense(self._handle(), flat[a:a + per], dst[a:a + per])
+    def _gather(self, idx, out=None, key=None):
+        """Records at the absolute (or, with `key`, not yet checked) int64
+        indices `idx` into `out` (a fresh array if None). With `key`, an
+        IndexError of the native check is re-raised by _normalize_key(key)
+        so the message is the same on both paths."""
+        n = idx.size
+        if out is None:
+            shape = idx.shape + self._item_shape
+            out = (np.empty(shape, self._dtype) if n * self._record_size < _POOL_MIN_BYTES
+                   else _POOL.empty(shape, self._dtype))
+        if n:
+            h = self._handle()
+            per = self._slice_n
+            try:
+                if n <= per:
+                    # Both are C-contiguous buffers: no reshape needed.
+                    _zr.zrs_gather_dense(h, idx, out)
+                else:
+                    flat, dst = idx.reshape(-1), out.reshape((n,) + self._item_shape)
+                    for a in range(0, n, per):
+                        _zr.zrs_gather_dense(self._handle(), flat[a:a + per], dst[a:a + per])
+            except IndexError:
+                if key is not None:
+                    _normalize_key(key, int(_zr.zrs_length(self._handle())))
+                raise
         return out
 
+    def _check_out(self, out, shape):
+        if not isinstance(out, np.ndarray):
+            raise TypeError(f"gather: out must be a numpy ndarray, got {type(out).__name__}")
+        if out.dtype != self._dtype:
+            raise ValueError(f"gather: out has dtype {out.dtype.str} ({out.dtype.name}), the "
+                             f"store's is {self._dtype.str} ({self._dtype.name}); no casting")
+        if out.shape != shape:
+            raise ValueError(f"gather: out has shape {out.shape}, the selection needs {shape}")
+        if not out.flags.c_contiguous:
+            raise ValueError("gather: out must be C-contiguous")
+        if not out.flags.writeable:
+            raise ValueError("gather: out is read-only")
+
+    def gather(self, idx, out=None):
+        """The records at ``idx``, like numpy's ``take(..., axis=0)``:
+        ``idx`` is any selection ``store[idx]`` takes (an int gives one
+        record of shape ``item_shape``); the result has shape
+        ``(*idx_shape, *item_shape)``.
+
+        out: None (a fresh array, as ``store[idx]``) or an ndarray to
+            write into and return: exactly the store's dtype (no casting),
+            exactly the result's shape, C-contiguous and writable. A wrong
+            ``out`` is refused before anything is read: TypeError if it is
+            not an ndarray, ValueError naming the mismatch otherwise.
+            An index error (IndexError) leaves ``out``'s contents
+            unspecified. Reusing one ``out`` across batches saves the
+            allocation and the page faults of a fresh array."""
+        h = self._handle()
+        fast = _fast_index(idx)
+        if fast is not None:
+            sel, key = fast, idx
+        else:
+            one, sel = _normalize_key(idx, int(_zr.zrs_length(h)))
+            if one:
+                sel = np.array(sel, dtype=np.int64)
+            key = None
+        if out is not None:
+            self._check_out(out, sel.shape + self._item_shape)
+            if np.may_share_memory(out, sel):
+                sel = sel.copy()  # the indices are read while out is written
+        return self._gather(sel, out, key)
+
     def __getitem__(self, key):
+        fast = _fast_index(key)
+        if fast is not None:
+            return self._gather(fast, None, key)
         h = self._handle()
         one, sel = _normalize_key(key, int(_zr.zrs_length(h)))
         if one:
@@ -705,28 +894,68 @@ class RaggedStore(_Store):
             first = got if first is None else first
         return first
 
-    def _gather(self, idx):
-        if idx.size == 0:
-            return []
+    def _gather_buffer(self, idx):
+        """(buf, bounds) of the packed records at int64 indices idx."""
         h = self._handle()
         sizes = _zr.zrs_ragged_sizes(h, idx)
         bounds = np.zeros(idx.size + 1, dtype=np.uint64)
         np.cumsum(sizes, out=bounds[1:])
-        buf = np.empty(int(bounds[-1]), dtype=np.uint8)
+        buf = _POOL.empty((int(bounds[-1]),), np.uint8)
         for a, b in _byte_slices(bounds):
             lo = int(bounds[a])
             _zr.zrs_gather_ragged(self._handle(), idx[a:b], buf[lo:int(bounds[b])],
                                   bounds[a:b + 1] - np.uint64(lo))
-        return _unpack_ragged(buf, bounds, self._dtype)
+        return buf, bounds
 
-    def __getitem__(self, key):
-        h = self._handle()
-        one, sel = _normalize_key(key, int(_zr.zrs_length(h)))
+    def _gather(self, idx):
+        if idx.size == 0:
+            return []
+        buf, bounds = self._gather_buffer(idx)
+        return _zr.zrs_ragged_arrays(buf, bounds, _zr.zrs_get_dtype(self._handle()),
+                                     self._dtype)
+
+    def _select(self, key):
+        """1-D int64 absolute indices of a selection (an int gives one)."""
+        one, sel = _normalize_key(key, int(_zr.zrs_length(self._handle())))
         if one:
-            return self._gather(np.array([sel], dtype=np.int64))[0]
+            return np.array([sel], dtype=np.int64)
         if sel.ndim != 1:
             raise IndexError(f"a ragged store takes 1-D index arrays, got shape {sel.shape}")
-        return self._gather(sel)
+        return sel
+
+    def gather_packed(self, idx):
+        """The records at ``idx`` (any selection ``store[idx]`` takes; an
+        int is a batch of one) as one :class:`RaggedBatch`: their elements
+        back to back in one array, with element offsets and shapes, in
+        selection order. The payloads are gathered with their shape
+        prefixes and then moved down over them in one native pass (one
+        extra copy of the batch, in cache for small records)."""
+        fast = _fast_index(idx)
+        sel = fast if fast is not None else self._select(idx)
+        if sel.size == 0:
+            return RaggedBatch(np.empty(0, self._dtype), np.zeros(1, np.int64), [])
+        try:
+            buf, bounds = self._gather_buffer(sel)
+        except IndexError:
+            if fast is not None:
+                _normalize_key(idx, len(self))  # the message of the Python check
+            raise
+        elements, offsets, shapes = _zr.zrs_ragged_pack(buf, bounds,
+                                                        _zr.zrs_get_dtype(self._handle()))
+        data = buf[:elements * self._dtype.itemsize].view(self._dtype)
+        return RaggedBatch(data, offsets, shapes)
+
+    def __getitem__(self, key):
+        fast = _fast_index(key)
+        if fast is not None:
+            try:
+                return self._gather(fast)
+            except IndexError:
+                _normalize_key(key, len(self))
+                raise
+        if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
+            return self._gather(self._select(key))[0]
+        return self._gather(self._select(key))
 
     def __iter__(self):
         for i in range(len(self)):
