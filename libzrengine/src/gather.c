@@ -55,6 +55,7 @@ typedef struct gjob {
      * 2 KiB records over 16 stores). Placement stays by position. */
     const uint64_t *order;
     unsigned nshards;
+    bool all_raw;       /* every engine read is raw: fast_shard may serve */
     _Atomic int failed; /* lets other shards stop early */
     zre_err *errs;      /* one per shard */
 } gjob;
@@ -211,10 +212,121 @@ static int run_shard(gjob *j, uint64_t lo, uint64_t hi)
     return rc;
 }
 
+/* ------------------------------------------------- raw fast path
+ *
+ * Records of raw stores whose table segments and chunks are all mapped
+ * are copied in blocks of FAST_BLOCK positions, in three passes: (1) each
+ * position's table entry is located in its mapped N.loc (the segment is
+ * looked up once per run of positions in one segment, its bounds checked)
+ * and prefetched; (2) every entry is decoded in place and checked, exactly
+ * as read_record checks it (size against the slot, chunk known and mapped,
+ * location inside the chunk and inside the file), and the record's first
+ * and last bytes are prefetched; (3) the records are copied. Keeping many
+ * independent cache misses in flight, rather than one table read, then
+ * one record read, per record, is what lets small random records approach
+ * a plain memcpy of the same rows (bench/NOTES.md).
+ *
+ * The fast path never reports an error itself: at the first entry or file
+ * it cannot vouch for (a damaged entry, an unmapped or short file, a
+ * segment that is not open) it gives up, and the shard is run again from
+ * its start by run_shard, whose per-record checks produce the error with
+ * the usual message. Copying a record twice is harmless (same bytes, same
+ * place). */
+#define FAST_BLOCK 32u
+
+#if defined(__GNUC__)
+#define ZRE_PREFETCH(p) __builtin_prefetch((p), 0, 3)
+#else
+#define ZRE_PREFETCH(p) ((void)(p))
+#endif
+
+static bool fast_shard(const gjob *j, uint64_t lo, uint64_t hi)
+{
+    const unsigned char *ent[FAST_BLOCK];
+    const unsigned char *src[FAST_BLOCK];
+    unsigned char *out[FAST_BLOCK];
+    uint32_t len[FAST_BLOCK];
+    /* The last segment and chunk looked up, per engine. Their known sizes
+     * are read once: every record of this call was committed before the
+     * call read `length`, and the writer raises a file's size before it
+     * publishes `length`, so the size seen here already covers them. */
+    const zre_engine *seg_e = NULL, *chk_e = NULL;
+    uint64_t seg_id = 0, seg_size = 0;
+    uint32_t chk_id = 0;
+    const unsigned char *seg_map = NULL, *chk_map = NULL;
+    uint64_t chk_size = 0;
+    const uint64_t usable = ZRE_CHUNK_USABLE;
+    for (uint64_t k = lo; k < hi;) {
+        if (atomic_load_explicit(&((gjob *)j)->failed, memory_order_relaxed))
+            return true; /* another shard failed: its error is reported */
+        unsigned n = hi - k < FAST_BLOCK ? (unsigned)(hi - k) : FAST_BLOCK;
+        for (unsigned r = 0; r < n; r++) {
+            const uint64_t i = j->order ? j->order[k + r] : k + r;
+            const zre_engine *e = j->engines[j->which ? j->which[i] : 0];
+            const uint64_t idx = j->index[i];
+            const uint64_t seg = idx / ZRE_INT_SEG_ENTRIES;
+            const uint64_t at = (idx % ZRE_INT_SEG_ENTRIES) * ZRE_LOC_ENTRY_SIZE;
+            if (e != seg_e || seg != seg_id || !seg_map) {
+                const zre_fent *f = zre_fdtab_ent(&e->locs, seg);
+                if (!f || f->f.fd < 0 || !f->map)
+                    return false;
+                seg_e = e;
+                seg_id = seg;
+                seg_map = f->map;
+                seg_size = atomic_load_explicit(&((zre_fent *)f)->size, memory_order_acquire);
+            }
+            if (at + ZRE_LOC_ENTRY_SIZE > seg_size)
+                return false;
+            ent[r] = seg_map + at;
+            ZRE_PREFETCH(ent[r]);
+        }
+        for (unsigned r = 0; r < n; r++) {
+            const uint64_t i = j->order ? j->order[k + r] : k + r;
+            const zre_engine *e = j->engines[j->which ? j->which[i] : 0];
+            uint64_t at, slot;
+            if (j->dst_bounds) {
+                at = j->dst_bounds[i];
+                slot = j->dst_bounds[i + 1] - at;
+            } else {
+                at = i * j->record_size;
+                slot = j->record_size;
+            }
+            const unsigned char *p = ent[r];
+            const uint32_t offset = zre_get_u32(p), phys = zre_get_u32(p + 4),
+                           logic = zre_get_u32(p + 8), chunk = zre_get_u32(p + 12);
+            if (logic != slot || phys != logic || phys == 0)
+                return false;
+            if (e != chk_e || chunk != chk_id || !chk_map) {
+                const zre_fent *f = zre_fdtab_ent(&e->chunks, chunk);
+                if (!f || f->f.fd < 0 || !f->map)
+                    return false;
+                chk_e = e;
+                chk_id = chunk;
+                chk_map = f->map;
+                chk_size = atomic_load_explicit(&((zre_fent *)f)->size, memory_order_acquire);
+            }
+            const uint64_t end = (uint64_t)offset + phys;
+            if (end > usable || end > chk_size)
+                return false;
+            src[r] = chk_map + offset;
+            out[r] = j->dst + at;
+            len[r] = phys;
+            ZRE_PREFETCH(src[r]);
+            ZRE_PREFETCH(src[r] + phys - 1);
+        }
+        for (unsigned r = 0; r < n; r++)
+            memcpy(out[r], src[r], len[r]);
+        k += n;
+    }
+    return true;
+}
+
 static void gather_shard(void *arg, unsigned s)
 {
     gjob *j = arg;
     uint64_t lo = j->count * s / j->nshards, hi = j->count * (s + 1) / j->nshards;
+    if (j->all_raw && fast_shard(j, lo, hi))
+        return;
     int rc = run_shard(j, lo, hi);
     if (rc < 0) {
         zre_err_capture(&j->errs[s], rc);
@@ -309,8 +421,10 @@ static int gather_checked(zre_engine *const *engines, const uint32_t *which, con
                           uint64_t record_size, const uint64_t *dst_bounds)
 {
     zre_engine *e = engines[0]; /* its pool and CPU count serve the whole call */
+    bool all_raw = true;
     for (uint64_t i = 0; i < count; i++) {
         zre_engine *ei = which ? engines[which[i]] : e;
+        all_raw &= ei->codec == ZRE_CODEC_RAW;
         uint64_t length = zre_length(ei);
         if (index[i] >= length)
             return which ? zr_set_error(ZR_ERANGE, "gather: index %" PRIu64 " out of range for store %s "
@@ -341,7 +455,7 @@ static int gather_checked(zre_engine *const *engines, const uint32_t *which, con
         total = count * record_size;
     }
 
-    gjob j = {engines, which, index, count, dst, record_size, dst_bounds, order, 1, 0, NULL};
+    gjob j = {engines, which, index, count, dst, record_size, dst_bounds, order, 1, all_raw, 0, NULL};
     zre_err one = {0};
     uint64_t inline_max = e->codec == ZRE_CODEC_RAW ? INLINE_MAX_BYTES_RAW : INLINE_MAX_BYTES_ZSTD;
     if (total < inline_max || count < INLINE_MAX_RECORDS || e->ncpu < 2) {
