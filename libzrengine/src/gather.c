@@ -240,6 +240,24 @@ static int run_shard(gjob *j, uint64_t lo, uint64_t hi)
 #define ZRE_PREFETCH(p) ((void)(p))
 #endif
 
+/* memcpy, with records of 8..64 bytes copied by two fixed-size moves
+ * that overlap (inlined: no call per record). */
+static inline void copy_record(unsigned char *d, const unsigned char *s, size_t n)
+{
+    if (n >= 32 && n <= 64) {
+        memcpy(d, s, 32);
+        memcpy(d + n - 32, s + n - 32, 32);
+    } else if (n >= 16 && n < 32) {
+        memcpy(d, s, 16);
+        memcpy(d + n - 16, s + n - 16, 16);
+    } else if (n >= 8 && n < 16) {
+        memcpy(d, s, 8);
+        memcpy(d + n - 8, s + n - 8, 8);
+    } else {
+        memcpy(d, s, n);
+    }
+}
+
 static bool fast_shard(const gjob *j, uint64_t lo, uint64_t hi)
 {
     const unsigned char *ent[FAST_BLOCK];
@@ -315,7 +333,7 @@ static bool fast_shard(const gjob *j, uint64_t lo, uint64_t hi)
             ZRE_PREFETCH(src[r] + phys - 1);
         }
         for (unsigned r = 0; r < n; r++)
-            memcpy(out[r], src[r], len[r]);
+            copy_record(out[r], src[r], len[r]);
         k += n;
     }
     return true;
@@ -422,10 +440,17 @@ static int gather_checked(zre_engine *const *engines, const uint32_t *which, con
 {
     zre_engine *e = engines[0]; /* its pool and CPU count serve the whole call */
     bool all_raw = true;
+    /* Each engine's length is read once per run of positions in it: it
+     * only grows while this call is registered as a reader. */
+    zre_engine *len_e = NULL;
+    uint64_t length = 0;
     for (uint64_t i = 0; i < count; i++) {
         zre_engine *ei = which ? engines[which[i]] : e;
-        all_raw &= ei->codec == ZRE_CODEC_RAW;
-        uint64_t length = zre_length(ei);
+        if (ei != len_e) {
+            len_e = ei;
+            length = zre_length(ei);
+            all_raw &= ei->codec == ZRE_CODEC_RAW;
+        }
         if (index[i] >= length)
             return which ? zr_set_error(ZR_ERANGE, "gather: index %" PRIu64 " out of range for store %s "
                                         "of %" PRIu64 " records (position %" PRIu64 ")", index[i],
