@@ -8,8 +8,8 @@
  * read-only, maps the flat file, checks that both give the same bytes for
  * every planned batch (validation before timing), then times ROUNDS rounds
  * (default 20), alternating the peers inside each round on the same index
- * plan, and prints the median ns per row of each and their ratio
- * (peer / zrecord: > 1 means zrecord is faster):
+ * plan, and prints the median ns per row of each, their ratio
+ * (peer / zrecord: > 1 means zrecord is faster) and the best round of each:
  *   memcpy   - one thread: memcpy(dst + i*rec, map + index[i]*rec, rec)
  *   memcpy-T - the same rows split over all CPUs (pthreads), the bound a
  *              sharded gather can reach
@@ -167,8 +167,9 @@ static int run_case(const char *dir, uint64_t rec, uint64_t n, uint64_t batch, u
     double z = tz[rounds / 2] * 1e9 / batch, m = tm[rounds / 2] * 1e9 / batch,
            t = tt[rounds / 2] * 1e9 / batch;
     printf("%8" PRIu64 " B x %6" PRIu64 " of %8" PRIu64 ": zrecord %9.1f ns/row  memcpy %9.1f  "
-           "memcpy-%u %9.1f  | memcpy/zr %.2fx  memcpy-%u/zr %.2fx  (%.0f MB/s)\n",
-           rec, batch, n, z, m, ncpu, t, m / z, ncpu, t / z, (double)rec * 1e3 / z);
+           "memcpy-%u %9.1f  | memcpy/zr %.2fx  memcpy-%u/zr %.2fx  (%.0f MB/s; best %.1f %.1f %.1f)\n",
+           rec, batch, n, z, m, ncpu, t, m / z, ncpu, t / z, (double)rec * 1e3 / z,
+           tz[0] * 1e9 / batch, tm[0] * 1e9 / batch, tt[0] * 1e9 / batch);
     munmap((void *)map, n * rec);
     close(fd);
     zre_close(e);

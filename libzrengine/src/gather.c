@@ -36,6 +36,14 @@
 #ifndef INLINE_MAX_RECORDS
 #define INLINE_MAX_RECORDS 8u
 #endif
+/* A raw batch of at least this many records is shared out whatever its
+ * bytes: small records cost a table miss and a record miss each, so 20,000
+ * 32-byte rows (640 KiB) take ~0.5 ms on one core, far more than waking
+ * the pool (bench/NOTES.md, "Native gather (second round)": the crossover
+ * on 2 cores is 4,096-8,192 records). */
+#ifndef POOL_MIN_RECORDS_RAW
+#define POOL_MIN_RECORDS_RAW 8192u
+#endif
 /* Multi-engine gathers order up to this many records on the stack. */
 #define ORDER_SMALL 64u
 /* Longest run of consecutive indices whose entries are read at once. */
@@ -258,83 +266,117 @@ static inline void copy_record(unsigned char *d, const unsigned char *s, size_t 
     }
 }
 
+/* The segment and chunk a fast shard looked up last. Their known sizes are
+ * read once: every record of this call was committed before the call read
+ * `length`, and the writer raises a file's size before it publishes
+ * `length`, so the size seen here already covers them. */
+typedef struct fast_cache {
+    const zre_engine *seg_e, *chk_e;
+    uint64_t seg_id, seg_size, chk_size;
+    uint32_t chk_id;
+    const unsigned char *seg_map, *chk_map;
+} fast_cache;
+
+/* Pass 1 for positions [k, k+n): the address of each table entry, which
+ * is prefetched. False when an entry cannot be vouched for. */
+static bool fast_locate(const gjob *j, fast_cache *c, uint64_t k, unsigned n,
+                        const unsigned char **ent)
+{
+    for (unsigned r = 0; r < n; r++) {
+        const uint64_t i = j->order ? j->order[k + r] : k + r;
+        const zre_engine *e = j->engines[j->which ? j->which[i] : 0];
+        const uint64_t idx = j->index[i];
+        const uint64_t seg = idx / ZRE_INT_SEG_ENTRIES;
+        const uint64_t at = (idx % ZRE_INT_SEG_ENTRIES) * ZRE_LOC_ENTRY_SIZE;
+        if (e != c->seg_e || seg != c->seg_id || !c->seg_map) {
+            const zre_fent *f = zre_fdtab_ent(&e->locs, seg);
+            if (!f || f->f.fd < 0 || !f->map)
+                return false;
+            c->seg_e = e;
+            c->seg_id = seg;
+            c->seg_map = f->map;
+            c->seg_size = atomic_load_explicit(&((zre_fent *)f)->size, memory_order_acquire);
+        }
+        if (at + ZRE_LOC_ENTRY_SIZE > c->seg_size)
+            return false;
+        ent[r] = c->seg_map + at;
+        ZRE_PREFETCH(ent[r]);
+    }
+    return true;
+}
+
+/* Pass 2: decode and check each entry as read_record does, note where its
+ * bytes go, prefetch them. False when an entry cannot be vouched for. */
+static bool fast_resolve(const gjob *j, fast_cache *c, uint64_t k, unsigned n,
+                         const unsigned char *const *ent, const unsigned char **src,
+                         unsigned char **out, uint32_t *len)
+{
+    const uint64_t usable = ZRE_CHUNK_USABLE;
+    for (unsigned r = 0; r < n; r++) {
+        const uint64_t i = j->order ? j->order[k + r] : k + r;
+        const zre_engine *e = j->engines[j->which ? j->which[i] : 0];
+        uint64_t at, slot;
+        if (j->dst_bounds) {
+            at = j->dst_bounds[i];
+            slot = j->dst_bounds[i + 1] - at;
+        } else {
+            at = i * j->record_size;
+            slot = j->record_size;
+        }
+        const unsigned char *p = ent[r];
+        const uint32_t offset = zre_get_u32(p), phys = zre_get_u32(p + 4),
+                       logic = zre_get_u32(p + 8), chunk = zre_get_u32(p + 12);
+        if (logic != slot || phys != logic || phys == 0)
+            return false;
+        if (e != c->chk_e || chunk != c->chk_id || !c->chk_map) {
+            const zre_fent *f = zre_fdtab_ent(&e->chunks, chunk);
+            if (!f || f->f.fd < 0 || !f->map)
+                return false;
+            c->chk_e = e;
+            c->chk_id = chunk;
+            c->chk_map = f->map;
+            c->chk_size = atomic_load_explicit(&((zre_fent *)f)->size, memory_order_acquire);
+        }
+        const uint64_t end = (uint64_t)offset + phys;
+        if (end > usable || end > c->chk_size)
+            return false;
+        src[r] = c->chk_map + offset;
+        out[r] = j->dst + at;
+        len[r] = phys;
+        ZRE_PREFETCH(src[r]);
+        ZRE_PREFETCH(src[r] + phys - 1);
+    }
+    return true;
+}
+
+/* The passes are pipelined: the next block's entries are located (and
+ * their cache misses started) before the current block is copied. */
 static bool fast_shard(const gjob *j, uint64_t lo, uint64_t hi)
 {
-    const unsigned char *ent[FAST_BLOCK];
+    const unsigned char *ents[2][FAST_BLOCK];
     const unsigned char *src[FAST_BLOCK];
     unsigned char *out[FAST_BLOCK];
     uint32_t len[FAST_BLOCK];
-    /* The last segment and chunk looked up, per engine. Their known sizes
-     * are read once: every record of this call was committed before the
-     * call read `length`, and the writer raises a file's size before it
-     * publishes `length`, so the size seen here already covers them. */
-    const zre_engine *seg_e = NULL, *chk_e = NULL;
-    uint64_t seg_id = 0, seg_size = 0;
-    uint32_t chk_id = 0;
-    const unsigned char *seg_map = NULL, *chk_map = NULL;
-    uint64_t chk_size = 0;
-    const uint64_t usable = ZRE_CHUNK_USABLE;
-    for (uint64_t k = lo; k < hi;) {
+    fast_cache c = {0};
+    unsigned cur = 0;
+    uint64_t k = lo;
+    unsigned n = hi - k < FAST_BLOCK ? (unsigned)(hi - k) : FAST_BLOCK;
+    if (!fast_locate(j, &c, k, n, ents[cur]))
+        return false;
+    while (n > 0) {
         if (atomic_load_explicit(&((gjob *)j)->failed, memory_order_relaxed))
             return true; /* another shard failed: its error is reported */
-        unsigned n = hi - k < FAST_BLOCK ? (unsigned)(hi - k) : FAST_BLOCK;
-        for (unsigned r = 0; r < n; r++) {
-            const uint64_t i = j->order ? j->order[k + r] : k + r;
-            const zre_engine *e = j->engines[j->which ? j->which[i] : 0];
-            const uint64_t idx = j->index[i];
-            const uint64_t seg = idx / ZRE_INT_SEG_ENTRIES;
-            const uint64_t at = (idx % ZRE_INT_SEG_ENTRIES) * ZRE_LOC_ENTRY_SIZE;
-            if (e != seg_e || seg != seg_id || !seg_map) {
-                const zre_fent *f = zre_fdtab_ent(&e->locs, seg);
-                if (!f || f->f.fd < 0 || !f->map)
-                    return false;
-                seg_e = e;
-                seg_id = seg;
-                seg_map = f->map;
-                seg_size = atomic_load_explicit(&((zre_fent *)f)->size, memory_order_acquire);
-            }
-            if (at + ZRE_LOC_ENTRY_SIZE > seg_size)
-                return false;
-            ent[r] = seg_map + at;
-            ZRE_PREFETCH(ent[r]);
-        }
-        for (unsigned r = 0; r < n; r++) {
-            const uint64_t i = j->order ? j->order[k + r] : k + r;
-            const zre_engine *e = j->engines[j->which ? j->which[i] : 0];
-            uint64_t at, slot;
-            if (j->dst_bounds) {
-                at = j->dst_bounds[i];
-                slot = j->dst_bounds[i + 1] - at;
-            } else {
-                at = i * j->record_size;
-                slot = j->record_size;
-            }
-            const unsigned char *p = ent[r];
-            const uint32_t offset = zre_get_u32(p), phys = zre_get_u32(p + 4),
-                           logic = zre_get_u32(p + 8), chunk = zre_get_u32(p + 12);
-            if (logic != slot || phys != logic || phys == 0)
-                return false;
-            if (e != chk_e || chunk != chk_id || !chk_map) {
-                const zre_fent *f = zre_fdtab_ent(&e->chunks, chunk);
-                if (!f || f->f.fd < 0 || !f->map)
-                    return false;
-                chk_e = e;
-                chk_id = chunk;
-                chk_map = f->map;
-                chk_size = atomic_load_explicit(&((zre_fent *)f)->size, memory_order_acquire);
-            }
-            const uint64_t end = (uint64_t)offset + phys;
-            if (end > usable || end > chk_size)
-                return false;
-            src[r] = chk_map + offset;
-            out[r] = j->dst + at;
-            len[r] = phys;
-            ZRE_PREFETCH(src[r]);
-            ZRE_PREFETCH(src[r] + phys - 1);
-        }
+        if (!fast_resolve(j, &c, k, n, ents[cur], src, out, len))
+            return false;
+        const uint64_t next = k + n;
+        const unsigned nn = hi - next < FAST_BLOCK ? (unsigned)(hi - next) : FAST_BLOCK;
+        if (nn > 0 && !fast_locate(j, &c, next, nn, ents[cur ^ 1]))
+            return false;
         for (unsigned r = 0; r < n; r++)
             copy_record(out[r], src[r], len[r]);
-        k += n;
+        k = next;
+        n = nn;
+        cur ^= 1;
     }
     return true;
 }
@@ -483,7 +525,8 @@ static int gather_checked(zre_engine *const *engines, const uint32_t *which, con
     gjob j = {engines, which, index, count, dst, record_size, dst_bounds, order, 1, all_raw, 0, NULL};
     zre_err one = {0};
     uint64_t inline_max = e->codec == ZRE_CODEC_RAW ? INLINE_MAX_BYTES_RAW : INLINE_MAX_BYTES_ZSTD;
-    if (total < inline_max || count < INLINE_MAX_RECORDS || e->ncpu < 2) {
+    bool small = total < inline_max && !(all_raw && count >= POOL_MIN_RECORDS_RAW);
+    if (small || count < INLINE_MAX_RECORDS || e->ncpu < 2) {
         j.errs = &one;
         gather_shard(&j, 0);
     } else {
