@@ -277,6 +277,18 @@ typedef struct fast_cache {
     const unsigned char *seg_map, *chk_map;
 } fast_cache;
 
+/* The mapping of file `id` (a segment or a chunk) and its known size;
+ * false when it is not open or not mapped. */
+static bool fast_file(const zre_fdtab *t, uint64_t id, const unsigned char **map, uint64_t *size)
+{
+    zre_fent *f = zre_fdtab_ent(t, id);
+    if (!f || f->f.fd < 0 || !f->map)
+        return false;
+    *map = f->map;
+    *size = atomic_load_explicit(&f->size, memory_order_acquire);
+    return true;
+}
+
 /* Pass 1 for positions [k, k+n): the address of each table entry, which
  * is prefetched. False when an entry cannot be vouched for. */
 static bool fast_locate(const gjob *j, fast_cache *c, uint64_t k, unsigned n,
@@ -289,13 +301,10 @@ static bool fast_locate(const gjob *j, fast_cache *c, uint64_t k, unsigned n,
         const uint64_t seg = idx / ZRE_INT_SEG_ENTRIES;
         const uint64_t at = (idx % ZRE_INT_SEG_ENTRIES) * ZRE_LOC_ENTRY_SIZE;
         if (e != c->seg_e || seg != c->seg_id || !c->seg_map) {
-            const zre_fent *f = zre_fdtab_ent(&e->locs, seg);
-            if (!f || f->f.fd < 0 || !f->map)
+            if (!fast_file(&e->locs, seg, &c->seg_map, &c->seg_size))
                 return false;
             c->seg_e = e;
             c->seg_id = seg;
-            c->seg_map = f->map;
-            c->seg_size = atomic_load_explicit(&((zre_fent *)f)->size, memory_order_acquire);
         }
         if (at + ZRE_LOC_ENTRY_SIZE > c->seg_size)
             return false;
@@ -329,13 +338,10 @@ static bool fast_resolve(const gjob *j, fast_cache *c, uint64_t k, unsigned n,
         if (logic != slot || phys != logic || phys == 0)
             return false;
         if (e != c->chk_e || chunk != c->chk_id || !c->chk_map) {
-            const zre_fent *f = zre_fdtab_ent(&e->chunks, chunk);
-            if (!f || f->f.fd < 0 || !f->map)
+            if (!fast_file(&e->chunks, chunk, &c->chk_map, &c->chk_size))
                 return false;
             c->chk_e = e;
             c->chk_id = chunk;
-            c->chk_map = f->map;
-            c->chk_size = atomic_load_explicit(&((zre_fent *)f)->size, memory_order_acquire);
         }
         const uint64_t end = (uint64_t)offset + phys;
         if (end > usable || end > c->chk_size)
