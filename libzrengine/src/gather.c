@@ -36,6 +36,14 @@
 #ifndef INLINE_MAX_RECORDS
 #define INLINE_MAX_RECORDS 8u
 #endif
+/* A raw batch of at least this many records is shared out whatever its
+ * bytes: small records cost a table miss and a record miss each, so 20,000
+ * 32-byte rows (640 KiB) take ~0.5 ms on one core, far more than waking
+ * the pool (bench/NOTES.md, "Native gather (second round)": the crossover
+ * on 2 cores is 4,096-8,192 records). */
+#ifndef POOL_MIN_RECORDS_RAW
+#define POOL_MIN_RECORDS_RAW 8192u
+#endif
 /* Multi-engine gathers order up to this many records on the stack. */
 #define ORDER_SMALL 64u
 /* Longest run of consecutive indices whose entries are read at once. */
@@ -55,6 +63,7 @@ typedef struct gjob {
      * 2 KiB records over 16 stores). Placement stays by position. */
     const uint64_t *order;
     unsigned nshards;
+    bool all_raw;       /* every engine read is raw: fast_shard may serve */
     _Atomic int failed; /* lets other shards stop early */
     zre_err *errs;      /* one per shard */
 } gjob;
@@ -211,10 +220,179 @@ static int run_shard(gjob *j, uint64_t lo, uint64_t hi)
     return rc;
 }
 
+/* ------------------------------------------------- raw fast path
+ *
+ * Records of raw stores whose table segments and chunks are all mapped
+ * are copied in blocks of FAST_BLOCK positions, in three passes: (1) each
+ * position's table entry is located in its mapped N.loc (the segment is
+ * looked up once per run of positions in one segment, its bounds checked)
+ * and prefetched; (2) every entry is decoded in place and checked, exactly
+ * as read_record checks it (size against the slot, chunk known and mapped,
+ * location inside the chunk and inside the file), and the record's first
+ * and last bytes are prefetched; (3) the records are copied. Keeping many
+ * independent cache misses in flight, rather than one table read, then
+ * one record read, per record, is what lets small random records approach
+ * a plain memcpy of the same rows (bench/NOTES.md).
+ *
+ * The fast path never reports an error itself: at the first entry or file
+ * it cannot vouch for (a damaged entry, an unmapped or short file, a
+ * segment that is not open) it gives up, and the shard is run again from
+ * its start by run_shard, whose per-record checks produce the error with
+ * the usual message. Copying a record twice is harmless (same bytes, same
+ * place). */
+#define FAST_BLOCK 32u
+
+#if defined(__GNUC__)
+#define ZRE_PREFETCH(p) __builtin_prefetch((p), 0, 3)
+#else
+#define ZRE_PREFETCH(p) ((void)(p))
+#endif
+
+/* memcpy, with records of 8..64 bytes copied by two fixed-size moves
+ * that overlap (inlined: no call per record). */
+static inline void copy_record(unsigned char *d, const unsigned char *s, size_t n)
+{
+    if (n >= 32 && n <= 64) {
+        memcpy(d, s, 32);
+        memcpy(d + n - 32, s + n - 32, 32);
+    } else if (n >= 16 && n < 32) {
+        memcpy(d, s, 16);
+        memcpy(d + n - 16, s + n - 16, 16);
+    } else if (n >= 8 && n < 16) {
+        memcpy(d, s, 8);
+        memcpy(d + n - 8, s + n - 8, 8);
+    } else {
+        memcpy(d, s, n);
+    }
+}
+
+/* The segment and chunk a fast shard looked up last. Their known sizes are
+ * read once: every record of this call was committed before the call read
+ * `length`, and the writer raises a file's size before it publishes
+ * `length`, so the size seen here already covers them. */
+typedef struct fast_cache {
+    const zre_engine *seg_e, *chk_e;
+    uint64_t seg_id, seg_size, chk_size;
+    uint32_t chk_id;
+    const unsigned char *seg_map, *chk_map;
+} fast_cache;
+
+/* The mapping of file `id` (a segment or a chunk) and its known size;
+ * false when it is not open or not mapped. */
+static bool fast_file(const zre_fdtab *t, uint64_t id, const unsigned char **map, uint64_t *size)
+{
+    zre_fent *f = zre_fdtab_ent(t, id);
+    if (!f || f->f.fd < 0 || !f->map)
+        return false;
+    *map = f->map;
+    *size = atomic_load_explicit(&f->size, memory_order_acquire);
+    return true;
+}
+
+/* Pass 1 for positions [k, k+n): the address of each table entry, which
+ * is prefetched. False when an entry cannot be vouched for. */
+static bool fast_locate(const gjob *j, fast_cache *c, uint64_t k, unsigned n,
+                        const unsigned char **ent)
+{
+    for (unsigned r = 0; r < n; r++) {
+        const uint64_t i = j->order ? j->order[k + r] : k + r;
+        const zre_engine *e = j->engines[j->which ? j->which[i] : 0];
+        const uint64_t idx = j->index[i];
+        const uint64_t seg = idx / ZRE_INT_SEG_ENTRIES;
+        const uint64_t at = (idx % ZRE_INT_SEG_ENTRIES) * ZRE_LOC_ENTRY_SIZE;
+        if (e != c->seg_e || seg != c->seg_id || !c->seg_map) {
+            if (!fast_file(&e->locs, seg, &c->seg_map, &c->seg_size))
+                return false;
+            c->seg_e = e;
+            c->seg_id = seg;
+        }
+        if (at + ZRE_LOC_ENTRY_SIZE > c->seg_size)
+            return false;
+        ent[r] = c->seg_map + at;
+        ZRE_PREFETCH(ent[r]);
+    }
+    return true;
+}
+
+/* Pass 2: decode and check each entry as read_record does, note where its
+ * bytes go, prefetch them. False when an entry cannot be vouched for. */
+static bool fast_resolve(const gjob *j, fast_cache *c, uint64_t k, unsigned n,
+                         const unsigned char *const *ent, const unsigned char **src,
+                         unsigned char **out, uint32_t *len)
+{
+    const uint64_t usable = ZRE_CHUNK_USABLE;
+    for (unsigned r = 0; r < n; r++) {
+        const uint64_t i = j->order ? j->order[k + r] : k + r;
+        const zre_engine *e = j->engines[j->which ? j->which[i] : 0];
+        uint64_t at, slot;
+        if (j->dst_bounds) {
+            at = j->dst_bounds[i];
+            slot = j->dst_bounds[i + 1] - at;
+        } else {
+            at = i * j->record_size;
+            slot = j->record_size;
+        }
+        const unsigned char *p = ent[r];
+        const uint32_t offset = zre_get_u32(p), phys = zre_get_u32(p + 4),
+                       logic = zre_get_u32(p + 8), chunk = zre_get_u32(p + 12);
+        if (logic != slot || phys != logic || phys == 0)
+            return false;
+        if (e != c->chk_e || chunk != c->chk_id || !c->chk_map) {
+            if (!fast_file(&e->chunks, chunk, &c->chk_map, &c->chk_size))
+                return false;
+            c->chk_e = e;
+            c->chk_id = chunk;
+        }
+        const uint64_t end = (uint64_t)offset + phys;
+        if (end > usable || end > c->chk_size)
+            return false;
+        src[r] = c->chk_map + offset;
+        out[r] = j->dst + at;
+        len[r] = phys;
+        ZRE_PREFETCH(src[r]);
+        ZRE_PREFETCH(src[r] + phys - 1);
+    }
+    return true;
+}
+
+/* The passes are pipelined: the next block's entries are located (and
+ * their cache misses started) before the current block is copied. */
+static bool fast_shard(const gjob *j, uint64_t lo, uint64_t hi)
+{
+    const unsigned char *ents[2][FAST_BLOCK];
+    const unsigned char *src[FAST_BLOCK];
+    unsigned char *out[FAST_BLOCK];
+    uint32_t len[FAST_BLOCK];
+    fast_cache c = {0};
+    unsigned cur = 0;
+    uint64_t k = lo;
+    unsigned n = hi - k < FAST_BLOCK ? (unsigned)(hi - k) : FAST_BLOCK;
+    if (!fast_locate(j, &c, k, n, ents[cur]))
+        return false;
+    while (n > 0) {
+        if (atomic_load_explicit(&((gjob *)j)->failed, memory_order_relaxed))
+            return true; /* another shard failed: its error is reported */
+        if (!fast_resolve(j, &c, k, n, ents[cur], src, out, len))
+            return false;
+        const uint64_t next = k + n;
+        const unsigned nn = hi - next < FAST_BLOCK ? (unsigned)(hi - next) : FAST_BLOCK;
+        if (nn > 0 && !fast_locate(j, &c, next, nn, ents[cur ^ 1]))
+            return false;
+        for (unsigned r = 0; r < n; r++)
+            copy_record(out[r], src[r], len[r]);
+        k = next;
+        n = nn;
+        cur ^= 1;
+    }
+    return true;
+}
+
 static void gather_shard(void *arg, unsigned s)
 {
     gjob *j = arg;
     uint64_t lo = j->count * s / j->nshards, hi = j->count * (s + 1) / j->nshards;
+    if (j->all_raw && fast_shard(j, lo, hi))
+        return;
     int rc = run_shard(j, lo, hi);
     if (rc < 0) {
         zre_err_capture(&j->errs[s], rc);
@@ -309,9 +487,18 @@ static int gather_checked(zre_engine *const *engines, const uint32_t *which, con
                           uint64_t record_size, const uint64_t *dst_bounds)
 {
     zre_engine *e = engines[0]; /* its pool and CPU count serve the whole call */
+    bool all_raw = true;
+    /* Each engine's length is read once per run of positions in it: it
+     * only grows while this call is registered as a reader. */
+    zre_engine *len_e = NULL;
+    uint64_t length = 0;
     for (uint64_t i = 0; i < count; i++) {
         zre_engine *ei = which ? engines[which[i]] : e;
-        uint64_t length = zre_length(ei);
+        if (ei != len_e) {
+            len_e = ei;
+            length = zre_length(ei);
+            all_raw &= ei->codec == ZRE_CODEC_RAW;
+        }
         if (index[i] >= length)
             return which ? zr_set_error(ZR_ERANGE, "gather: index %" PRIu64 " out of range for store %s "
                                         "of %" PRIu64 " records (position %" PRIu64 ")", index[i],
@@ -341,10 +528,11 @@ static int gather_checked(zre_engine *const *engines, const uint32_t *which, con
         total = count * record_size;
     }
 
-    gjob j = {engines, which, index, count, dst, record_size, dst_bounds, order, 1, 0, NULL};
+    gjob j = {engines, which, index, count, dst, record_size, dst_bounds, order, 1, all_raw, 0, NULL};
     zre_err one = {0};
     uint64_t inline_max = e->codec == ZRE_CODEC_RAW ? INLINE_MAX_BYTES_RAW : INLINE_MAX_BYTES_ZSTD;
-    if (total < inline_max || count < INLINE_MAX_RECORDS || e->ncpu < 2) {
+    bool small = total < inline_max && !(all_raw && count >= POOL_MIN_RECORDS_RAW);
+    if (small || count < INLINE_MAX_RECORDS || e->ncpu < 2) {
         j.errs = &one;
         gather_shard(&j, 0);
     } else {
