@@ -163,7 +163,7 @@ class Device:
     """An ext4 file system on a loop device over `image`, mounted at `mnt`."""
 
     def __init__(self, workdir, mib):
-        for tool in ("losetup", "mkfs.ext4", "mount", "umount"):
+        for tool in ("losetup", "blockdev", "mkfs.ext4", "mount", "umount"):
             if shutil.which(tool) is None:
                 raise Skip(f"'{tool}' is not on PATH (Debian: util-linux, mount, e2fsprogs; "
                            "scripts/setup.sh --tests installs them)")
