@@ -3,10 +3,14 @@
 with and without readahead hints (posix_fadvise WILLNEED on the records of
 steps ahead, the loader's `readahead`).
 
-    sudo python3 bench/bench_readahead.py [--mib 256] [--rbps-mb 50]
-        [--riops 2000] [--repeats 3] [--readahead 4,16] [--steps 40]
-        [--record 4096] [--batch 256] [--workers 2] [--prefetch 4]
-        [--dir /var/tmp/zr_bench_readahead] [--json FILE]
+    sudo python3 bench/bench_readahead.py [--mib 1024] [--rbps-mb 50]
+        [--riops 2000] [--read-ahead-kb 128] [--repeats 3] [--readahead 4,16]
+        [--steps 40] [--warm-steps 2000] [--record 4096] [--batch 256]
+        [--workers 2] [--prefetch 4] [--dir /var/tmp/zr_bench_readahead]
+        [--no-warm] [--json FILE]
+
+About 3 minutes with the defaults (a 1 GiB store; the runs without hints
+are the slow ones).
 
 Evicting a store's pages inside a VM (POSIX_FADV_DONTNEED, drop_caches) does
 not make its disk slow: the host may keep the VM image in its own cache and
@@ -47,7 +51,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-DEFAULTS = {"dir": "/var/tmp/zr_bench_readahead", "mib": 256, "record": 4096,
+DEFAULTS = {"dir": "/var/tmp/zr_bench_readahead", "mib": 1024, "record": 4096,
             "batch": 256, "steps": 40, "workers": 2, "prefetch": 4,
             "readahead": (4, 16), "repeats": 3, "warm_steps": 2000, "rbps_mb": 50, "riops": 2000,
             "warm": True, "read_ahead_kb": 128}
@@ -340,12 +344,15 @@ def measure(log=print, **options):
         if opt["warm"]:
             dev.evict()
             read_all(store)  # outside the cgroup: not throttled
+            warm = {ra: [] for ra in settings}
+            for rep in range(opt["repeats"]):  # alternating, as the cold runs
+                for ra in settings:
+                    warm[ra].append(timed(opt, throttle, store, ra, seed=1 + rep,
+                                          steps=opt["warm_steps"])["batches_per_s"])
             for ra in settings:
-                vals = [timed(opt, throttle, store, ra, seed=1 + rep,
-                              steps=opt["warm_steps"])["batches_per_s"]
-                        for rep in range(opt["repeats"])]
-                res["warm"][_label(ra)] = _summary(vals)
-                log(f"warm  {_label(ra):13s} median {statistics.median(vals):8.2f} batches/s")
+                res["warm"][_label(ra)] = _summary(warm[ra])
+                log(f"warm  {_label(ra):13s} median {statistics.median(warm[ra]):8.2f} "
+                    "batches/s")
         res["loadavg_end"] = os.getloadavg()
         return res
     except Skip as exc:
@@ -382,6 +389,33 @@ def report(res):
         lines.append(f"{label} vs none: {r['of_medians']:.2f}x (per repeat "
                      f"{r['min']:.2f}..{r['max']:.2f}x)")
     return lines
+
+
+def markdown(res):
+    """A Markdown section for docs/BENCHMARKS.md from a result of measure()."""
+    out = ["## Readahead on a throttled device", ""]
+    if "skipped" in res:
+        return out + [f"Not measured: {res['skipped']} (bench/bench_readahead.py).", ""]
+    t = res["throttle"]
+    out += [f"A {res['store_mib']} MiB dense store of {res['record_bytes']} B records on a "
+            f"loop device whose reads are throttled (cgroup {t['cgroup']} blk-throttle) to "
+            f"{t['rbps'] / 1e6:.0f} MB/s and {t['riops']} IOPS, device readahead window "
+            f"{res['device_read_ahead_kb']} KiB; the loader reads iid batches of "
+            f"{res['batch']} ({res['steps']} steps, {res['workers']} workers, prefetch "
+            f"{res['prefetch']}), the device's cache dropped before each of "
+            f"{res['repeats']} alternating repeats. Warm: the store in the page cache, "
+            f"{res['warm_steps']} steps.", "",
+            "| readahead | cold batches/s (median, min..max) | cold vs none | device MiB "
+            "read | warm batches/s | warm vs none |", "|---|---:|---:|---:|---:|---:|"]
+    warm0 = res["warm"].get("none")
+    for label, c in res["cold"].items():
+        b = c["batches_per_s"]
+        ratio = res["ratios"][label]["of_medians"] if label in res["ratios"] else 1.0
+        w = res["warm"].get(label)
+        warm = f"{w['median']:.0f} | {w['median'] / warm0['median']:.2f}x" if w else "- | -"
+        out.append(f"| {label} | {b['median']:.2f} ({b['min']:.2f}..{b['max']:.2f}) | "
+                   f"{ratio:.2f}x | {c['device_mib']['median']:.0f} | {warm} |")
+    return out + [""]
 
 
 def main():
