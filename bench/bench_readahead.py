@@ -114,11 +114,16 @@ class Throttle:
 
     def limit(self, dev, rbps, riops):
         self.dev = dev
-        if self.kind == "v2":
-            _write(os.path.join(self.path, "io.max"), f"{dev} rbps={rbps} riops={riops}")
-        else:
-            _write(os.path.join(self.path, "blkio.throttle.read_bps_device"), f"{dev} {rbps}")
-            _write(os.path.join(self.path, "blkio.throttle.read_iops_device"), f"{dev} {riops}")
+        try:
+            if self.kind == "v2":
+                _write(os.path.join(self.path, "io.max"), f"{dev} rbps={rbps} riops={riops}")
+            else:
+                _write(os.path.join(self.path, "blkio.throttle.read_bps_device"),
+                       f"{dev} {rbps}")
+                _write(os.path.join(self.path, "blkio.throttle.read_iops_device"),
+                       f"{dev} {riops}")
+        except OSError as exc:
+            raise Skip(f"cannot throttle device {dev} in {self.path}: {exc}") from exc
 
     def settings(self):
         if self.kind == "v2":
@@ -186,10 +191,16 @@ class Device:
             raise Skip(f"losetup cannot attach a loop device: {exc.stderr.strip()}") from exc
         st = os.stat(self.loop)
         self.dev = f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
-        # Initialised up front: no lazy inode-table writes during the runs.
-        _run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0",
-              self.loop])
-        self.mount()
+        try:
+            # Initialised up front: no lazy inode-table writes during the runs.
+            _run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0",
+                  self.loop])
+            self.mount()
+        except subprocess.CalledProcessError as exc:  # e.g. a container without mount rights
+            loop = self.loop
+            self.close()
+            raise Skip(f"cannot make a file system on {loop}: {' '.join(exc.cmd)}: "
+                       f"{exc.stderr.strip()}") from exc
 
     def mount(self):
         _run(["mount", "-o", "noatime", self.loop, self.mnt])
@@ -217,6 +228,7 @@ class Device:
             subprocess.run(["umount", self.mnt], capture_output=True)
         if self.loop:
             subprocess.run(["losetup", "-d", self.loop], capture_output=True)
+            self.loop = None
         if os.path.exists(self.image):
             os.unlink(self.image)
 
