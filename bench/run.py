@@ -397,6 +397,12 @@ def measure_all(cfg, chosen, workdir, exclude, quick):
     res["loader"] = run_loader(cfg, workdir, exclude)
     log("hyperfine")
     res["hyperfine"] = run_hyperfine(cfg, workdir)
+    # -- Readahead on a throttled device: bench/bench_readahead.py, self-contained
+    # (root and loop devices, else {"skipped": reason}; bench_readahead.markdown renders it).
+    import bench_readahead
+    log("readahead on a throttled device")
+    res["readahead"] = ({"skipped": "--quick (the throttled-device run takes minutes)"}
+                        if quick else bench_readahead.measure(log=log))
     res["elapsed_s"] = time.perf_counter() - t_start
     return res
 

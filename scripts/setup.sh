@@ -65,6 +65,9 @@ debs=(build-essential pkg-config swig ca-certificates
 # (the wheel test's sdist is made from the git tree).
 [ $tests -eq 1 ] && debs+=(libcmocka-dev hyperfine lammps-examples gromacs-data linux-doc-6.1
                            nodejs git)
+# The cold-storage benchmark (bench/bench_readahead.py) builds its store on
+# a throttled loop device: losetup and blockdev, mount, mkfs.ext4.
+[ $tests -eq 1 ] && debs+=(util-linux mount e2fsprogs)
 # Go and npm (the benchmarks fetch their tokenizer with it) from Debian
 # unless another install is on PATH.
 [ $tests -eq 1 ] && ! command -v go >/dev/null && debs+=(golang-go)

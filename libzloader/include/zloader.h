@@ -86,7 +86,9 @@ typedef struct zld_options {
     /* (version 2) Readahead distance in steps: when a worker claims step
      * s it hints the OS about the records of step s + readahead (streams
      * with an `advise` callback only), so they are in the page cache when
-     * their step is gathered. 0 = no hints; N = always hint N steps ahead.
+     * their step is gathered; the first claims also hint every step from
+     * start_step up to there, each step once. 0 = no hints; N = always
+     * hint N steps ahead.
      * ZLD_READAHEAD_AUTO (the default) is adaptive: `prefetch` steps when
      * the hinted store streams hold more stored bytes than half of the
      * machine's physical memory (or a stream has its own advise callback,

@@ -239,6 +239,7 @@ struct zld_loader {
     unsigned readahead; /* steps ahead to hint; 0 = none */
     int any_advise;     /* some stream has an advise callback */
     uint64_t next_claim; /* next step a worker will build */
+    uint64_t next_hint;  /* first step not hinted yet (readahead) */
     uint64_t next_take;  /* next step the consumer gets */
     unsigned consumers;  /* threads inside zld_next */
     int stop;
@@ -442,10 +443,26 @@ static void worker_main(void *arg)
             zrp_cond_wait(&l->space, &l->mu);
         if (l->stop || l->failed || l->next_claim >= l->steps) break;
         uint64_t step = l->next_claim++;
+        /* Steps [hint_lo, hint_hi) are this worker's to hint: up to step +
+         * readahead, from the first one nobody hinted yet. In the steady
+         * state that is step + readahead alone; the first claims also
+         * cover the steps from the start up to there (the ramp), which
+         * would otherwise be read a page fault at a time. */
+        uint64_t hint_lo = 0, hint_hi = 0;
+        if (l->readahead > 0 && l->any_advise) {
+            uint64_t hi = step >= UINT64_MAX - l->readahead ? UINT64_MAX
+                                                            : step + l->readahead + 1;
+            if (hi > l->steps) hi = l->steps;
+            hint_lo = l->next_hint > step ? l->next_hint : step;
+            if (hint_lo < hi) {
+                hint_hi = hi;
+                l->next_hint = hi;
+            }
+        }
         zrp_mutex_unlock(&l->mu);
 
-        if (l->readahead > 0 && l->any_advise && step <= UINT64_MAX - l->readahead)
-            advise_step(l, step + l->readahead);
+        for (uint64_t h = hint_lo; h < hint_hi; h++)
+            advise_step(l, h);
 
         zld_batch *b = NULL;
         int rc = build_batch(l, step, &b);
@@ -818,6 +835,7 @@ int zld_create_streams(zld_loader **out, const zld_stream *streams, size_t nstre
     l->prefetch = opt.prefetch;
     l->readahead = opt.readahead;
     l->next_claim = opt.start_step;
+    l->next_hint = opt.start_step;
     l->next_take = opt.start_step;
     /* More workers than slots could never all be busy. */
     unsigned nthreads = opt.num_workers < opt.prefetch ? opt.num_workers : opt.prefetch;
