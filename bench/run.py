@@ -260,8 +260,9 @@ def find_binary(name, rel):
                 return p
     if name and shutil.which(name):
         return shutil.which(name)
-    raise RuntimeError(f"cannot find {rel}: build the project (meson compile -C build) or "
-                       "set BUILD_DIR")
+    raise RuntimeError(f"cannot find {rel}: the benchmark programs are built with the test "
+                       "suites (bash scripts/setup.sh --tests), or set BUILD_DIR to a build "
+                       "directory that has them")
 
 
 def run_hyperfine(cfg, workdir):
@@ -371,6 +372,11 @@ def main():
             continue
         b.check()  # MissingBackend names the package and --exclude
         chosen.append(b)
+    # The command benchmarks come last: fail now, not after the tables.
+    if not shutil.which("hyperfine"):
+        raise RuntimeError("hyperfine is not installed (Debian package hyperfine)")
+    find_binary("zr", "tools/zr")
+    find_binary(None, "bench/c/gather_bench")
     try:
         res = measure_all(cfg, chosen, workdir, exclude, args.quick)
     finally:
