@@ -47,8 +47,9 @@ static zmr_status lmdb_read_status(int rc)
                : ZMR_EIO;
 }
 
-/* The file's length, as LMDB maps it (at most its map size). */
-static zmr_status mapped_len(const zmr_reader *r, uint64_t *len)
+/* The file's length as LMDB maps it (at most its map size) into *len,
+ * and its whole size into *file_size when not NULL. */
+static zmr_status mapped_len(const zmr_reader *r, uint64_t *len, uint64_t *file_size)
 {
     MDB_envinfo info;
     if (mdb_env_info(r->env, &info))
@@ -63,6 +64,8 @@ static zmr_status mapped_len(const zmr_reader *r, uint64_t *len)
     if (rc < 0)
         return zmr_err(ZMR_EIO, "open: %s: cannot stat the file (error %d)", r->path, rc);
     *len = size < info.me_mapsize ? size : (uint64_t)info.me_mapsize;
+    if (file_size)
+        *file_size = size;
     return ZMR_OK;
 }
 
@@ -88,7 +91,7 @@ static zmr_status in_map(const zmr_reader *r, const MDB_val *v, const char *what
     uint64_t len = 0;
     if (within(v, r->map_lo, r->map_len))
         return ZMR_OK;
-    zmr_status st = mapped_len(r, &len);
+    zmr_status st = mapped_len(r, &len, NULL);
     if (st < 0)
         return st;
     if (within(v, r->map_lo, len))
@@ -96,7 +99,8 @@ static zmr_status in_map(const zmr_reader *r, const MDB_val *v, const char *what
     return BAD("%s: a %s of %zu bytes lies outside the file: LMDB page damaged", r->path, what, v->mv_size);
 }
 
-/* Where LMDB mapped the file. liblmdb does not say (mdb_env_info's
+/* Where LMDB mapped the file (r->map_len is already measured, by
+ * check_lmdb_env). liblmdb does not say (mdb_env_info's
  * me_mapaddr is only a fixed-map request), so it is found from the first
  * key: the key lies in a leaf page LMDB has just read, and that page's
  * header names its page number. Each page start the key could lie in
@@ -111,9 +115,8 @@ static zmr_status locate_map(zmr_reader *r, MDB_txn *txn)
     MDB_cursor *cur;
     MDB_val k, v;
     r->map_lo = NULL;
-    zmr_status st = mapped_len(r, &r->map_len);
-    if (st < 0 || mdb_env_stat(r->env, &ms) || mdb_env_info(r->env, &info) || mdb_cursor_open(txn, r->dbi, &cur))
-        return st;
+    if (mdb_env_stat(r->env, &ms) || mdb_env_info(r->env, &info) || mdb_cursor_open(txn, r->dbi, &cur))
+        return ZMR_OK;
     int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
     mdb_cursor_close(cur);
     uint64_t ps = ms.ms_psize, step = ps < 4096 ? ps : 4096;
@@ -492,22 +495,19 @@ static zmr_status check_lmdb_file(const char *path)
     return st;
 }
 
-/* The same rule as LMDB itself sees it, once the environment is open. */
-static zmr_status check_lmdb_env(MDB_env *env, const char *path)
+/* The same rule as LMDB itself sees it, once the environment is open;
+ * also measures the mapped length the reads are bounded by. */
+static zmr_status check_lmdb_env(zmr_reader *r)
 {
     MDB_envinfo info;
     MDB_stat stat;
-    if (mdb_env_info(env, &info) || mdb_env_stat(env, &stat))
+    const char *path = r->path;
+    if (mdb_env_info(r->env, &info) || mdb_env_stat(r->env, &stat))
         return zmr_err(ZMR_EIO, "open: %s: cannot read the LMDB environment's info", path);
-    zrp_file fd;
     uint64_t size = 0;
-    int rc = zrp_open(&fd, path, ZRP_READ);
-    if (rc == 0) {
-        rc = zrp_file_size(fd, &size);
-        zrp_close(&fd);
-    }
-    if (rc < 0)
-        return zmr_err(ZMR_EIO, "open: %s: cannot stat the file (error %d)", path, rc);
+    zmr_status st = mapped_len(r, &r->map_len, &size);
+    if (st < 0)
+        return st;
     uint64_t need = ((uint64_t)info.me_last_pgno + 1) * stat.ms_psize;
     if (size < need)
         return zmr_err(ZMR_ECORRUPT, "%s: file truncated: %llu bytes, LMDB pages need %llu", path,
@@ -549,7 +549,7 @@ zmr_status zmr_open(zmr_reader **out, const char *path, unsigned flags)
         return zmr_err(rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH ? ZMR_ENOTCOLL : ZMR_EIO,
                        "open: %s: %s", path, mdb_strerror(rc));
     }
-    if ((cst = check_lmdb_env(r->env, path)) < 0) {
+    if ((cst = check_lmdb_env(r)) < 0) {
         zmr_close(r);
         return cst;
     }
