@@ -7,6 +7,7 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -150,3 +151,25 @@ def test_ingest_refuses_what_it_cannot_store(tmp_path):
     np.save(tmp_path / "ok.npy", np.ones((2, 16), np.uint8))
     res = zr("ingest", str(tmp_path / "ok.npy"), str(tmp_path / "exists"))
     assert res.returncode == 3 and b"exists" in res.stderr
+
+
+@needs_zr
+def test_console_script_starts_without_importing_the_package():
+    """The `zr` pip installs is a console script; its launcher must find the
+    native tool without importing loaderx (whose __init__ loads numpy and
+    the extension), so that it starts fast and a Ctrl-C in its start-up
+    window is short. A prefix install's `zr` is the native tool itself."""
+    with open(ZR, "rb") as f:
+        if f.read(2) != b"#!":
+            pytest.skip("zr on PATH is the native tool, not a console script")
+    probe = ("import sys, _loaderx_zr\n"
+             "tool = _loaderx_zr._tool()\n"
+             "print(tool)\n"
+             "print('numpy' in sys.modules, 'loaderx' in sys.modules)\n")
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0, res.stderr
+    tool, loaded = res.stdout.splitlines()
+    assert os.path.basename(tool) == "zr" and os.access(tool, os.X_OK), tool
+    assert loaded == "False False"
+    assert zr("--version").returncode == 0

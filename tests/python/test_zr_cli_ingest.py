@@ -7,15 +7,14 @@ records intact."""
 import gzip
 import os
 import signal
-import subprocess
 import time
 
 import numpy as np
 import pytest
 
 from loaderx.zrecord import DenseStore, RaggedStore
-from zr_cli_helpers import (FAILED, INTERRUPTED, OK, OPEN, USAGE, FASHION, ZR, copyright_folder,
-                            fashion, interrupt_after, needs_fashion, needs_zr, zr, zr_json)
+from zr_cli_helpers import (FAILED, INTERRUPTED, OK, OPEN, USAGE, FASHION, copyright_folder,
+                            fashion, interrupt_after, needs_fashion, needs_zr, start_zr, zr, zr_json)
 
 pytestmark = needs_zr
 
@@ -236,7 +235,7 @@ def _committed(store):
 
 
 def _start_and_wait_for_a_commit(args, store):
-    p = subprocess.Popen([ZR, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = start_zr(args)
     deadline = time.monotonic() + 120
     while _committed(store) == 0 and p.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from loaderx.zrecord import DenseStore, RaggedStore
-from zr_cli_helpers import (FAILED, INTERRUPTED, OK, OPEN, USAGE, FASHION, ZR, copyright_folder,
-                            fashion, needs_zr, zr, zr_json)
+from zr_cli_helpers import (FAILED, INTERRUPTED, OK, OPEN, USAGE, FASHION, copyright_folder,
+                            fashion, needs_zr, start_zr, zr, zr_json)
 
 pytestmark = needs_zr
 
@@ -151,8 +151,7 @@ def test_export_interrupted_removes_the_partial_file(tmp_path, images):
         np.save(tmp_path / "x.npy", arr)
         assert zr("ingest", tmp_path / "x.npy", big, "--append").returncode == OK
     out = tmp_path / "out.npy"
-    p = subprocess.Popen([ZR, "export", big, "-o", str(out)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE)
+    p = start_zr(["export", big, "-o", str(out)])
     while not out.exists() and p.poll() is None:
         time.sleep(0.005)
     p.send_signal(signal.SIGINT)
@@ -272,7 +271,7 @@ def test_compact_killed_midway_keeps_contents(tmp_path, images, delay):
     with DenseStore.open(s, readonly=True) as st:
         before = st[:]
     for sig in (signal.SIGINT, signal.SIGKILL):
-        p = subprocess.Popen([ZR, "compact", s], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p = start_zr(["compact", s])
         time.sleep(delay)
         p.send_signal(sig)
         _, err = p.communicate(timeout=60)
@@ -349,8 +348,7 @@ def test_recode_usage_errors(tmp_path, images):
 def test_recode_interrupted_then_resumed(tmp_path, images):
     path, arr = images
     dst = tmp_path / "d"
-    p = subprocess.Popen([ZR, "recode", path, str(dst), "--codec", "zstd_dict", "--tier", "fast"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = start_zr(["recode", path, str(dst), "--codec", "zstd_dict", "--tier", "fast"])
     meta = dst / "meta.zr"
     deadline = time.monotonic() + 120
     while p.poll() is None and time.monotonic() < deadline:

@@ -12,6 +12,7 @@ import select
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -103,10 +104,37 @@ def run_in_pty(args, timeout=120):
     return os.waitstatus_to_exitcode(status), b"".join(chunks)
 
 
-def interrupt_after(args, seconds, sig=signal.SIGINT, timeout=120):
-    """Start zr, send `sig` after `seconds`, return (returncode, stderr,
-    seconds from the signal to the exit)."""
+def start_zr(args):
+    """Popen zr with piped output, returned once the native tool runs.
+
+    The `zr` a pip install puts on PATH is a Python console script that
+    execs the native tool (same pid). A signal timed from Popen alone would
+    land in the interpreter's start-up, not in the command under test, so
+    this waits (up to 30 s) until /proc/PID/exe is no longer the
+    interpreter, or the process has ended. Elsewhere than Linux it returns
+    at once."""
     p = subprocess.Popen([ZR, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    interpreter = os.path.realpath(sys.executable)
+    with open(ZR, "rb") as f:
+        script = f.read(2) == b"#!"
+    deadline = time.monotonic() + 30
+    while script and os.path.exists("/proc/self/exe") and time.monotonic() < deadline:
+        try:
+            exe = os.readlink("/proc/%d/exe" % p.pid)
+        except OSError:  # ended (or not yet visible)
+            if p.poll() is not None:
+                break
+            exe = ""
+        if exe and os.path.realpath(exe) != interpreter:
+            break
+        time.sleep(0.002)
+    return p
+
+
+def interrupt_after(args, seconds, sig=signal.SIGINT, timeout=120):
+    """Start zr, send `sig` `seconds` after the native tool runs, return
+    (returncode, stderr, seconds from the signal to the exit)."""
+    p = start_zr(args)
     time.sleep(seconds)
     t0 = time.monotonic()
     p.send_signal(sig)
