@@ -11,7 +11,13 @@ memmapped), grain (DataLoader, 4 worker processes, over
 DIR/data.array_record). Every contender applies the same transform to each
 batch in the consumer: TRANSFORM "flip" (the default), a horizontal flip
 materialized as a new array, or "identity", the batch as delivered.
-The first WARMUP batches (worker start-up) are not timed."""
+TRANSFORM "flip-worker" is the same horizontal flip of every record done
+where each loader runs per-record work, the consumer taking the batch as
+delivered: loaderx's native flip stage (DataLoader(flip={"x": 1.0}), on its
+gather threads), torch's Dataset.__getitem__ in its worker processes, and a
+grain MapTransform in its workers. The first WARMUP batches (worker
+start-up) are not timed, and batch 0 is checked against a flip of the
+records it claims to hold where the loader says which they are."""
 import json
 import os
 import sys
@@ -31,25 +37,33 @@ def identity(batch):
     return np.asarray(batch)
 
 
-TRANSFORMS = {"flip": flip, "identity": identity}
+TRANSFORMS = {"flip": flip, "identity": identity, "flip-worker": identity}
 
 
-def loaderx_iter(path, batch):
+def loaderx_iter(path, batch, worker_flip=False):
     from loaderx.dataloader import DataLoader
     from loaderx.zrecord import DenseStore
     s = DenseStore.open(path, readonly=True)
-    dl = DataLoader({"x": s}, batch_size=batch, mode="iid", seed=0)
+    dl = DataLoader({"x": s}, batch_size=batch, mode="iid", seed=0,
+                    flip={"x": 1.0} if worker_flip else None)
+    first = True
     for b in dl:
+        if first and worker_flip:  # the native flip is the numpy flip of those records
+            want = s[dl.last_indices][..., ::-1]
+            if not np.array_equal(b["x"], want):
+                raise SystemExit("loaderx: the native flip differs from numpy's")
+            first = False
         yield b["x"]
 
 
 class _Memmap:
     """Map-style dataset over a .npy memmap (opened lazily in each worker)."""
 
-    def __init__(self, path):
+    def __init__(self, path, worker_flip=False):
         self.path = path
         self.a = None
         self.n = np.load(path, mmap_mode="r").shape[0]
+        self.worker_flip = worker_flip
 
     def __len__(self):
         return self.n
@@ -57,13 +71,15 @@ class _Memmap:
     def __getitem__(self, i):
         if self.a is None:
             self.a = np.load(self.path, mmap_mode="r")
+        if self.worker_flip:  # torchvision's hflip of one sample, in the worker
+            return np.ascontiguousarray(self.a[i][..., ::-1])
         return np.array(self.a[i])
 
 
-def torch_iter(path, batch):
+def torch_iter(path, batch, worker_flip=False):
     import torch
     from torch.utils.data import DataLoader, RandomSampler
-    ds = _Memmap(path)
+    ds = _Memmap(path, worker_flip)
     dl = DataLoader(ds, batch_size=batch, num_workers=WORKERS, persistent_workers=True,
                     sampler=RandomSampler(ds, replacement=True, num_samples=1 << 30),
                     prefetch_factor=2)
@@ -79,34 +95,37 @@ if len(sys.argv) > 1 and sys.argv[1] == "grain":
     import grain.python as gp
 
     class Decode(gp.MapTransform):
-        def __init__(self, shape, dtype):
-            self.shape, self.dtype = shape, dtype
+        def __init__(self, shape, dtype, worker_flip=False):
+            self.shape, self.dtype, self.worker_flip = shape, dtype, worker_flip
 
         def map(self, element):
-            return np.frombuffer(element, dtype=self.dtype).reshape(self.shape)
+            r = np.frombuffer(element, dtype=self.dtype).reshape(self.shape)
+            return np.ascontiguousarray(r[..., ::-1]) if self.worker_flip else r
 
 
-def grain_iter(path, batch, shape, dtype):
+def grain_iter(path, batch, shape, dtype, worker_flip=False):
     src = gp.ArrayRecordDataSource([path])
     sampler = gp.IndexSampler(num_records=len(src), shard_options=gp.NoSharding(),
                               shuffle=True, num_epochs=None, seed=0)
     dl = gp.DataLoader(data_source=src, sampler=sampler,
-                       operations=[Decode(shape, dtype), gp.Batch(batch, drop_remainder=True)],
+                       operations=[Decode(shape, dtype, worker_flip),
+                                   gp.Batch(batch, drop_remainder=True)],
                        worker_count=WORKERS)
     yield from dl
 
 
 def main():
     who, d, batch, nb = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-    transform = TRANSFORMS[sys.argv[5] if len(sys.argv) > 5 else "flip"]
+    tname = sys.argv[5] if len(sys.argv) > 5 else "flip"
+    transform, wf = TRANSFORMS[tname], tname == "flip-worker"
     meta = json.load(open(os.path.join(d, "meta.json")))
     shape, dtype = tuple(meta["shape"]), np.dtype(meta["dtype"])
     if who.startswith("loaderx-"):
-        it = loaderx_iter(os.path.join(d, who.split("-", 1)[1]), batch)
+        it = loaderx_iter(os.path.join(d, who.split("-", 1)[1]), batch, wf)
     elif who == "torch":
-        it = torch_iter(os.path.join(d, "data.npy"), batch)
+        it = torch_iter(os.path.join(d, "data.npy"), batch, wf)
     elif who == "grain":
-        it = grain_iter(os.path.join(d, "data.array_record"), batch, shape, dtype)
+        it = grain_iter(os.path.join(d, "data.array_record"), batch, shape, dtype, wf)
     else:
         raise SystemExit(f"unknown contender {who}")
     t0 = None

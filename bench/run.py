@@ -228,6 +228,7 @@ def run_loader(cfg, workdir, exclude):
     rows = []
     runs = [(who, "flip") for who in ("loaderx-zstd", "loaderx-raw", "torch", "grain")]
     runs += [("loaderx-raw", "identity"), ("torch", "identity")]
+    runs += [(who, "flip-worker") for who in ("loaderx-raw", "torch", "grain")]
     for who, tf in runs:
         if who in exclude:
             continue
@@ -244,7 +245,7 @@ def run_loader(cfg, workdir, exclude):
         r = json.loads(out.strip().splitlines()[-1])
         rows.append({"loader": who, "transform": tf, "batches_s": r["batches_s"],
                      "peak_rss": peak})
-        log(f"  loader {who:14} {tf:8} {r['batches_s']:7.1f} batches/s  peak RSS "
+        log(f"  loader {who:14} {tf:11} {r['batches_s']:7.1f} batches/s  peak RSS "
             f"{peak / MiB:7.0f} MiB")
     shutil.rmtree(d, ignore_errors=True)
     return rows

@@ -197,9 +197,10 @@ PyObject *zsh_py_mixture_locate(zld_mixture *m, const int64_t *index, uint64_t c
  * be sharded alike (zrs_concat_check_aligned against the first one). */
 PyObject *zsh_py_loader_create(PyObject *entries, PyObject *options)
 {
-    zld_options o;
-    if (zr_py_loader_options(options, &o) < 0)
+    zr_py_options opts;
+    if (zr_py_loader_options(options, &opts) < 0)
         return NULL;
+    const zld_options *o = &opts.o;
     PyObject *seq = PySequence_Fast(entries, "streams must be a sequence");
     if (seq == NULL)
         return NULL;
@@ -239,7 +240,7 @@ PyObject *zsh_py_loader_create(PyObject *entries, PyObject *options)
     if (rc == 0) {
         zld_loader *l = NULL;
         Py_BEGIN_ALLOW_THREADS
-        rc = zld_create_streams(&l, st, (size_t)n, &o);
+        rc = zld_create_streams(&l, st, (size_t)n, o);
         Py_END_ALLOW_THREADS
         if (rc == 0) {
             free(st);

@@ -722,9 +722,10 @@ PyObject *zmr_py_source_free(PyObject *cap)
  * (source capsule, stream number). options as for zld_create. */
 PyObject *zmr_py_loader_create(PyObject *entries, PyObject *options)
 {
-    zld_options o;
-    if (zr_py_loader_options(options, &o) < 0)
+    zr_py_options opts;
+    if (zr_py_loader_options(options, &opts) < 0)
         return NULL;
+    const zld_options *o = &opts.o;
     PyObject *seq = PySequence_Fast(entries, "streams must be a sequence");
     if (seq == NULL)
         return NULL;
@@ -768,7 +769,7 @@ PyObject *zmr_py_loader_create(PyObject *entries, PyObject *options)
         zld_loader *l = NULL;
         int rc;
         Py_BEGIN_ALLOW_THREADS
-        rc = zld_create_streams(&l, st, (size_t)n, &o);
+        rc = zld_create_streams(&l, st, (size_t)n, o);
         Py_END_ALLOW_THREADS
         free(st);
         Py_DECREF(seq);

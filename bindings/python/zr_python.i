@@ -170,9 +170,55 @@ static int zr_py_sampler_config(PyObject *map, zsm_config *cfg)
     return 0;
 }
 
-/* A mapping of zld_options fields -> options (missing keys: defaults). */
-static int zr_py_loader_options(PyObject *map, zld_options *o)
+/* Loader options with room for their flips (zld_create copies both). */
+#define ZR_PY_MAX_FLIPS 64
+typedef struct zr_py_options {
+    zld_options o;
+    zld_flip flips[ZR_PY_MAX_FLIPS];
+} zr_py_options;
+
+/* "flips": a sequence of (stream, width, elem_size, p) tuples. */
+static int zr_py_flips_item(PyObject *map, zr_py_options *h)
 {
+    PyObject *fl = PyMapping_HasKeyString(map, "flips") ? PyMapping_GetItemString(map, "flips") : NULL;
+    if (fl == NULL || fl == Py_None) {
+        Py_XDECREF(fl);
+        return 0;
+    }
+    PyObject *seq = PySequence_Fast(fl, "flips must be a sequence of (stream, width, elem_size, p)");
+    Py_DECREF(fl);
+    if (seq == NULL) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > ZR_PY_MAX_FLIPS) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "at most %d flipped streams per loader, got %zd",
+                     ZR_PY_MAX_FLIPS, n);
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        unsigned long long stream, width;
+        unsigned int elem;
+        double p;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, k), "KKId;flips entries are "
+                              "(stream, width, elem_size, p)", &stream, &width, &elem, &p)) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        h->flips[k].stream = (size_t)stream;
+        h->flips[k].width = width;
+        h->flips[k].elem_size = elem;
+        h->flips[k].p = p;
+    }
+    Py_DECREF(seq);
+    h->o.flips = n > 0 ? h->flips : NULL;
+    h->o.nflips = (size_t)n;
+    return 0;
+}
+
+/* A mapping of zld_options fields -> h->o (missing keys: defaults). */
+static int zr_py_loader_options(PyObject *map, zr_py_options *h)
+{
+    zld_options *o = &h->o;
     zld_options init = ZLD_OPTIONS_INIT;
     uint64_t rank = 0, world = 1, workers = 0, prefetch = 0, readahead = ZLD_READAHEAD_AUTO;
     uint64_t pass = 0, shuffle = 0, drop_last = 0;
@@ -228,7 +274,7 @@ static int zr_py_loader_options(PyObject *map, zld_options *o)
     Py_XDECREF(bl); /* the mapping keeps the bytes alive */
     if (zr_py_u64_item(map, "bucket_window", 0, 0, &o->bucket_window) < 0)
         return -1;
-    return 0;
+    return zr_py_flips_item(map, h);
 }
 
 /* ---- zero-copy batch buffers: a numpy uint8 array owning a zld buffer */
@@ -501,9 +547,9 @@ ZR_INDEX_TO_U64(sizes)
     if (zr_py_sampler_config($input, &tmp) < 0) SWIG_fail;
     $1 = &tmp;
 }
-%typemap(in) const zld_options *options (zld_options tmp) {
+%typemap(in) const zld_options *options (zr_py_options tmp) {
     if (zr_py_loader_options($input, &tmp) < 0) SWIG_fail;
-    $1 = &tmp;
+    $1 = &tmp.o;
 }
 
 /* ================================================= Python-specific surface */
@@ -597,8 +643,27 @@ ZR_INDEX_TO_U64(sizes)
 %rename(zsm_bucket_indices) zr_py_zsm_bucket_indices;
 %rename(zrs_ragged_arrays) zr_py_ragged_arrays;
 %rename(zrs_ragged_pack) zr_py_ragged_pack;
+%rename(zsm_bernoulli) zr_py_zsm_bernoulli;
 
 %inline %{
+/* zsm_bernoulli as bytes of count 0/1 values (a uint8 mask). */
+PyObject *zr_py_zsm_bernoulli(uint64_t seed, uint64_t step, uint64_t first, uint64_t count,
+                              double p)
+{
+    if (count > (uint64_t)PY_SSIZE_T_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "bernoulli: count larger than the address space");
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count);
+    if (out == NULL) return NULL;
+    if (zsm_bernoulli(seed, step, first, count, p, (uint8_t *)PyBytes_AS_STRING(out)) != ZSM_OK) {
+        Py_DECREF(out);
+        PyErr_Format(PyExc_ValueError, "p must be in [0, 1], got %g", p);
+        return NULL;
+    }
+    return out;
+}
+
 /* Dense item_shape as a tuple of ints (() for scalar records), or None
  * for a ragged store. */
 PyObject *zr_py_item_shape(zrs_store *s)

@@ -34,6 +34,11 @@
 /* Finite-pass sampler: plain data with raw out-pointers; bindings reach
  * passes through their loader options (pass, shuffle, drop_last, epoch). */
 %ignore zld_pad; /* arrays of row pointers: each binding's own glue */
+/* Flips: options fields (each binding passes them its own way); the
+ * decisions through zsm_bernoulli / the binding's wrapper. */
+%ignore zld_flip;
+%ignore zld_flip_mask;
+%ignore zsm_bernoulli;
 %ignore zsm_pass;
 %ignore zsm_bucket_scratch_bytes;
 %ignore zsm_bucket_indices;

@@ -70,6 +70,27 @@ extern "C" {
 ZLD_API unsigned zloader_version(void);
 ZLD_API const char *zloader_version_string(void);
 
+/* A random flip of a dense stream's records along their last axis (a
+ * horizontal flip of (C, H, W) or (H, W) images; a reversal of a token
+ * block), as torchvision's RandomHorizontalFlip(p) does per sample, done
+ * natively in the loader's workers, without the GIL and without a copy.
+ * A record is rows of `width` elements of `elem_size` bytes (the dtype's
+ * itemsize): record_size must be a multiple of width * elem_size, and each
+ * row's elements are reversed in place. Record i of a batch is flipped
+ * when zsm_bernoulli(seed, step, rank * batch_size + i, p) says 1, so the
+ * decisions are a pure function of (seed, step, position) (the same for any
+ * worker count, on resume, and for every stream given the same p: an image
+ * and its segmentation mask flip together). zld_flip_mask returns them.
+ * ZR_EINVAL at create for a ragged or unknown stream, a stream named
+ * twice, width 0, elem_size not 1, 2, 4 or 8, a record_size that is not
+ * whole rows, or p outside [0, 1]. */
+typedef struct zld_flip {
+    size_t stream;      /* index into the loader's streams */
+    uint64_t width;     /* elements along the last axis, >= 1 */
+    uint32_t elem_size; /* bytes per element: 1, 2, 4 or 8 */
+    double p;           /* probability a record is flipped, 0..1 */
+} zld_flip;
+
 /* Loader options. Start from ZLD_OPTIONS_INIT and change what you need.
  * Version 1 callers (without `readahead`) are still accepted and get the
  * default readahead; version 1 and 2 callers get endless steps. */
@@ -116,13 +137,20 @@ typedef struct zld_options {
     const uint32_t *bucket_lengths;
     uint64_t bucket_count;
     uint64_t bucket_window;
+    /* (version 5) Random flips, applied by the worker threads right after
+     * a dense stream's gather (see zld_flip; nflips entries, copied at
+     * create, so the caller's array may go at once). NULL / 0: none.
+     * zld_get_state reports the loader's own copy (valid until zld_close). */
+    const zld_flip *flips;
+    size_t nflips;
 } zld_options;
 
-#define ZLD_OPTIONS_VERSION 4
+#define ZLD_OPTIONS_VERSION 5
 #define ZLD_READAHEAD_AUTO (~0u)
 #define ZLD_BUCKET_WINDOW_DEFAULT 64u
 #define ZLD_OPTIONS_INIT \
-    { ZLD_OPTIONS_VERSION, 256, ZSM_CYCLIC, 0, 0, 0, 1, 0, 0, ZLD_READAHEAD_AUTO, 0, 0, 0, 0, NULL, 0, 0 }
+    { ZLD_OPTIONS_VERSION, 256, ZSM_CYCLIC, 0, 0, 0, 1, 0, 0, ZLD_READAHEAD_AUTO, 0, 0, 0, 0, NULL, 0, 0, \
+      NULL, 0 }
 
 /* ------------------------------------------------------------- streams */
 
@@ -192,6 +220,14 @@ ZLD_API int zld_next_wait(zld_loader *l, zld_batch **out, uint64_t timeout_ns);
 
 /* The step the next zld_next call will return. */
 ZLD_API uint64_t zld_next_step(const zld_loader *l);
+
+/* Which records of `step`'s batch the flip of probability p flips on
+ * this loader (its seed, rank and batch_size): mask[i] for i < count,
+ * count <= batch_size. For callers that must flip what goes with an image
+ * (boxes, keypoints). ZR_EINVAL for NULL arguments, count > batch_size or
+ * p outside [0, 1]. */
+ZLD_API int zld_flip_mask(const zld_loader *l, uint64_t step, double p, uint8_t *mask,
+                          uint64_t count);
 
 /* A finite pass's number of steps (UINT64_MAX for an endless loader). */
 ZLD_API uint64_t zld_steps(const zld_loader *l);

@@ -25,6 +25,7 @@
 
 #include "zr_platform.h"
 #include "zld_shards.h"
+#include "zld_augment.h"
 
 #ifndef ZLOADER_VERSION_STRING
 #error "ZLOADER_VERSION_STRING must be defined by the build"
@@ -224,6 +225,8 @@ struct zld_loader {
     uint32_t *bucket_lengths; /* length-bucketed steps (a copy), or NULL */
     uint64_t bucket_window;
     size_t bucket_scratch;    /* zsm_bucket_scratch_bytes */
+    zld_flip *flips;          /* random flips (a copy), or NULL */
+    size_t nflips;
 
     zrp_thread *threads;
     unsigned nthreads;
@@ -329,6 +332,26 @@ static int step_indices(const zld_loader *l, uint64_t step, uint64_t *out, uint6
     return zsm_indices(&l->cfg, step, out);
 }
 
+/* Stream s's flips (if any) on its freshly gathered batch of `step`. */
+static int apply_flips(const zld_loader *l, size_t s, uint64_t step, unsigned char *data,
+                       uint64_t count, uint64_t record_size)
+{
+    for (size_t k = 0; k < l->nflips; k++) {
+        const zld_flip *f = &l->flips[k];
+        if (f->stream != s || f->p <= 0.0) continue;
+        uint8_t small[256];
+        uint8_t *mask = count <= sizeof small ? small : malloc((size_t)count);
+        if (mask == NULL)
+            return zr_set_error(ZR_ENOMEM, "loader: out of memory for a flip mask of %llu records",
+                                (unsigned long long)count);
+        zsm_bernoulli(l->opt.seed, step, l->cfg.batch_size * (uint64_t)l->opt.rank, count, f->p,
+                      mask);
+        zld_flip_records(f, mask, data, count, record_size);
+        if (mask != small) free(mask);
+    }
+    return ZR_OK;
+}
+
 /* Build the batch of `step` (no lock held). On failure the calling
  * thread's zr_last_error() says why. */
 static int build_batch(const zld_loader *l, uint64_t step, zld_batch **out)
@@ -365,6 +388,8 @@ static int build_batch(const zld_loader *l, uint64_t step, zld_batch **out)
                                   (unsigned long long)p->nbytes, s);
             } else {
                 rc = st->gather(st->user, b->indices, count, p->data, p->nbytes, NULL);
+                if (rc == ZR_OK)
+                    rc = apply_flips(l, s, step, p->data, count, st->record_size);
             }
         } else {
             p->bounds = malloc((count + 1) * sizeof *p->bounds);
@@ -525,6 +550,7 @@ static void loader_destroy(zld_loader *l)
     free(l->streams);
     free(l->names);
     free(l->bucket_lengths);
+    free(l->flips);
     zrp_cond_destroy(&l->idle);
     zrp_cond_destroy(&l->ready);
     zrp_cond_destroy(&l->space);
@@ -760,6 +786,12 @@ int zld_create_streams(zld_loader **out, const zld_stream *streams, size_t nstre
                                 (unsigned long long)rs);
     }
 
+    const size_t nflips = options->version >= 5 ? options->nflips : 0;
+    if (nflips > 0) {
+        int frc = zld_flips_check(options->flips, nflips, streams, nstreams);
+        if (frc != ZR_OK) return frc;
+    }
+
     /* Field by field: a version 1 caller's struct ends before readahead. */
     zld_options opt;
     memset(&opt, 0, sizeof opt);
@@ -825,6 +857,17 @@ int zld_create_streams(zld_loader **out, const zld_stream *streams, size_t nstre
         opt.bucket_lengths = l->bucket_lengths;
         opt.bucket_count = length;
         opt.bucket_window = window;
+    }
+    if (nflips > 0) {
+        l->flips = malloc(nflips * sizeof *l->flips);
+        if (l->flips == NULL) {
+            loader_destroy(l);
+            return zr_set_error(ZR_ENOMEM, "zld_create: out of memory for %zu flips", nflips);
+        }
+        memcpy(l->flips, options->flips, nflips * sizeof *l->flips);
+        l->nflips = nflips;
+        opt.flips = l->flips;
+        opt.nflips = nflips;
     }
     l->opt = opt;
     l->cfg = cfg;
@@ -963,6 +1006,19 @@ int zld_get_state(zld_loader *l, zld_options *out)
     *out = l->opt;
     out->start_step = l->next_take;
     zrp_mutex_unlock(&l->mu);
+    return ZR_OK;
+}
+
+int zld_flip_mask(const zld_loader *l, uint64_t step, double p, uint8_t *mask, uint64_t count)
+{
+    if (l == NULL || mask == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_flip_mask: %s is NULL", l == NULL ? "loader" : "mask");
+    if (count > l->cfg.batch_size)
+        return zr_set_error(ZR_EINVAL, "zld_flip_mask: count %llu exceeds batch_size %llu",
+                            (unsigned long long)count, (unsigned long long)l->cfg.batch_size);
+    if (zsm_bernoulli(l->opt.seed, step, l->cfg.batch_size * (uint64_t)l->opt.rank, count, p,
+                      mask) != ZSM_OK)
+        return zr_set_error(ZR_EINVAL, "zld_flip_mask: p %g is outside [0, 1]", p);
     return ZR_OK;
 }
 

@@ -194,6 +194,22 @@ ZSM_API int zsm_mixture_positions(const zsm_mixture *m, uint64_t step, uint64_t 
                                   uint64_t count, uint32_t *source, uint64_t *index,
                                   uint64_t *scratch);
 
+/* ========================================================= augmentation
+ *
+ * Per-position coin flips, for random augmentations (a horizontal flip
+ * with probability p, say) that must be as reproducible as the indices:
+ * out[i] = 1 with probability p, else 0, for global batch positions
+ * first + i of `step` (rank r's batch is positions [r * batch_size,
+ * (r + 1) * batch_size)). A pure function of (seed, step, position): the
+ * same whatever the worker count, resumable, and independent of the
+ * records drawn, so index-aligned streams (an image and its mask) that
+ * use the same p get the same decisions. The draw is a 53-bit uniform u
+ * from a counter keyed by (seed, step, position); out[i] = u < p * 2^53,
+ * so p = 0 never and p = 1 always flips. ZSM_EINVAL for a NULL out with
+ * count > 0 or p outside [0, 1] (NaN included). */
+ZSM_API int zsm_bernoulli(uint64_t seed, uint64_t step, uint64_t first, uint64_t count, double p,
+                          uint8_t *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -439,3 +439,19 @@ int zsm_bucket_indices(const zsm_config *cfg, const uint32_t *lengths, uint64_t 
     for (uint64_t i = 0; i < c.batch_size; i++) out[i] = src[i].idx;
     return ZSM_OK;
 }
+
+/* ---------------------------------------------------------- augmentation */
+
+#define COIN_DOMAIN UINT64_C(0x9B05688C2B3E6C1F)
+
+int zsm_bernoulli(uint64_t seed, uint64_t step, uint64_t first, uint64_t count, double p,
+                  uint8_t *out)
+{
+    if ((out == NULL && count > 0) || !(p >= 0.0 && p <= 1.0)) return ZSM_EINVAL;
+    /* p * 2^53 is exact in a double; u takes the top 53 bits of a draw. */
+    const uint64_t limit = (uint64_t)(p * 9007199254740992.0);
+    const uint64_t key = mix64(mix64(seed ^ COIN_DOMAIN) + step * GOLDEN);
+    for (uint64_t i = 0; i < count; i++)
+        out[i] = (mix64(key ^ mix64(first + i + 1)) >> 11) < limit;
+    return ZSM_OK;
+}

@@ -5,6 +5,7 @@
  * queue; generic zld_stream callbacks, resume from zld_get_state, errors
  * naming their step, the prefetch bound, readahead hints, zld_stop.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -1147,6 +1148,155 @@ static void test_next_wait_times_out(void **state)
     zld_close(l);
 }
 
+/* --------------------------------------------------------------- flips */
+
+/* A dense stream whose record i, byte k is (i * 31 + k) & 0xff. */
+static int bytes_gather(void *user, const uint64_t *index, uint64_t count, void *dst,
+                        uint64_t cap, const uint64_t *bounds)
+{
+    const uint64_t rs = *(const uint64_t *)user;
+    (void)bounds;
+    if (cap < count * rs) return zr_set_error(ZR_EINVAL, "bytes: dst too small");
+    unsigned char *d = dst;
+    for (uint64_t i = 0; i < count; i++)
+        for (uint64_t k = 0; k < rs; k++) d[i * rs + k] = (unsigned char)((index[i] * 31 + k) & 0xff);
+    return ZR_OK;
+}
+
+/* Random flips of every element size and of odd, short and long rows:
+ * record i of a batch is the source record, its rows reversed element by
+ * element exactly when the mask (zld_flip_mask, zsm_bernoulli) says so;
+ * the same for any worker count; p = 0 never and p = 1 always flips;
+ * index-aligned streams with the same p flip together. */
+static void test_flips(void **state)
+{
+    (void)state;
+    static const struct { uint32_t elem; uint64_t width; } cases[] = {
+        {1, 37}, {1, 7}, {1, 16}, {1, 224}, {2, 9}, {4, 5}, {8, 3}, {1, 1}};
+    const uint64_t bs = 40, n = 500;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        uint64_t rs = cases[c].elem * cases[c].width * 3; /* 3 rows a record */
+        zld_stream st[2];
+        memset(st, 0, sizeof st);
+        st[0].user = &rs;
+        st[0].name = "bytes";
+        st[0].length = n;
+        st[0].kind = ZLD_STREAM_DENSE;
+        st[0].record_size = rs;
+        st[0].gather = bytes_gather;
+        st[1] = st[0];
+        st[1].name = "bytes-again";
+        zld_flip fl[2] = {{0, cases[c].width, cases[c].elem, 0.5},
+                          {1, cases[c].width, cases[c].elem, 0.5}};
+        unsigned char *want = malloc(rs);
+        unsigned char *first = malloc(bs * rs * 6);
+        assert_non_null(want);
+        assert_non_null(first);
+        uint64_t flipped = 0;
+        for (unsigned workers = 1; workers <= 3; workers += 2) {
+            zld_options o = opts(bs, ZSM_IID, 5, workers, 4);
+            o.flips = fl;
+            o.nflips = 2;
+            zld_loader *l = NULL;
+            assert_int_equal(zld_create_streams(&l, st, 2, &o), ZR_OK);
+            for (uint64_t step = 0; step < 6; step++) {
+                zld_batch *b = NULL;
+                assert_int_equal(zld_next(l, &b), ZR_OK);
+                const uint64_t *idx = zld_batch_indices(b);
+                const unsigned char *d0 = zld_batch_data(b, 0, NULL);
+                const unsigned char *d1 = zld_batch_data(b, 1, NULL);
+                uint8_t mask[40], coin[40];
+                assert_int_equal(zld_flip_mask(l, step, 0.5, mask, bs), ZR_OK);
+                assert_int_equal(zsm_bernoulli(5, step, 0, bs, 0.5, coin), ZSM_OK);
+                assert_memory_equal(mask, coin, bs);
+                for (uint64_t i = 0; i < bs; i++) {
+                    for (uint64_t row = 0; row < 3; row++)
+                        for (uint64_t e = 0; e < cases[c].width; e++) {
+                            uint64_t src = mask[i] ? cases[c].width - 1 - e : e;
+                            for (uint32_t byte = 0; byte < cases[c].elem; byte++) {
+                                uint64_t k = (row * cases[c].width + src) * cases[c].elem + byte;
+                                want[(row * cases[c].width + e) * cases[c].elem + byte] =
+                                    (unsigned char)((idx[i] * 31 + k) & 0xff);
+                            }
+                        }
+                    assert_memory_equal(d0 + i * rs, want, rs);
+                    assert_memory_equal(d1 + i * rs, want, rs); /* flipped together */
+                    if (workers == 1) flipped += mask[i];
+                }
+                if (workers == 1)
+                    memcpy(first + step * bs * rs, d0, bs * rs);
+                else /* any worker count: the same batches */
+                    assert_memory_equal(first + step * bs * rs, d0, bs * rs);
+                zld_batch_free(b);
+            }
+            zld_options got;
+            assert_int_equal(zld_get_state(l, &got), ZR_OK);
+            assert_int_equal(got.nflips, 2);
+            assert_true(got.flips != NULL && got.flips != fl && got.flips[1].stream == 1);
+            zld_close(l);
+        }
+        /* 240 coins of p = 0.5: far from none or all. */
+        assert_true(flipped > 60 && flipped < 180);
+        free(want);
+        free(first);
+    }
+    uint8_t m[64];
+    assert_int_equal(zsm_bernoulli(1, 2, 3, 64, 0.0, m), ZSM_OK);
+    for (int i = 0; i < 64; i++) assert_int_equal(m[i], 0);
+    assert_int_equal(zsm_bernoulli(1, 2, 3, 64, 1.0, m), ZSM_OK);
+    for (int i = 0; i < 64; i++) assert_int_equal(m[i], 1);
+    assert_int_equal(zsm_bernoulli(1, 2, 3, 64, 1.5, m), ZSM_EINVAL);
+    assert_int_equal(zsm_bernoulli(1, 2, 3, 64, NAN, m), ZSM_EINVAL);
+}
+
+/* Flips the loader refuses, each with a message naming the problem. */
+static void test_flip_errors(void **state)
+{
+    fixture *f = *state; /* dense u32[2] raw, dense f64 scalar, ragged i32 */
+    static const struct { zld_flip fl; const char *msg; } bad[] = {
+        {{2, 1, 4, 0.5}, "ragged"},
+        {{5, 1, 4, 0.5}, "names stream 5"},
+        {{0, 2, 3, 0.5}, "elem_size 3"},
+        {{0, 3, 4, 0.5}, "not whole rows"},
+        {{0, 0, 4, 0.5}, "not whole rows"},
+        {{0, 2, 4, 1.01}, "outside [0, 1]"},
+        {{0, 2, 4, -0.1}, "outside [0, 1]"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        zld_options o = opts(8, ZSM_CYCLIC, 0, 1, 1);
+        o.flips = &bad[k].fl;
+        o.nflips = 1;
+        zld_loader *l = NULL;
+        assert_int_equal(zld_create(&l, f->s, NSTREAMS, &o), ZR_EINVAL);
+        assert_null(l);
+        if (strstr(zr_last_error(), bad[k].msg) == NULL) fail_msg("%zu: %s", k, zr_last_error());
+    }
+    zld_flip two[2] = {{0, 2, 4, 0.5}, {0, 1, 8, 0.5}};
+    zld_options o = opts(8, ZSM_CYCLIC, 0, 1, 1);
+    o.flips = two;
+    o.nflips = 2;
+    zld_loader *l = NULL;
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, &o), ZR_EINVAL);
+    assert_non_null(strstr(zr_last_error(), "two flips"));
+    /* A flip of the u32[2] stream swaps each record's two values. */
+    zld_flip ok = {0, 2, 4, 1.0};
+    o.flips = &ok;
+    o.nflips = 1;
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, &o), ZR_OK);
+    zld_batch *b = NULL;
+    assert_int_equal(zld_next(l, &b), ZR_OK);
+    const uint32_t *d = zld_batch_data(b, 0, NULL);
+    const uint64_t *idx = zld_batch_indices(b);
+    for (uint64_t i = 0; i < 8; i++) {
+        assert_int_equal(d[2 * i], idx[i] * 7 + 1);
+        assert_int_equal(d[2 * i + 1], idx[i]);
+    }
+    zld_batch_free(b);
+    uint8_t mask[9];
+    assert_int_equal(zld_flip_mask(l, 0, 0.5, mask, 9), ZR_EINVAL);
+    zld_close(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1171,6 +1321,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pass, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bucket, setup, teardown),
         cmocka_unit_test_setup_teardown(test_next_wait_times_out, setup, teardown),
+        cmocka_unit_test(test_flips),
+        cmocka_unit_test_setup_teardown(test_flip_errors, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -63,8 +63,9 @@ def test_quick_run_completes_and_validates(tmp_path):
     assert all(c["ns_per_record"] > 0 for c in cells)
     assert len(res["sampler"]) == 3
     assert any(row["loader"] == "loaderx-zstd" for row in res["loader"])
-    assert any(row["loader"] == "loaderx-raw" and row["transform"] == "identity"
-               for row in res["loader"])
+    for tf in ("identity", "flip-worker"):
+        assert any(row["loader"] == "loaderx-raw" and row["transform"] == tf
+                   for row in res["loader"])
     assert res["hyperfine"]["results"]
     text = (out / "BENCHMARKS.md").read_text()
     assert "## Goals" in text and "## Physical limits" in text

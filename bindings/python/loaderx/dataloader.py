@@ -36,6 +36,17 @@ transform threads (``min(num_workers, prefetch)`` Python threads fed by the
 native loader), on each batch in turn, so the consumer gets transformed
 batches; results are handed out in step order.
 
+Flips: ``flip={name: p}`` flips each record of those dense streams along
+its last axis with probability ``p`` (torchvision's
+``RandomHorizontalFlip(p)`` for ``(C, H, W)`` or ``(H, W)`` images; any
+dtype of itemsize 1, 2, 4 or 8), natively on the gather threads, in place,
+without the GIL. Which records flip is a pure function of (seed, step,
+position in the global batch), so batches stay identical across worker
+counts and on resume, and streams given the same ``p`` (an image and its
+mask) flip together. ``loader.flipped(name, step)`` says which records of a
+step's batch were flipped (e.g. to mirror their boxes). ValueError for a
+ragged, scalar or unknown stream, or ``p`` outside [0, 1].
+
 Resume: ``state()`` is ``{'seed', 'step', 'mode', 'batch_size', 'rank',
 'world_size'}`` with ``step`` the next step; ``DataLoader(streams,
 **state)`` (``step=`` is accepted as ``start_step``) or
@@ -370,7 +381,38 @@ _HINTS = {
 }
 
 _PARAMS = ("streams", "batch_size", "mode", "seed", "num_workers", "prefetch", "transform",
-           "rank", "world_size", "start_step", "readahead", "step", "lengths", "window")
+           "rank", "world_size", "start_step", "readahead", "step", "lengths", "window", "flip")
+
+
+def _flips(flip, names, stores):
+    """``flip={name: p}`` as [(name, stream index, width, itemsize, p)]."""
+    if flip is None:
+        return []
+    if not hasattr(flip, "items"):
+        raise TypeError("flip must be a dict {stream name: probability}")
+    out = []
+    for name, p in flip.items():
+        if name not in names:
+            raise ValueError(f"flip: unknown stream {name!r} (streams: {names})")
+        k = names.index(name)
+        s = stores[k]
+        shape = getattr(s, "item_shape", None)
+        if isinstance(s, RaggedStore) or getattr(s, "ragged", False) or shape is None:
+            raise ValueError(f"flip: stream {name!r} is ragged; only dense records can be flipped")
+        if len(shape) == 0:
+            raise ValueError(f"flip: stream {name!r} holds scalar records (no axis to flip)")
+        itemsize = np.dtype(s.dtype).itemsize
+        if itemsize not in (1, 2, 4, 8):
+            raise ValueError(f"flip: stream {name!r} has dtype {s.dtype} (itemsize {itemsize}); "
+                             "flips need an itemsize of 1, 2, 4 or 8")
+        try:
+            p = float(p)
+        except (TypeError, ValueError):
+            raise TypeError(f"flip: the probability of {name!r} must be a number, got {p!r}") from None
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"flip: the probability of {name!r} must be in [0, 1], got {p}")
+        out.append((name, k, int(shape[-1]), itemsize, p))
+    return out
 
 
 def _bucket_lengths(lengths, n):
@@ -481,7 +523,8 @@ class DataLoader(_Closing):
 
     def __init__(self, streams, batch_size=256, mode="cyclic", seed=0, num_workers=0,
                  prefetch=0, transform=None, rank=0, world_size=1, start_step=0,
-                 readahead=None, step=None, lengths=None, window=64, _pass=None, **kwargs):
+                 readahead=None, step=None, lengths=None, window=64, flip=None, _pass=None,
+                 **kwargs):
         self._native = None
         self._tf = None
         if kwargs:
@@ -550,6 +593,7 @@ class DataLoader(_Closing):
         self._readahead = readahead
         self._slot = [None]  # the native batch of self._step once taken, until handed out
         self.last_indices = None
+        self._flips = _flips(flip, names, stores)
         self._tbox = _TransformBox(transform) if transform is not None else None
         self._tinfo = transform is not None and _wants_info(transform)
         self._start()
@@ -570,6 +614,8 @@ class DataLoader(_Closing):
             options.update(self._pass, **{"pass": 1})
         if self._bucket is not None:
             options["bucket_lengths"], options["bucket_window"] = self._bucket
+        if self._flips:
+            options["flips"] = [f[1:] for f in self._flips]
         handles = [s._handle() for s in self._stores]
         self._slot = [None]
         if all(isinstance(s, (DenseStore, RaggedStore)) for s in self._stores):
@@ -697,6 +743,19 @@ class DataLoader(_Closing):
     def names(self):
         """Stream names, in batch order."""
         return list(self._names)
+
+    def flipped(self, name, step):
+        """Which records of step ``step``'s batch the ``flip=`` of stream
+        ``name`` flipped: a bool ndarray of shape (batch_size,) (a pure
+        function of seed, step and rank, so any step may be asked, past or
+        future). KeyError for a stream without a flip."""
+        for n, _, _, _, p in self._flips:
+            if n == name:
+                cfg = self._cfg
+                mask = _zr.zsm_bernoulli(cfg["seed"], _u64("step", step),
+                                         cfg["batch_size"] * cfg["rank"], cfg["batch_size"], p)
+                return np.frombuffer(mask, dtype=np.uint8).astype(bool)
+        raise KeyError(f"stream {name!r} has no flip (flip= names {[f[0] for f in self._flips]})")
 
     def state(self):
         """What resumes this run exactly: ``{'seed', 'step', 'mode',
