@@ -644,6 +644,7 @@ ZR_INDEX_TO_U64(sizes)
 %rename(zrs_ragged_arrays) zr_py_ragged_arrays;
 %rename(zrs_ragged_pack) zr_py_ragged_pack;
 %rename(zsm_bernoulli) zr_py_zsm_bernoulli;
+%rename(zrs_ragged_gather_once) zr_py_ragged_gather_once;
 
 %inline %{
 /* zsm_bernoulli as bytes of count 0/1 values (a uint8 mask). */
@@ -1145,6 +1146,67 @@ fail:
     Py_DECREF(descr);
     Py_DECREF(out);
     return NULL;
+}
+
+/* A ragged batch gathered in one call, for batches that need no slicing:
+ * the records' sizes, their byte bounds (count + 1 offsets, uint64), a
+ * fresh uint8 buffer and the gather, the native parts without the GIL.
+ * `index` is a C-contiguous 1-D int64 ndarray (negative counts from the
+ * end, as zrs_gather_ragged takes). Returns (buf, bounds), or None when
+ * the batch holds more than max_bytes (the caller then gathers it in
+ * slices into a pooled buffer, Ctrl-C checked between them). Store errors
+ * raise as every call does (IndexError for an index out of range). */
+PyObject *zr_py_ragged_gather_once(zrs_store *s, PyObject *index, uint64_t max_bytes)
+{
+    if (!PyArray_Check(index) || PyArray_NDIM((PyArrayObject *)index) != 1 ||
+        PyArray_TYPE((PyArrayObject *)index) != NPY_INT64 ||
+        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)index)) {
+        PyErr_SetString(PyExc_TypeError, "ragged_gather_once: index must be a C-contiguous 1-D "
+                        "int64 ndarray");
+        return NULL;
+    }
+    const int64_t *idx = (const int64_t *)PyArray_DATA((PyArrayObject *)index);
+    npy_intp n = PyArray_DIM((PyArrayObject *)index, 0);
+    npy_intp nb = n + 1;
+    PyObject *bounds = PyArray_SimpleNew(1, &nb, NPY_UINT64);
+    if (bounds == NULL) return NULL;
+    uint64_t *b = (uint64_t *)PyArray_DATA((PyArrayObject *)bounds);
+    int rc;
+    b[0] = 0;
+    Py_BEGIN_ALLOW_THREADS
+    rc = n > 0 ? zrs_ragged_sizes(s, idx, (uint64_t)n, b + 1) : ZR_OK;
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        Py_DECREF(bounds);
+        zr_py_raise(rc);
+        return NULL;
+    }
+    uint64_t total = 0;
+    for (npy_intp j = 1; j <= n; j++) {
+        if (b[j] > max_bytes - total || total > max_bytes) {
+            Py_DECREF(bounds);
+            Py_RETURN_NONE;
+        }
+        total += b[j];
+        b[j] = total;
+    }
+    npy_intp len = (npy_intp)total;
+    PyObject *buf = PyArray_SimpleNew(1, &len, NPY_UINT8);
+    if (buf == NULL) {
+        Py_DECREF(bounds);
+        return NULL;
+    }
+    void *dst = PyArray_DATA((PyArrayObject *)buf);
+    Py_BEGIN_ALLOW_THREADS
+    rc = n > 0 ? zrs_gather_ragged(s, idx, (uint64_t)n, dst, total, b) : ZR_OK;
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        Py_DECREF(bounds);
+        Py_DECREF(buf);
+        zr_py_raise(rc);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", buf, bounds);
 }
 
 /* Pack a gathered ragged batch in place: every record's payload moves

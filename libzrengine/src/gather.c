@@ -242,12 +242,6 @@ static int run_shard(gjob *j, uint64_t lo, uint64_t hi)
  * place). */
 #define FAST_BLOCK 32u
 
-#if defined(__GNUC__)
-#define ZRE_PREFETCH(p) __builtin_prefetch((p), 0, 3)
-#else
-#define ZRE_PREFETCH(p) ((void)(p))
-#endif
-
 /* memcpy, with records of 8..64 bytes copied by two fixed-size moves
  * that overlap (inlined: no call per record). */
 static inline void copy_record(unsigned char *d, const unsigned char *s, size_t n)

@@ -257,6 +257,25 @@ def test_ragged_list_made_in_one_call(ragged):
     assert isinstance(rs[10], np.ndarray) and rs[10].shape == ()
 
 
+def test_ragged_batches_either_side_of_the_one_call_limit(store_dir):
+    """A batch below 1 MiB is gathered in one native call, a larger one in
+    pooled slices: both give the records, in order, with repeats and
+    negative indices, and both name an index out of range."""
+    recs = [np.full(i % 5000 + 1, i, dtype=np.int64) for i in range(400)]  # up to 40 KB each
+    with RaggedStore.create(store_dir / "r", np.int64) as rs:
+        rs.append(recs)
+        small = np.array([3, -1, 3, 0, 399], dtype=np.int64)
+        big = np.arange(400)[::-1].copy()  # 8 MiB: past the one-call limit
+        for idx in (small, big):
+            got = rs[idx]
+            assert len(got) == len(idx)
+            for g, i in zip(got, idx.tolist()):
+                np.testing.assert_array_equal(g, recs[i])
+        for idx in (np.array([1, 400]), np.concatenate([big, [-401]])):
+            with pytest.raises(IndexError, match="out of range"):
+                rs[idx]
+
+
 def test_gather_packed(ragged):
     rs, recs = ragged
     idx = [11, 0, 10, 4, 4]

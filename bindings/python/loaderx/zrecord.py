@@ -897,6 +897,11 @@ class RaggedStore(_Store):
     def _gather_buffer(self, idx):
         """(buf, bounds) of the packed records at int64 indices idx."""
         h = self._handle()
+        # A batch below the pool's size (where a fresh array costs nothing
+        # extra) in one native call; larger ones in slices, pooled.
+        once = _zr.zrs_ragged_gather_once(h, idx, _BufferPool._MIN_BYTES)
+        if once is not None:
+            return once
         sizes = _zr.zrs_ragged_sizes(h, idx)
         bounds = np.zeros(idx.size + 1, dtype=np.uint64)
         np.cumsum(sizes, out=bounds[1:])
