@@ -56,6 +56,13 @@ int zrp_fsync(zrp_file f);
 /* Readahead hint for a byte range (no-op where unsupported). */
 int zrp_advise_willneed(zrp_file f, uint64_t offset, uint64_t len);
 
+/* Page-cache residency of bytes [offset, offset + len) of `f`: how many of
+ * the pages that range touches are in memory now (*resident) out of how
+ * many (*pages). Reads nothing and never faults a page in (mincore over a
+ * temporary mapping of the range). -ENOTSUP where the OS cannot tell
+ * (Windows); other negative values when the range cannot be mapped. */
+int zrp_resident(zrp_file f, uint64_t offset, uint64_t len, uint64_t *resident, uint64_t *pages);
+
 /* Read-only shared mapping of `len` bytes of `f` from offset 0, into
  * *out. `len` is a fixed reservation and may exceed the file's size: the
  * mapping never has to move as the file grows, and bytes written with

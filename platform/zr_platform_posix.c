@@ -373,6 +373,45 @@ int zrp_advise_willneed(zrp_file f, uint64_t offset, uint64_t len)
 #endif
 }
 
+int zrp_resident(zrp_file f, uint64_t offset, uint64_t len, uint64_t *resident, uint64_t *pages)
+{
+    *resident = *pages = 0;
+    long ps = sysconf(_SC_PAGESIZE);
+    if (ps <= 0)
+        return -ENOTSUP;
+    uint64_t page = (uint64_t)ps;
+    uint64_t lo = offset / page * page;
+    if (len == 0)
+        return 0;
+    if (offset > UINT64_MAX - len)
+        return -EOVERFLOW;
+    uint64_t span = offset + len - lo;
+    uint64_t n = (span + page - 1) / page;
+    if (span > (uint64_t)SIZE_MAX || n > (uint64_t)SIZE_MAX || lo > (uint64_t)INT64_MAX)
+        return -EOVERFLOW;
+    void *p = mmap(NULL, (size_t)span, PROT_READ, MAP_SHARED, (int)f.fd, (off_t)lo);
+    if (p == MAP_FAILED)
+        return neg_errno();
+    unsigned char small[256];
+    unsigned char *vec = n <= sizeof small ? small : malloc((size_t)n);
+    int rc = 0;
+    if (vec == NULL) {
+        rc = -ENOMEM;
+    } else if (mincore(p, (size_t)span, (void *)vec) < 0) {
+        rc = neg_errno();
+    } else {
+        uint64_t in = 0;
+        for (uint64_t i = 0; i < n; i++)
+            in += vec[i] & 1u;
+        *resident = in;
+        *pages = n;
+    }
+    if (vec != small)
+        free(vec);
+    (void)munmap(p, (size_t)span);
+    return rc;
+}
+
 static int do_flock(zrp_file f, int op)
 {
     int rc;

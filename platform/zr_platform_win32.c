@@ -248,6 +248,15 @@ int zrp_advise_willneed(zrp_file f, uint64_t offset, uint64_t len)
     return 0;
 }
 
+int zrp_resident(zrp_file f, uint64_t offset, uint64_t len, uint64_t *resident, uint64_t *pages)
+{
+    /* The file cache's residency is not visible to a process here (the
+     * working-set queries see only this process's own mappings). */
+    (void)f, (void)offset, (void)len;
+    *resident = *pages = 0;
+    return -ENOTSUP;
+}
+
 int zrp_map_readonly(zrp_file f, uint64_t len, void **out)
 {
     /* See the top of this file: a section cannot reserve past the end of

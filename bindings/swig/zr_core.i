@@ -37,6 +37,11 @@
 /* Flips: options fields (each binding passes them its own way); the
  * decisions through zsm_bernoulli / the binding's wrapper. */
 %ignore zld_flip;
+/* Page-cache residency (double out-pointers): used by the loader's
+ * readahead default; not part of the bindings' surface. */
+%ignore zre_resident_fraction;
+%ignore zrs_resident_fraction;
+%ignore zrs_concat_resident_fraction;
 %ignore zld_flip_mask;
 %ignore zsm_bernoulli;
 %ignore zsm_pass;

@@ -110,11 +110,14 @@ typedef struct zld_options {
      * their step is gathered; the first claims also hint every step from
      * start_step up to there, each step once. 0 = no hints; N = always
      * hint N steps ahead.
-     * ZLD_READAHEAD_AUTO (the default) is adaptive: `prefetch` steps when
-     * the hinted store streams hold more stored bytes than half of the
-     * machine's physical memory (or a stream has its own advise callback,
-     * which cannot be sized), else 0, since hints on page-cached data only
-     * cost time. zld_get_state reports the resolved value.
+     * ZLD_READAHEAD_AUTO (the default) is adaptive, decided at create:
+     * `prefetch` steps when less than 95% of the hinted streams' stored
+     * bytes are in the OS page cache (zrs_resident_fraction, sampled), else
+     * 0, since hints on page-cached data only cost time. Where the OS
+     * cannot report residency (Windows), hints go on when those bytes
+     * exceed half of the machine's physical memory. A stream with its own
+     * advise callback cannot be sized: hinted. zld_get_state reports the
+     * resolved value.
      * Hints never change what a batch holds. */
     unsigned readahead;
     /* (version 3) One finite pass instead of endless steps: with `pass`

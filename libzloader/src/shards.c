@@ -386,15 +386,16 @@ int zld_mixture_locate(const zld_mixture *m, const uint64_t *virt, uint64_t coun
 
 /* ------------------------------------------------- readahead sizing hook */
 
-int zld__stream_bytes(const zld_stream *st, uint64_t *bytes)
+int zld__stream_bytes(const zld_stream *st, uint64_t *bytes, double *resident, int *resident_rc)
 {
-    if (st->advise == concat_advise) {
-        *bytes = zrs_concat_data_bytes(st->user);
-        return 1;
-    }
-    if (st->advise == mix_advise) {
-        *bytes = zrs_concat_data_bytes(((const mix_stream *)st->user)->all);
-        return 1;
-    }
-    return 0;
+    zrs_concat *c;
+    if (st->advise == concat_advise)
+        c = st->user;
+    else if (st->advise == mix_advise)
+        c = ((const mix_stream *)st->user)->all;
+    else
+        return 0;
+    *bytes = zrs_concat_data_bytes(c);
+    *resident_rc = zrs_concat_resident_fraction(c, resident);
+    return 1;
 }

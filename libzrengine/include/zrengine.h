@@ -330,6 +330,16 @@ ZRE_API int zre_gather(zre_engine *e, const uint64_t *index, uint64_t count,
  * read failure. The index array is only read during the call. */
 ZRE_API int zre_advise(zre_engine *e, const uint64_t *index, uint64_t count);
 
+/* Estimated share (0..1) of the store's chunk bytes that sit in the OS page
+ * cache now, into *fraction: 64 windows of 64 KiB spread evenly over the
+ * chunk files (every byte of a store under 4 MiB), asked of the OS without
+ * reading them (mincore). 1.0 for an empty store. A loader uses it to hint
+ * only stores that are not already cached (see zld_options.readahead).
+ * Errors: ZR_EINVAL (NULL argument), ZR_EUNSUPPORTED where the OS does not
+ * report residency (Windows), ZR_EIO naming the chunk when a file cannot
+ * be examined, ZR_ECLOSED / ZR_ESTATE as for a gather. */
+ZRE_API int zre_resident_fraction(zre_engine *e, double *fraction);
+
 /* Space accounting. */
 typedef struct zre_stats {
     uint64_t records;        /* committed records */

@@ -214,6 +214,10 @@ ZRS_API int zrs_append_ragged(zrs_store *s, const void *packed,
  * advisory. Errors: ZR_EINVAL, ZR_ERANGE (naming the index), ZR_ENOMEM. */
 ZRS_API int zrs_advise(zrs_store *s, const int64_t *index, uint64_t count);
 
+/* Share (0..1) of the store's stored bytes in the OS page cache now; see
+ * zre_resident_fraction (ZR_EUNSUPPORTED where the OS cannot tell). */
+ZRS_API int zrs_resident_fraction(zrs_store *s, double *fraction);
+
 /* Physical size in bytes (prefix + payload) of each record at index. */
 ZRS_API int zrs_ragged_sizes(zrs_store *s, const int64_t *index,
                              uint64_t count, uint64_t *sizes);
@@ -319,6 +323,8 @@ ZRS_API const uint64_t *zrs_concat_item_shape(const zrs_concat *c);
 ZRS_API uint64_t zrs_concat_record_size(const zrs_concat *c);
 /* Stored bytes of all shards (zrs_data_bytes summed). */
 ZRS_API uint64_t zrs_concat_data_bytes(zrs_concat *c);
+/* zrs_resident_fraction over all shards, weighted by their stored bytes. */
+ZRS_API int zrs_concat_resident_fraction(zrs_concat *c, double *fraction);
 
 /* Map global indices to (shard[i], local[i]) (negatives wrap). */
 ZRS_API int zrs_concat_locate(const zrs_concat *c, const int64_t *index, uint64_t count,

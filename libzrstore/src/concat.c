@@ -236,6 +236,25 @@ uint64_t zrs_concat_data_bytes(zrs_concat *c)
     return total;
 }
 
+int zrs_concat_resident_fraction(zrs_concat *c, double *fraction)
+{
+    if (c == NULL || fraction == NULL)
+        return zr_set_error(ZR_EINVAL, "concat resident_fraction: %s is NULL",
+                            c == NULL ? "concatenation" : "fraction");
+    double cached = 0, total = 0;
+    for (size_t k = 0; k < c->n; k++) {
+        double f;
+        int rc = zrs_resident_fraction(c->stores[k], &f);
+        if (rc != ZR_OK)
+            return rc;
+        double b = (double)zrs_data_bytes(c->stores[k]);
+        cached += f * b;
+        total += b;
+    }
+    *fraction = total > 0 ? cached / total : 1.0;
+    return ZR_OK;
+}
+
 int zrs_concat_check_aligned(const zrs_concat *a, const zrs_concat *b)
 {
     if (a == NULL || b == NULL)

@@ -680,6 +680,12 @@ int zrs_is_readonly(const zrs_store *s) { return s ? zre_is_readonly(s->engine) 
 
 uint64_t zrs_data_bytes(zrs_store *s) { return s ? zre_chunk_bytes(s->engine) : 0; }
 
+int zrs_resident_fraction(zrs_store *s, double *fraction)
+{
+    int rc = check_handle(s, "resident_fraction", -1);
+    return rc != ZR_OK ? rc : zre_resident_fraction(s->engine, fraction);
+}
+
 void zrs_forget_after_fork(zrs_store *s)
 {
     if (s != NULL)

@@ -996,6 +996,56 @@ static void test_store_advise(void **state)
     zld_close(b);
 }
 
+/* ZLD_READAHEAD_AUTO follows the page cache: no hints on stores just
+ * written (cached), hints (prefetch steps) once their files are evicted.
+ * The cold half is skipped where eviction does not take (tmpfs) and the
+ * whole test where the OS cannot report residency. */
+static void test_readahead_auto_follows_the_page_cache(void **state)
+{
+    fixture *f = *state;
+    double fr = 0;
+    int rc = zrs_resident_fraction(f->s[0], &fr);
+    if (rc == ZR_EUNSUPPORTED)
+        skip();
+    assert_int_equal(rc, ZR_OK);
+    assert_true(fr >= 0.95 && fr <= 1.0);
+    zld_options o = opts(20, ZSM_IID, 5, 2, 3);
+    zld_options got;
+    zld_loader *l = NULL;
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, &o), ZR_OK);
+    assert_int_equal(zld_get_state(l, &got), ZR_OK);
+    assert_int_equal(got.readahead, 0);
+    zld_close(l);
+    /* Pages mapped by a process stay cached: close the stores (their
+     * chunk mappings) before the eviction, and reopen them after it. */
+    for (size_t k = 0; k < NSTREAMS; k++) {
+        char chunk[700];
+        snprintf(chunk, sizeof chunk, "%s/0.chunk", f->paths[k]);
+        assert_true(zt_exists(chunk));
+        assert_int_equal(zrs_close(f->s[k]), ZR_OK);
+        f->s[k] = NULL;
+        (void)zt_os_evict(chunk);
+        assert_int_equal(zrs_open(&f->s[k], f->paths[k]), ZR_OK);
+    }
+    double cold[NSTREAMS];
+    for (size_t k = 0; k < NSTREAMS; k++) {
+        assert_int_equal(zrs_resident_fraction(f->s[k], &cold[k]), ZR_OK);
+        assert_true(cold[k] >= 0.0 && cold[k] <= 1.0);
+    }
+    if (cold[0] >= 0.95 && cold[1] >= 0.95 && cold[2] >= 0.95)
+        skip(); /* the pages stayed (tmpfs, or no eviction call) */
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, &o), ZR_OK);
+    assert_int_equal(zld_get_state(l, &got), ZR_OK);
+    assert_int_equal(got.readahead, 3); /* prefetch */
+    for (int k = 0; k < 5; k++) { /* and the batches are as ever */
+        zld_batch *b = NULL;
+        assert_int_equal(zld_next(l, &b), ZR_OK);
+        check_batch_content(b, 20);
+        zld_batch_free(b);
+    }
+    zld_close(l);
+}
+
 static void test_stop(void **state)
 {
     (void)state;
@@ -1316,6 +1366,7 @@ int main(void)
         cmocka_unit_test(test_callback_error_names_step),
         cmocka_unit_test(test_prefetch_bounds_undelivered),
         cmocka_unit_test(test_readahead_hints_future_steps),
+        cmocka_unit_test_setup_teardown(test_readahead_auto_follows_the_page_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_advise, setup, teardown),
         cmocka_unit_test(test_stop),
         cmocka_unit_test_setup_teardown(test_pass, setup, teardown),

@@ -1,7 +1,9 @@
 /*
  * zr_test_os_posix.c - the POSIX half of the test helpers' OS calls (see
- * zr_test_util.h): mkdir, mkdtemp, and nftw to remove a tree.
+ * zr_test_util.h): mkdir, mkdtemp, nftw to remove a tree, and a page-cache
+ * eviction.
  */
+#include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,21 @@
 #include "zr_test_util.h"
 
 int zt_os_mkdir(const char *path) { return mkdir(path, 0777); }
+
+int zt_os_evict(const char *path)
+{
+#if defined(POSIX_FADV_DONTNEED)
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd) == 0 && posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0 ? 0 : -1;
+    close(fd);
+    return rc;
+#else
+    (void)path;
+    return -1;
+#endif
+}
 
 int zt_os_mkdtemp(char *templ) { return mkdtemp(templ) ? 0 : -1; }
 

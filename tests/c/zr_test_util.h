@@ -30,6 +30,11 @@ int zt_os_mkdir(const char *path);
  * directory. 0, or -1. */
 int zt_os_mkdtemp(char *templ);
 
+/* Drop `path`'s pages from the OS page cache (write back, then
+ * POSIX_FADV_DONTNEED), so a test can start cold. 0 when asked, -1 where
+ * the OS has no such call (the pages may still stay: tmpfs keeps them). */
+int zt_os_evict(const char *path);
+
 /* ------------------------------------------------------ whole files */
 
 /* 1 if `path` exists (any kind of file), else 0. */

@@ -56,10 +56,11 @@ would have come next.
 Readahead: the loader knows its future indices, so for the step
 ``readahead`` steps beyond each one it starts building it asks the OS to
 read those records' bytes ahead (posix_fadvise WILLNEED). ``None`` (the
-default) is adaptive: as far as ``prefetch`` when the stores hold more
-bytes than half of physical memory, else off (on page-cached data the
-hints only cost time); ``N`` always hints, 0 = off. Pure hint: it never
-changes a batch.
+default) is adaptive, decided when the loader starts: as far as
+``prefetch`` when less than 95% of the stores' bytes are in the OS page
+cache (sampled with mincore; on Windows, when they exceed half of physical
+memory), else off (on page-cached data the hints only cost time); ``N``
+always hints, 0 = off. Pure hint: it never changes a batch.
 
 Memory: undelivered batches are bounded by ``prefetch`` (with a transform:
 ``max(prefetch, transform_threads + 1)``), whatever the store size.
