@@ -56,18 +56,19 @@ ZRE_API int zre_advise(zre_engine *e, const uint64_t *index, uint64_t count)
     adv_range *r = malloc((size_t)count * sizeof *r);
     if (r == NULL)
         return zr_set_error(ZR_ENOMEM, "advise: out of memory for %" PRIu64 " ranges", count);
-    for (uint64_t i = 0; i < count; i++) {
-        unsigned char buf[ZRE_LOC_ENTRY_SIZE];
-        int rc = zre_read_locs(e, index[i], buf, 1);
+    for (uint64_t b = 0; b < count; b += ZRE_LOCS_AT_MAX) {
+        zre_loc l[ZRE_LOCS_AT_MAX];
+        uint64_t n = count - b < ZRE_LOCS_AT_MAX ? count - b : ZRE_LOCS_AT_MAX;
+        int rc = zre_read_locs_at(e, index + b, n, l);
         if (rc < 0) {
             free(r);
             return rc;
         }
-        zre_loc l;
-        zre_loc_decode(&l, buf);
-        r[i].chunk = l.chunk_id;
-        r[i].lo = l.offset;
-        r[i].hi = (uint64_t)l.offset + l.phys_length;
+        for (uint64_t i = 0; i < n; i++) {
+            r[b + i].chunk = l[i].chunk_id;
+            r[b + i].lo = l[i].offset;
+            r[b + i].hi = (uint64_t)l[i].offset + l[i].phys_length;
+        }
     }
     /* Sorted by (chunk, offset), overlapping or touching ranges merge, so a
      * batch of neighbours costs one call, and the kernel sees ascending

@@ -306,6 +306,23 @@ int zre_read_locs(zre_engine *e, uint64_t first, unsigned char *buf, uint64_t n)
     return ZR_OK;
 }
 
+int zre_read_locs_at(zre_engine *e, const uint64_t *index, uint64_t n, zre_loc *out)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        const zre_fent *ent = zre_fdtab_ent(&e->locs, index[i] / ZRE_INT_SEG_ENTRIES);
+        if (ent && ent->map)
+            ZRE_PREFETCH(ent->map + (index[i] % ZRE_INT_SEG_ENTRIES) * ZRE_LOC_ENTRY_SIZE);
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        unsigned char buf[ZRE_LOC_ENTRY_SIZE];
+        int rc = zre_read_locs(e, index[i], buf, 1);
+        if (rc < 0)
+            return rc;
+        zre_loc_decode(&out[i], buf);
+    }
+    return ZR_OK;
+}
+
 /* ---------------------------------------------------------------- meta */
 
 void zre_meta_encode(unsigned char out[ZRE_META_SIZE], uint64_t length, uint32_t tail_chunk,
@@ -1273,26 +1290,12 @@ ZRE_API int zre_record_sizes(zre_engine *e, const uint64_t *index, uint64_t coun
         if (index[i] >= length)
             rc = zr_set_error(ZR_ERANGE, "record_sizes: index %" PRIu64 " out of range for store "
                               "of %" PRIu64 " records (position %" PRIu64 ")", index[i], length, i);
-    /* In blocks: prefetch every mapped entry of the block first, so their
-     * cache misses overlap, then read them (random indices would otherwise
-     * wait for one miss at a time). */
-    enum { BLOCK = 32 };
-    for (uint64_t b = 0; b < count && rc == 0; b += BLOCK) {
-        uint64_t end = count - b < BLOCK ? count : b + BLOCK;
-        for (uint64_t i = b; i < end; i++) {
-            const zre_fent *ent = zre_fdtab_ent(&e->locs, index[i] / ZRE_INT_SEG_ENTRIES);
-            if (ent && ent->map)
-                ZRE_PREFETCH(ent->map + (index[i] % ZRE_INT_SEG_ENTRIES) * ZRE_LOC_ENTRY_SIZE);
-        }
-        for (uint64_t i = b; i < end; i++) {
-            unsigned char buf[ZRE_LOC_ENTRY_SIZE];
-            rc = zre_read_locs(e, index[i], buf, 1);
-            if (rc < 0)
-                break;
-            zre_loc l;
-            zre_loc_decode(&l, buf);
-            sizes[i] = l.logic_length;
-        }
+    for (uint64_t b = 0; b < count && rc == 0; b += ZRE_LOCS_AT_MAX) {
+        zre_loc l[ZRE_LOCS_AT_MAX];
+        uint64_t n = count - b < ZRE_LOCS_AT_MAX ? count - b : ZRE_LOCS_AT_MAX;
+        rc = zre_read_locs_at(e, index + b, n, l);
+        for (uint64_t i = 0; rc == 0 && i < n; i++)
+            sizes[b + i] = l[i].logic_length;
     }
     zre_leave_read(e);
     return rc;

@@ -242,6 +242,11 @@ int zre_ensure_seg(zre_engine *e, uint64_t id);
 int zre_write_locs(zre_engine *e, uint64_t first, const unsigned char *buf, uint64_t n);
 /* Read loc entries [first, first+n) into `buf` (16*n bytes). */
 int zre_read_locs(zre_engine *e, uint64_t first, unsigned char *buf, uint64_t n);
+/* Decode the entries of records index[0..n) (random, each < length; n <=
+ * ZRE_LOCS_AT_MAX) into out[0..n): the mapped entries are prefetched
+ * first, so their cache misses overlap instead of coming one at a time. */
+#define ZRE_LOCS_AT_MAX 32u
+int zre_read_locs_at(zre_engine *e, const uint64_t *index, uint64_t n, zre_loc *out);
 
 /* FNV-1a (32 and 64 bit), the checksums of meta.zr and journal.zr. */
 uint32_t zre_fnv1a32(const void *buf, size_t len);
