@@ -140,11 +140,17 @@ void zre_fdtab_drop(zre_fdtab *t, uint64_t id)
  * without: the child leaks its inherited mappings by design). */
 static void fdtab_close_fds(zre_fdtab *t, bool release)
 {
-    for (size_t b = 0; b < ZRE_FDTAB_TOP; b++) {
+    /* Only ids below `count` were ever set: the rest of a block holds
+     * never-opened entries, and most of the top level no block at all. */
+    const size_t nblocks = (size_t)((t->count + ZRE_FDTAB_BLOCK - 1) / ZRE_FDTAB_BLOCK);
+    for (size_t b = 0; b < nblocks; b++) {
         zre_fent *blk = atomic_load_explicit(&t->top[b], memory_order_relaxed);
         if (!blk)
             continue;
-        for (unsigned i = 0; i < ZRE_FDTAB_BLOCK; i++) {
+        const uint64_t first = (uint64_t)b * ZRE_FDTAB_BLOCK;
+        const unsigned used = t->count - first < ZRE_FDTAB_BLOCK ? (unsigned)(t->count - first)
+                                                                 : ZRE_FDTAB_BLOCK;
+        for (unsigned i = 0; i < used; i++) {
             if (release)
                 fent_unmap(&blk[i]);
             zrp_close(&blk[i].f);
