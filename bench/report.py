@@ -82,6 +82,10 @@ def goals(res):
         best[1] if best else None, 2.0,
         elsewhere=f"not measured here ({ra['skipped']}): python3 bench/bench_readahead.py"
         if "skipped" in ra else "python3 bench/bench_readahead.py")
+    auto = ra.get("ratios", {}).get("auto")
+    add("loader on a throttled device, the default (readahead auto) vs none (cold)",
+        auto["of_medians"] if auto else None, 2.0,
+        elsewhere="python3 bench/bench_readahead.py")
     z = _row(t["vision_dense"]["rows"], "zrecord-zstd") if "vision_dense" in t else None
     add("dense zstd gather, share of zstd's own all-thread decompression (kept)",
         z["gather_mibs"] / t["vision_dense"]["limits"]["zstd_all"] if z else None, 0.90,
