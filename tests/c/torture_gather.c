@@ -31,18 +31,16 @@
 #define SEG_ENTRIES 64u /* shrunk geometry */
 #define REC 40u         /* 1638 records per 64 KiB chunk */
 
-static char root[512];
-
 static int setup(void **state)
 {
     (void)state;
-    return zt_mkdtemp(root, sizeof root, "gather") == 0 ? 0 : -1;
+    return zt_root_setup("gather");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    zt_rmtree(root);
+    zt_root_teardown();
     return 0;
 }
 
@@ -133,7 +131,7 @@ static void test_fixed_shapes(void **state)
 {
     (void)state;
     char path[700];
-    snprintf(path, sizeof path, "%s/fixed", root);
+    snprintf(path, sizeof path, "%s/fixed", zt_root);
     make_fixed(path, ZRE_CODEC_RAW, N_FIXED);
     zre_engine *e = NULL;
     assert_int_equal(zre_open_ex(&e, path, ZRE_OPEN_READONLY), ZR_OK);
@@ -154,7 +152,7 @@ static void test_ragged_shapes(void **state)
 {
     (void)state;
     char path[700];
-    snprintf(path, sizeof path, "%s/ragged", root);
+    snprintf(path, sizeof path, "%s/ragged", zt_root);
     enum { N = 3000 };
     make_ragged(path, N);
     zre_engine *e = NULL;
@@ -204,8 +202,8 @@ static void test_multi(void **state)
 {
     (void)state;
     char a[700], z[700];
-    snprintf(a, sizeof a, "%s/multi-a", root);
-    snprintf(z, sizeof z, "%s/multi-z", root);
+    snprintf(a, sizeof a, "%s/multi-a", zt_root);
+    snprintf(z, sizeof z, "%s/multi-z", zt_root);
     make_fixed(a, ZRE_CODEC_RAW, 700);
     make_fixed(z, ZRE_CODEC_ZSTD, 300);
     zre_engine *ea = NULL, *ea2 = NULL, *ez = NULL;
@@ -294,7 +292,7 @@ static void test_damaged_entries(void **state)
 {
     (void)state;
     char path[700], loc[800], chunk2[800];
-    snprintf(path, sizeof path, "%s/damaged", root);
+    snprintf(path, sizeof path, "%s/damaged", zt_root);
     make_fixed(path, ZRE_CODEC_RAW, N_DMG);
     snprintf(loc, sizeof loc, "%s/%u.loc", path, VICTIM / SEG_ENTRIES);
     snprintf(chunk2, sizeof chunk2, "%s/2.chunk", path);

@@ -25,18 +25,16 @@
 
 #define REC 3000u /* 21 records per 64 KiB chunk; records straddle pages */
 
-static char root[512];
-
 static int setup(void **state)
 {
     (void)state;
-    return zt_mkdtemp(root, sizeof root, "mmap") == 0 ? 0 : -1;
+    return zt_root_setup("mmap");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    zt_rmtree(root);
+    zt_root_teardown();
     return 0;
 }
 
@@ -101,7 +99,7 @@ static entry read_entry(const char *store, uint64_t i)
 static void run_short_chunk(zre_codec codec)
 {
     char path[700], chunk[800];
-    snprintf(path, sizeof path, "%s/short-%s", root, zre_codec_name(codec));
+    snprintf(path, sizeof path, "%s/short-%s", zt_root, zre_codec_name(codec));
     enum { N = 100 };
     make_store(path, codec, N);
     snprintf(chunk, sizeof chunk, "%s/0.chunk", path);
@@ -164,7 +162,7 @@ static void test_entry_past_eof(void **state)
 {
     (void)state;
     char path[700], loc[800];
-    snprintf(path, sizeof path, "%s/entry", root);
+    snprintf(path, sizeof path, "%s/entry", zt_root);
     make_store(path, ZRE_CODEC_RAW, 5);
     snprintf(loc, sizeof loc, "%s/0.loc", path);
     unsigned char off[4];
@@ -192,7 +190,7 @@ static void test_entry_past_eof(void **state)
 static void run_grow(zre_codec codec)
 {
     char path[700];
-    snprintf(path, sizeof path, "%s/grow-%s", root, zre_codec_name(codec));
+    snprintf(path, sizeof path, "%s/grow-%s", zt_root, zre_codec_name(codec));
     zre_engine *e = NULL;
     assert_int_equal(zre_create(&e, path, codec), ZR_OK);
     enum { N = 300 };

@@ -25,30 +25,14 @@
 
 #include "zr_test_util.h"
 
-typedef struct fixture {
-    char dir[512];
-    char path[600];
-} fixture;
+/* fx->path is the collection every test writes: "<dir>/c.mrec.lmdb". */
+typedef zt_dir fixture;
 
 static int setup(void **state)
 {
-    fixture *fx = calloc(1, sizeof *fx);
-    if (fx == NULL)
+    if (zt_dir_setup(state, "zmr") != 0)
         return -1;
-    if (zt_mkdtemp(fx->dir, sizeof fx->dir, "zmr") != 0) {
-        free(fx);
-        return -1;
-    }
-    snprintf(fx->path, sizeof fx->path, "%s/c.mrec.lmdb", fx->dir);
-    *state = fx;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *fx = *state;
-    zt_rmtree(fx->dir);
-    free(fx);
+    zt_dir_at(*state, "c.mrec.lmdb");
     return 0;
 }
 
@@ -1752,25 +1736,25 @@ int main(void)
         cmocka_unit_test(test_precision),
         cmocka_unit_test(test_byte_exact),
         cmocka_unit_test(test_frame_refusals),
-        cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_writer_refusals, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_map_growth, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_file_refusals, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fuzz, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_truncated, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_lmdb_meta_pages, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_value_past_file, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_undeclared_update_meta, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_aligned_blocks, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_trajectory_references, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_layout_example_read, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_layout_example_write, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_schema_declarations, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_canonical_keys, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_zero_frame_trajectory, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_open_messages, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_cell_and_grid_rules, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_validate_declarations, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_roundtrip, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_writer_refusals, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_map_growth, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_file_refusals, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_fuzz, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_truncated, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_lmdb_meta_pages, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_value_past_file, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_undeclared_update_meta, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_aligned_blocks, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_trajectory_references, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_layout_example_read, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_layout_example_write, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_schema_declarations, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_canonical_keys, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_zero_frame_trajectory, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_open_messages, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_cell_and_grid_rules, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_validate_declarations, setup, zt_dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
