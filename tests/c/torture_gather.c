@@ -25,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include "zr_test_engine.h"
 #include "zr_test_util.h"
 #include "zrengine.h"
 
@@ -54,19 +55,6 @@ static void fill(unsigned char *p, uint64_t i, uint64_t n)
 
 /* Ragged sizes 1..100 bytes: every branch of the small-record copy. */
 static uint64_t rag_size(uint64_t i) { return 1 + (i * 2654435761u) % 100; }
-
-static void make_fixed(const char *path, zre_codec codec, uint64_t n)
-{
-    zre_engine *e = NULL;
-    assert_int_equal(zre_create(&e, path, codec), ZR_OK);
-    unsigned char *buf = malloc(n * REC);
-    assert_non_null(buf);
-    for (uint64_t i = 0; i < n; i++)
-        fill(buf + i * REC, i, REC);
-    assert_int_equal(zre_append(e, buf, REC, NULL, n, NULL), ZR_OK);
-    assert_int_equal(zre_close(e), ZR_OK);
-    free(buf);
-}
 
 static void make_ragged(const char *path, uint64_t n)
 {
@@ -132,7 +120,7 @@ static void test_fixed_shapes(void **state)
     (void)state;
     char path[700];
     snprintf(path, sizeof path, "%s/fixed", zt_root);
-    make_fixed(path, ZRE_CODEC_RAW, N_FIXED);
+    zt_make_fixed(path, ZRE_CODEC_RAW, N_FIXED, REC, fill);
     zre_engine *e = NULL;
     assert_int_equal(zre_open_ex(&e, path, ZRE_OPEN_READONLY), ZR_OK);
     static const uint64_t sizes[] = {1, 2, 31, 32, 33, 63, 64, 65, 1000, 4095, 4096, 20000, 70000};
@@ -204,8 +192,8 @@ static void test_multi(void **state)
     char a[700], z[700];
     snprintf(a, sizeof a, "%s/multi-a", zt_root);
     snprintf(z, sizeof z, "%s/multi-z", zt_root);
-    make_fixed(a, ZRE_CODEC_RAW, 700);
-    make_fixed(z, ZRE_CODEC_ZSTD, 300);
+    zt_make_fixed(a, ZRE_CODEC_RAW, 700, REC, fill);
+    zt_make_fixed(z, ZRE_CODEC_ZSTD, 300, REC, fill);
     zre_engine *ea = NULL, *ea2 = NULL, *ez = NULL;
     assert_int_equal(zre_open_ex(&ea, a, ZRE_OPEN_READONLY), ZR_OK);
     assert_int_equal(zre_open_ex(&ea2, a, ZRE_OPEN_READONLY), ZR_OK);
@@ -293,7 +281,7 @@ static void test_damaged_entries(void **state)
     (void)state;
     char path[700], loc[800], chunk2[800];
     snprintf(path, sizeof path, "%s/damaged", zt_root);
-    make_fixed(path, ZRE_CODEC_RAW, N_DMG);
+    zt_make_fixed(path, ZRE_CODEC_RAW, N_DMG, REC, fill);
     snprintf(loc, sizeof loc, "%s/%u.loc", path, VICTIM / SEG_ENTRIES);
     snprintf(chunk2, sizeof chunk2, "%s/2.chunk", path);
     const long at = (long)(VICTIM % SEG_ENTRIES) * 16;

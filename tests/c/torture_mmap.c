@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "zr_test_engine.h"
 #include "zr_test_util.h"
 #include "zrengine.h"
 
@@ -44,19 +45,6 @@ static void fill(unsigned char *p, uint64_t i, uint64_t n)
     uint64_t s = i * 2654435761u + 1;
     for (uint64_t k = 0; k < n; k++)
         p[k] = (unsigned char)(zt_splitmix64(&s) % 7 + i);
-}
-
-static void make_store(const char *path, zre_codec codec, uint64_t n)
-{
-    zre_engine *e = NULL;
-    assert_int_equal(zre_create(&e, path, codec), ZR_OK);
-    unsigned char *buf = malloc(n * REC);
-    assert_non_null(buf);
-    for (uint64_t i = 0; i < n; i++)
-        fill(buf + i * REC, i, REC);
-    assert_int_equal(zre_append(e, buf, REC, NULL, n, NULL), ZR_OK);
-    assert_int_equal(zre_close(e), ZR_OK);
-    free(buf);
 }
 
 static void truncate_file(const char *path, size_t size)
@@ -101,7 +89,7 @@ static void run_short_chunk(zre_codec codec)
     char path[700], chunk[800];
     snprintf(path, sizeof path, "%s/short-%s", zt_root, zre_codec_name(codec));
     enum { N = 100 };
-    make_store(path, codec, N);
+    zt_make_fixed(path, codec, N, REC, fill);
     snprintf(chunk, sizeof chunk, "%s/0.chunk", path);
     long full = zt_file_size(chunk);
     assert_true(full > 9000);
@@ -163,7 +151,7 @@ static void test_entry_past_eof(void **state)
     (void)state;
     char path[700], loc[800];
     snprintf(path, sizeof path, "%s/entry", zt_root);
-    make_store(path, ZRE_CODEC_RAW, 5);
+    zt_make_fixed(path, ZRE_CODEC_RAW, 5, REC, fill);
     snprintf(loc, sizeof loc, "%s/0.loc", path);
     unsigned char off[4];
     zt_put_le32(off, 40000); /* chunk 0 holds 15000 bytes */
