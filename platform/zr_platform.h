@@ -113,9 +113,12 @@ int zrp_is_dir(const char *path);
 int zrp_mkdir(const char *path);
 /* Remove an empty directory (the undo of zrp_mkdir). */
 int zrp_rmdir(const char *path);
-/* Create a directory and any missing parents (like mkdir -p).
- * Existing directories along the way are fine. */
+/* Create a directory and any missing parents (like mkdir -p), one
+ * zrp_mkdir a missing level. Existing directories along the way are fine;
+ * a component that exists but is not a directory gives -ENOTDIR. */
 int zrp_mkdir_parents(const char *path);
+/* 1 if c separates the components of a path: '/', and on Windows '\' too. */
+int zrp_is_path_sep(char c);
 int zrp_unlink(const char *path);
 /* fsync a directory so that entries created in it are durable. */
 int zrp_fsync_dir(const char *path);

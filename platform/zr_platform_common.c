@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* The list zrp_list_dir made, on every OS. */
 void zrp_free_names(char **names, size_t count)
@@ -14,6 +15,35 @@ void zrp_free_names(char **names, size_t count)
     for (size_t i = 0; names && i < count; i++)
         free(names[i]);
     free(names);
+}
+
+int zrp_mkdir_parents(const char *path)
+{
+    size_t n = strlen(path);
+    if (n == 0)
+        return -EINVAL;
+    char *buf = malloc(n + 1);
+    if (!buf)
+        return -ENOMEM;
+    memcpy(buf, path, n + 1);
+    int rc = 0;
+    /* Create each prefix ending just before a separator, then the whole
+     * path. A prefix that is a root (or, on Windows, a drive "C:") exists
+     * already. */
+    for (size_t i = 1; i <= n && rc == 0; i++) {
+        if (i < n && !zrp_is_path_sep(buf[i]))
+            continue;
+        if (i < n && zrp_is_path_sep(buf[i - 1]))
+            continue; /* repeated separators */
+        char saved = buf[i];
+        buf[i] = '\0';
+        int mrc = zrp_mkdir(buf);
+        if (mrc < 0 && !zrp_is_dir(buf))
+            rc = mrc == -EEXIST ? -ENOTDIR : mrc;
+        buf[i] = saved;
+    }
+    free(buf);
+    return rc;
 }
 
 int zrp_read_file(const char *path, void **out, size_t *len, size_t max_len)

@@ -462,38 +462,7 @@ int zrp_rmdir(const char *path)
     return 0;
 }
 
-int zrp_mkdir_parents(const char *path)
-{
-    size_t n = strlen(path);
-    if (n == 0)
-        return -EINVAL;
-    char *buf = malloc(n + 1);
-    if (!buf)
-        return -ENOMEM;
-    memcpy(buf, path, n + 1);
-    int rc = 0;
-    /* Create each prefix ending just before a '/', then the whole path. */
-    for (size_t i = 1; i <= n && rc == 0; i++) {
-        if (i < n && buf[i] != '/')
-            continue;
-        if (i < n && buf[i - 1] == '/')
-            continue; /* repeated slashes */
-        char saved = buf[i];
-        buf[i] = '\0';
-        if (mkdir(buf, 0777) == 0) {
-            FP_EVENT(ZRP_EV_MKDIR, buf, NULL, 0, NULL, 0);
-        } else {
-            int err = errno;
-            if (err != EEXIST)
-                rc = -err;
-            else if (!zrp_is_dir(buf))
-                rc = -ENOTDIR;
-        }
-        buf[i] = saved;
-    }
-    free(buf);
-    return rc;
-}
+int zrp_is_path_sep(char c) { return c == '/'; }
 
 int zrp_unlink(const char *path)
 {

@@ -411,35 +411,7 @@ int zrp_list_dir(const char *path, char ***names, size_t *count)
     return 0;
 }
 
-static int is_sep(char c) { return c == '/' || c == '\\'; }
-
-int zrp_mkdir_parents(const char *path)
-{
-    size_t n = strlen(path);
-    if (n == 0)
-        return -EINVAL;
-    char *buf = malloc(n + 1);
-    if (!buf)
-        return -ENOMEM;
-    memcpy(buf, path, n + 1);
-    int rc = 0;
-    /* Create each prefix ending just before a separator, then the whole
-     * path. A prefix that is a drive ("C:") or a root exists already. */
-    for (size_t i = 1; i <= n && rc == 0; i++) {
-        if (i < n && !is_sep(buf[i]))
-            continue;
-        if (i < n && is_sep(buf[i - 1]))
-            continue; /* repeated separators */
-        char saved = buf[i];
-        buf[i] = '\0';
-        int mrc = zrp_mkdir(buf);
-        if (mrc < 0 && !zrp_is_dir(buf))
-            rc = mrc == -EEXIST ? -ENOTDIR : mrc;
-        buf[i] = saved;
-    }
-    free(buf);
-    return rc;
-}
+int zrp_is_path_sep(char c) { return c == '/' || c == '\\'; }
 
 int zrp_unlink(const char *path)
 {

@@ -23,26 +23,9 @@
 
 #define MAXSHARDS 16
 
-typedef struct fixture {
-    char root[512];
-} fixture;
+typedef zt_dir fixture;
 
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    if (f == NULL || zt_mkdtemp(f->root, sizeof f->root, "concat") != 0)
-        return -1;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    zt_rmtree(f->root);
-    free(f);
-    return 0;
-}
+static int setup(void **state) { return zt_dir_setup(state, "concat"); }
 
 /* Dense record words: word j of record i of the shard tagged `tag`. */
 static uint32_t word(uint32_t tag, uint64_t i, uint64_t j)
@@ -55,7 +38,7 @@ static zrs_store *make_dense(const fixture *f, const char *name, uint32_t tag, u
                              uint64_t words, zre_codec codec, char *path_out)
 {
     char path[700];
-    snprintf(path, sizeof path, "%s/%s", f->root, name);
+    snprintf(path, sizeof path, "%s/%s", f->dir, name);
     if (path_out)
         strcpy(path_out, path);
     zrs_store *s = NULL;
@@ -84,7 +67,7 @@ static zrs_store *make_ragged(const fixture *f, const char *name, uint32_t tag, 
                               zre_codec codec)
 {
     char path[700];
-    snprintf(path, sizeof path, "%s/%s", f->root, name);
+    snprintf(path, sizeof path, "%s/%s", f->dir, name);
     zrs_store *s = NULL;
     assert_int_equal(zrs_create_ragged(&s, path, ZRS_INT32, codec), ZR_OK);
     unsigned char *packed = malloc(n * (16 + 16));
@@ -282,7 +265,7 @@ static void test_concat_identity_mismatch(void **state)
     zrs_store *r = make_ragged(f, "r", 3, 3, ZRE_CODEC_RAW);
     zrs_store *d = NULL;
     char pd[700];
-    snprintf(pd, sizeof pd, "%s/d", f->root);
+    snprintf(pd, sizeof pd, "%s/d", f->dir);
     uint64_t shape[1] = {4};
     assert_int_equal(zrs_create_dense(&d, pd, ZRS_FLOAT32, shape, 1, ZRE_CODEC_RAW), ZR_OK);
 
@@ -312,7 +295,7 @@ static void test_concat_identity_mismatch(void **state)
 
     /* open by paths: a failure closes everything it opened */
     char missing[720];
-    snprintf(missing, sizeof missing, "%s/nope", f->root);
+    snprintf(missing, sizeof missing, "%s/nope", f->dir);
     const char *paths[3] = {pa, missing, pb};
     assert_int_equal(zrs_concat_open(&c, paths, 3, ZRE_OPEN_READONLY), ZR_ENOTSTORE);
     zt_assert_mentions(zr_last_error(), missing);
@@ -716,15 +699,15 @@ static void test_mixture_loader(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_concat_dense, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_concat_ragged, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_concat_identity_mismatch, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_concat_open_owns, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_concat_aligned, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_concat_loader_matches_one_store, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gather_multi_args, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concat_dense, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_concat_ragged, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_concat_identity_mismatch, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_concat_open_owns, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_concat_aligned, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_concat_loader_matches_one_store, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_gather_multi_args, setup, zt_dir_teardown),
         cmocka_unit_test(test_mixture_sampler),
-        cmocka_unit_test_setup_teardown(test_mixture_loader, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mixture_loader, setup, zt_dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

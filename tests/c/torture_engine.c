@@ -20,24 +20,11 @@
 
 /* ------------------------------------------------------------- fixture */
 
-typedef struct fixture {
-    char root[512];
-} fixture;
+typedef zt_dir fixture;
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    assert_non_null(f);
-    assert_int_equal(zt_mkdtemp(f->root, sizeof f->root, "engine"), 0);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    zt_rmtree(f->root);
-    free(f);
+    assert_int_equal(zt_dir_setup(state, "engine"), 0);
     return 0;
 }
 
@@ -45,7 +32,7 @@ static const char *spath(void **state, const char *name)
 {
     static _Thread_local char p[600];
     fixture *f = *state;
-    snprintf(p, sizeof p, "%s/%s", f->root, name);
+    snprintf(p, sizeof p, "%s/%s", f->dir, name);
     return p;
 }
 
@@ -865,28 +852,28 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_version_and_codecs),
-        cmocka_unit_test_setup_teardown(test_platform, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_roundtrip_raw, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_roundtrip_zstd, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_batches_raw, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_batches_zstd, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_many_raw, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_many_zstd, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_errors_range_and_args, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_create_existing, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_open_not_store, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_malformed_meta, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_busy, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_stray_dict, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_corrupt_frame, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_stats, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_format_vector, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_concurrent_raw, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_concurrent_zstd, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_platform, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_roundtrip_raw, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_roundtrip_zstd, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_batches_raw, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_batches_zstd, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_many_raw, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_many_zstd, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_errors_range_and_args, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_create_existing, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_open_not_store, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_malformed_meta, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_busy, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_stray_dict, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_frame, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_stats, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_format_vector, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_raw, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_zstd, setup, zt_dir_teardown),
 #ifdef ZRE_TEST_SMALL_GEOMETRY
-        cmocka_unit_test_setup_teardown(test_smallgeom_rollover_raw, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_smallgeom_rollover_zstd, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_smallgeom_too_big, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_smallgeom_rollover_raw, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_smallgeom_rollover_zstd, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_smallgeom_too_big, setup, zt_dir_teardown),
 #endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -25,24 +25,23 @@
 
 #include <cmocka.h>
 
+#include "zr_test_engine.h"
 #include "zr_test_util.h"
 #include "zrengine.h"
 
 #define SEG_ENTRIES 64u /* shrunk geometry */
 #define REC 40u         /* 1638 records per 64 KiB chunk */
 
-static char root[512];
-
 static int setup(void **state)
 {
     (void)state;
-    return zt_mkdtemp(root, sizeof root, "gather") == 0 ? 0 : -1;
+    return zt_root_setup("gather");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    zt_rmtree(root);
+    zt_root_teardown();
     return 0;
 }
 
@@ -56,19 +55,6 @@ static void fill(unsigned char *p, uint64_t i, uint64_t n)
 
 /* Ragged sizes 1..100 bytes: every branch of the small-record copy. */
 static uint64_t rag_size(uint64_t i) { return 1 + (i * 2654435761u) % 100; }
-
-static void make_fixed(const char *path, zre_codec codec, uint64_t n)
-{
-    zre_engine *e = NULL;
-    assert_int_equal(zre_create(&e, path, codec), ZR_OK);
-    unsigned char *buf = malloc(n * REC);
-    assert_non_null(buf);
-    for (uint64_t i = 0; i < n; i++)
-        fill(buf + i * REC, i, REC);
-    assert_int_equal(zre_append(e, buf, REC, NULL, n, NULL), ZR_OK);
-    assert_int_equal(zre_close(e), ZR_OK);
-    free(buf);
-}
 
 static void make_ragged(const char *path, uint64_t n)
 {
@@ -133,8 +119,8 @@ static void test_fixed_shapes(void **state)
 {
     (void)state;
     char path[700];
-    snprintf(path, sizeof path, "%s/fixed", root);
-    make_fixed(path, ZRE_CODEC_RAW, N_FIXED);
+    snprintf(path, sizeof path, "%s/fixed", zt_root);
+    zt_make_fixed(path, ZRE_CODEC_RAW, N_FIXED, REC, fill);
     zre_engine *e = NULL;
     assert_int_equal(zre_open_ex(&e, path, ZRE_OPEN_READONLY), ZR_OK);
     static const uint64_t sizes[] = {1, 2, 31, 32, 33, 63, 64, 65, 1000, 4095, 4096, 20000, 70000};
@@ -154,7 +140,7 @@ static void test_ragged_shapes(void **state)
 {
     (void)state;
     char path[700];
-    snprintf(path, sizeof path, "%s/ragged", root);
+    snprintf(path, sizeof path, "%s/ragged", zt_root);
     enum { N = 3000 };
     make_ragged(path, N);
     zre_engine *e = NULL;
@@ -204,10 +190,10 @@ static void test_multi(void **state)
 {
     (void)state;
     char a[700], z[700];
-    snprintf(a, sizeof a, "%s/multi-a", root);
-    snprintf(z, sizeof z, "%s/multi-z", root);
-    make_fixed(a, ZRE_CODEC_RAW, 700);
-    make_fixed(z, ZRE_CODEC_ZSTD, 300);
+    snprintf(a, sizeof a, "%s/multi-a", zt_root);
+    snprintf(z, sizeof z, "%s/multi-z", zt_root);
+    zt_make_fixed(a, ZRE_CODEC_RAW, 700, REC, fill);
+    zt_make_fixed(z, ZRE_CODEC_ZSTD, 300, REC, fill);
     zre_engine *ea = NULL, *ea2 = NULL, *ez = NULL;
     assert_int_equal(zre_open_ex(&ea, a, ZRE_OPEN_READONLY), ZR_OK);
     assert_int_equal(zre_open_ex(&ea2, a, ZRE_OPEN_READONLY), ZR_OK);
@@ -294,8 +280,8 @@ static void test_damaged_entries(void **state)
 {
     (void)state;
     char path[700], loc[800], chunk2[800];
-    snprintf(path, sizeof path, "%s/damaged", root);
-    make_fixed(path, ZRE_CODEC_RAW, N_DMG);
+    snprintf(path, sizeof path, "%s/damaged", zt_root);
+    zt_make_fixed(path, ZRE_CODEC_RAW, N_DMG, REC, fill);
     snprintf(loc, sizeof loc, "%s/%u.loc", path, VICTIM / SEG_ENTRIES);
     snprintf(chunk2, sizeof chunk2, "%s/2.chunk", path);
     const long at = (long)(VICTIM % SEG_ENTRIES) * 16;

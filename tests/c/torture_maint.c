@@ -25,25 +25,16 @@
 #define SEG 64u
 #define CHUNK 65536u
 
-static char root[512];
-
 static int setup(void **state)
 {
     (void)state;
-    return zt_mkdtemp(root, sizeof root, "maint");
+    return zt_root_setup("maint");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    return zt_rmtree(root);
-}
-
-static const char *sp(const char *name)
-{
-    static char p[700];
-    snprintf(p, sizeof p, "%s/%s", root, name);
-    return p;
+    return zt_root_teardown();
 }
 
 /* "<store>/<name>" (valid until the next call). */
@@ -156,7 +147,7 @@ static zre_engine *make(const char *name, zre_codec codec)
         o.dict_size = train(dict, sizeof dict);
     }
     zre_engine *e = NULL;
-    assert_int_equal(zre_create_ex(&e, sp(name), &o), 0);
+    assert_int_equal(zre_create_ex(&e, zt_root_at(name), &o), 0);
     return e;
 }
 
@@ -166,7 +157,7 @@ static void delete_compact(zre_codec codec, const char *name)
 {
     model *m = calloc(1, sizeof *m);
     zre_engine *e = make(name, codec);
-    const char *p = sp(name);
+    const char *p = zt_root_at(name);
     char path[700];
     snprintf(path, sizeof path, "%s", p);
     append_n(e, m, 300); /* 5 segments; several chunks (raw) */
@@ -262,7 +253,7 @@ static void test_compact_overlapping(void **s)
     del(e, m, &z, 1);
     assert_int_equal(zre_compact(e), 0);
     check_model(e, m);
-    assert_false(file_exists(sp("ov"), "journal.zr"));
+    assert_false(file_exists(zt_root_at("ov"), "journal.zr"));
     assert_int_equal(zre_close(e), 0);
     free(m);
 }
@@ -326,7 +317,7 @@ static void test_compact_interrupt(void **s)
         check_model(e, m);
         append_n(e, m, 3);
         check_model(e, m);
-        assert_false(file_exists(sp("intr"), "journal.zr"));
+        assert_false(file_exists(zt_root_at("intr"), "journal.zr"));
     }
     print_message("compact interrupted from a thread in %d of 5 runs\n", stopped);
     assert_int_equal(zre_compact(e), 0);
@@ -334,7 +325,7 @@ static void test_compact_interrupt(void **s)
     assert_true(st.reclaimable < 2100u * 8); /* what is left: the ends of full chunks */
     assert_int_equal(zre_close(e), 0);
     e = NULL;
-    assert_int_equal(zre_open(&e, sp("intr")), 0);
+    assert_int_equal(zre_open(&e, zt_root_at("intr")), 0);
     check_model(e, m);
     assert_int_equal(zre_close(e), 0);
     free(m);
@@ -347,7 +338,7 @@ static void test_readonly_locks(void **s)
     zre_engine *w = make("ro", ZRE_CODEC_ZSTD), *r1 = NULL, *r2 = NULL, *x = NULL;
     append_n(w, m, 20);
     char path[700];
-    snprintf(path, sizeof path, "%s", sp("ro"));
+    snprintf(path, sizeof path, "%s", zt_root_at("ro"));
     /* Readers beside the writer (one writer, many readers, as LMDB). */
     assert_int_equal(zre_open_ex(&r1, path, ZRE_OPEN_READONLY), 0);
     assert_int_equal(zre_open_ex(&r2, path, ZRE_OPEN_READONLY), 0);
@@ -398,7 +389,7 @@ static void test_refresh(void **s)
     zre_engine *w = make("rf", ZRE_CODEC_ZSTD), *r = NULL;
     append_n(w, m, 5);
     char path[700];
-    snprintf(path, sizeof path, "%s", sp("rf"));
+    snprintf(path, sizeof path, "%s", zt_root_at("rf"));
     assert_int_equal(zre_open_ex(&r, path, ZRE_OPEN_READONLY), 0);
     for (int round = 0; round < 6; round++) {
         uint64_t seen = zre_length(r);
@@ -438,7 +429,7 @@ static void test_refresh(void **s)
  * close it; its path goes to path[700]. */
 static void make_closed(const char *name, zre_codec codec, model *m, uint64_t n, char *path)
 {
-    snprintf(path, 700, "%s", sp(name));
+    snprintf(path, 700, "%s", zt_root_at(name));
     zre_engine *w = make(name, codec);
     append_n(w, m, n);
     assert_int_equal(zre_close(w), 0);
@@ -589,7 +580,7 @@ static void test_threads_writer_readers(void **s)
     (void)s;
     model *m = calloc(1, sizeof *m);
     char path[700];
-    snprintf(path, sizeof path, "%s", sp("tw"));
+    snprintf(path, sizeof path, "%s", zt_root_at("tw"));
     tw_state t = {.w = make("tw", ZRE_CODEC_ZSTD), .path = path};
     assert_int_equal(zre_open_ex(&t.shared, path, ZRE_OPEN_READONLY), 0);
     zrp_thread th[TW_READERS + 3];
@@ -619,25 +610,25 @@ static void test_dict_errors(void **s)
     zre_engine *e = NULL;
     zre_create_options o = {0};
     o.codec = ZRE_CODEC_ZSTD_DICT;
-    assert_int_equal(zre_create_ex(&e, sp("d1"), &o), ZR_EINVAL);
+    assert_int_equal(zre_create_ex(&e, zt_root_at("d1"), &o), ZR_EINVAL);
     assert_error_mentions("dictionary");
-    assert_int_equal(zre_create(&e, sp("d1"), ZRE_CODEC_ZSTD_DICT), ZR_EINVAL);
+    assert_int_equal(zre_create(&e, zt_root_at("d1"), ZRE_CODEC_ZSTD_DICT), ZR_EINVAL);
     o.dict = "not a dictionary at all";
     o.dict_size = 23;
-    assert_int_equal(zre_create_ex(&e, sp("d1"), &o), ZR_EINVAL);
+    assert_int_equal(zre_create_ex(&e, zt_root_at("d1"), &o), ZR_EINVAL);
     assert_error_mentions("magic");
     o.codec = ZRE_CODEC_ZSTD;
-    assert_int_equal(zre_create_ex(&e, sp("d1"), &o), ZR_EINVAL);
+    assert_int_equal(zre_create_ex(&e, zt_root_at("d1"), &o), ZR_EINVAL);
     assert_error_mentions("only meaningful");
-    assert_false(file_exists(sp("d1"), "meta.zr"));
+    assert_false(file_exists(zt_root_at("d1"), "meta.zr"));
 
     model *m = calloc(1, sizeof *m);
     e = make("d2", ZRE_CODEC_ZSTD_DICT);
-    assert_true(file_exists(sp("d2"), "dict.zr"));
+    assert_true(file_exists(zt_root_at("d2"), "dict.zr"));
     append_n(e, m, 50);
     assert_int_equal(zre_close(e), 0);
     char path[700], dp[800], saved[800];
-    snprintf(path, sizeof path, "%s", sp("d2"));
+    snprintf(path, sizeof path, "%s", zt_root_at("d2"));
     snprintf(dp, sizeof dp, "%s/dict.zr", path);
     snprintf(saved, sizeof saved, "%s/dict.saved", path);
     assert_int_equal(rename(dp, saved), 0);
@@ -659,7 +650,7 @@ static void test_check_record(void **s)
     append_n(e, m, 10);
     assert_int_equal(zre_close(e), 0);
     char path[700], cp[800];
-    snprintf(path, sizeof path, "%s", sp("ck"));
+    snprintf(path, sizeof path, "%s", zt_root_at("ck"));
     snprintf(cp, sizeof cp, "%s/0.chunk", path);
     /* Record 0's frame, found through the table: compressed appends place
      * records in completion order, not necessarily at offset 0. */

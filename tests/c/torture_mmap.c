@@ -20,23 +20,22 @@
 
 #include <cmocka.h>
 
+#include "zr_test_engine.h"
 #include "zr_test_util.h"
 #include "zrengine.h"
 
 #define REC 3000u /* 21 records per 64 KiB chunk; records straddle pages */
 
-static char root[512];
-
 static int setup(void **state)
 {
     (void)state;
-    return zt_mkdtemp(root, sizeof root, "mmap") == 0 ? 0 : -1;
+    return zt_root_setup("mmap");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    zt_rmtree(root);
+    zt_root_teardown();
     return 0;
 }
 
@@ -46,19 +45,6 @@ static void fill(unsigned char *p, uint64_t i, uint64_t n)
     uint64_t s = i * 2654435761u + 1;
     for (uint64_t k = 0; k < n; k++)
         p[k] = (unsigned char)(zt_splitmix64(&s) % 7 + i);
-}
-
-static void make_store(const char *path, zre_codec codec, uint64_t n)
-{
-    zre_engine *e = NULL;
-    assert_int_equal(zre_create(&e, path, codec), ZR_OK);
-    unsigned char *buf = malloc(n * REC);
-    assert_non_null(buf);
-    for (uint64_t i = 0; i < n; i++)
-        fill(buf + i * REC, i, REC);
-    assert_int_equal(zre_append(e, buf, REC, NULL, n, NULL), ZR_OK);
-    assert_int_equal(zre_close(e), ZR_OK);
-    free(buf);
 }
 
 static void truncate_file(const char *path, size_t size)
@@ -101,9 +87,9 @@ static entry read_entry(const char *store, uint64_t i)
 static void run_short_chunk(zre_codec codec)
 {
     char path[700], chunk[800];
-    snprintf(path, sizeof path, "%s/short-%s", root, zre_codec_name(codec));
+    snprintf(path, sizeof path, "%s/short-%s", zt_root, zre_codec_name(codec));
     enum { N = 100 };
-    make_store(path, codec, N);
+    zt_make_fixed(path, codec, N, REC, fill);
     snprintf(chunk, sizeof chunk, "%s/0.chunk", path);
     long full = zt_file_size(chunk);
     assert_true(full > 9000);
@@ -164,8 +150,8 @@ static void test_entry_past_eof(void **state)
 {
     (void)state;
     char path[700], loc[800];
-    snprintf(path, sizeof path, "%s/entry", root);
-    make_store(path, ZRE_CODEC_RAW, 5);
+    snprintf(path, sizeof path, "%s/entry", zt_root);
+    zt_make_fixed(path, ZRE_CODEC_RAW, 5, REC, fill);
     snprintf(loc, sizeof loc, "%s/0.loc", path);
     unsigned char off[4];
     zt_put_le32(off, 40000); /* chunk 0 holds 15000 bytes */
@@ -192,7 +178,7 @@ static void test_entry_past_eof(void **state)
 static void run_grow(zre_codec codec)
 {
     char path[700];
-    snprintf(path, sizeof path, "%s/grow-%s", root, zre_codec_name(codec));
+    snprintf(path, sizeof path, "%s/grow-%s", zt_root, zre_codec_name(codec));
     zre_engine *e = NULL;
     assert_int_equal(zre_create(&e, path, codec), ZR_OK);
     enum { N = 300 };

@@ -25,30 +25,14 @@
 
 #include "zr_test_util.h"
 
-typedef struct fixture {
-    char dir[512];
-    char path[600];
-} fixture;
+/* fx->path is the collection every test writes: "<dir>/c.mrec.lmdb". */
+typedef zt_dir fixture;
 
 static int setup(void **state)
 {
-    fixture *fx = calloc(1, sizeof *fx);
-    if (fx == NULL)
+    if (zt_dir_setup(state, "zmr") != 0)
         return -1;
-    if (zt_mkdtemp(fx->dir, sizeof fx->dir, "zmr") != 0) {
-        free(fx);
-        return -1;
-    }
-    snprintf(fx->path, sizeof fx->path, "%s/c.mrec.lmdb", fx->dir);
-    *state = fx;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *fx = *state;
-    zt_rmtree(fx->dir);
-    free(fx);
+    zt_dir_at(*state, "c.mrec.lmdb");
     return 0;
 }
 
@@ -98,11 +82,60 @@ static void *raw_get(const char *path, const void *key, size_t klen, size_t *len
     return out;
 }
 
+/* The "meta" value at path as a NUL-terminated string (malloc). */
+static char *raw_meta(const char *path)
+{
+    size_t n;
+    char *meta = raw_get(path, "meta", 4, &n);
+    assert_non_null(meta);
+    meta = realloc(meta, n + 1);
+    meta[n] = '\0';
+    return meta;
+}
+
+/* Remove the collection file at path and its LMDB lock file. */
+static void remove_collection(const char *path)
+{
+    char lock[700];
+    snprintf(lock, sizeof lock, "%s-lock", path);
+    remove(path);
+    remove(lock);
+}
+
 static void fkey(unsigned char *k, char p, uint64_t n)
 {
     k[0] = (unsigned char)p;
     for (int i = 0; i < 8; i++)
         k[1 + i] = (unsigned char)(n >> (56 - 8 * i));
+}
+
+/* ------------------------------------------------------------ readers */
+
+/* Validate the collection at path and open it: it must hold n_records
+ * records and n_frames frames, molrec_version 2. */
+static zmr_reader *open_valid(const char *path, uint64_t n_records, uint64_t n_frames)
+{
+    OK(zmr_validate(path, 0));
+    zmr_reader *r;
+    OK(zmr_open(&r, path, 0));
+    assert_int_equal(zmr_n_records(r), n_records);
+    assert_int_equal(zmr_n_frames(r), n_frames);
+    assert_int_equal(zmr_molrec_version(r), 2);
+    return r;
+}
+
+/* Record rec of r: its first frame, frame and atom counts, trajectory flag. */
+static void expect_record(zmr_reader *r, uint64_t rec, uint64_t first, uint64_t n_frames, uint64_t n_atoms,
+                          bool has_trajectory)
+{
+    uint64_t ff, nf, na;
+    bool ht;
+    OK(zmr_record_info(r, rec, &ff, &nf, &na, &ht));
+    if (ff != first || nf != n_frames || na != n_atoms || ht != has_trajectory)
+        fail_msg("record %llu: first frame %llu, %llu frames, %llu atoms, trajectory %d; expected %llu, %llu, %llu, %d",
+                 (unsigned long long)rec, (unsigned long long)ff, (unsigned long long)nf, (unsigned long long)na,
+                 (int)ht, (unsigned long long)first, (unsigned long long)n_frames, (unsigned long long)n_atoms,
+                 (int)has_trajectory);
 }
 
 /* ------------------------------------------------------------ builders */
@@ -404,6 +437,14 @@ static void expect_bad(const unsigned char *v, size_t n, const char *msg)
     HAS("s/9");
 }
 
+/* A frame of header `hdr` and `payload` zero bytes (see with_header) must
+ * be refused with `msg`. */
+static void bad_header(const char *hdr, size_t payload, const char *msg)
+{
+    unsigned char v[2048];
+    expect_bad(v, with_header(v, hdr, payload), msg);
+}
+
 static void test_frame_refusals(void **state)
 {
     (void)state;
@@ -419,28 +460,20 @@ static void test_frame_refusals(void **state)
     expect_bad(v, n - 8, "runs past"); /* validity buffer cut */
     expect_bad(v, n - 16, "runs past"); /* q buffer cut */
 #define HDR(cols) "{\"blocks\":{\"a\":{\"count\":1,\"columns\":{" cols "}}},\"meta\":{},\"meta_types\":{}}"
-    n = with_header(v, HDR("\"x\":{\"dtype\":\"f32\",\"shape\":[1],\"offset\":0}"), 8);
-    expect_bad(v, n, "outside the closed set");
-    n = with_header(v, HDR("\"x\":{\"dtype\":\"f16\",\"shape\":[1],\"offset\":0}"), 8);
-    expect_bad(v, n, "outside the closed set");
-    n = with_header(v, HDR("\"x\":{\"dtype\":\"f64\",\"shape\":[1],\"offset\":4}"), 16);
-    expect_bad(v, n, "not a multiple of 8");
-    n = with_header(v, HDR("\"x\":{\"dtype\":\"f64\",\"shape\":[1],\"offset\":8}"), 8);
-    expect_bad(v, n, "runs past");
-    n = with_header(v, HDR("\"x\":{\"dtype\":\"f64\",\"shape\":[2],\"offset\":0}"), 16);
-    expect_bad(v, n, "block count");
+    bad_header(HDR("\"x\":{\"dtype\":\"f32\",\"shape\":[1],\"offset\":0}"), 8, "outside the closed set");
+    bad_header(HDR("\"x\":{\"dtype\":\"f16\",\"shape\":[1],\"offset\":0}"), 8, "outside the closed set");
+    bad_header(HDR("\"x\":{\"dtype\":\"f64\",\"shape\":[1],\"offset\":4}"), 16, "not a multiple of 8");
+    bad_header(HDR("\"x\":{\"dtype\":\"f64\",\"shape\":[1],\"offset\":8}"), 8, "runs past");
+    bad_header(HDR("\"x\":{\"dtype\":\"f64\",\"shape\":[2],\"offset\":0}"), 16, "block count");
     n = with_header(v, HDR("\"x\":{\"dtype\":\"bool\",\"shape\":[1],\"offset\":0}"), 8);
     v[n - 8] = 2;
     expect_bad(v, n, "not 0/1");
-    n = with_header(v, HDR("\"x\":{\"dtype\":\"f64\",\"shape\":[1],\"offset\":0,\"validity\":12}"), 24);
-    expect_bad(v, n, "not a multiple of 8");
-    n = with_header(v, HDR("\"x\":{\"dtype\":\"f64\",\"shape\":[1],\"offset\":0,\"validity\":8}"), 8);
-    expect_bad(v, n, "runs past");
+    bad_header(HDR("\"x\":{\"dtype\":\"f64\",\"shape\":[1],\"offset\":0,\"validity\":12}"), 24, "not a multiple of 8");
+    bad_header(HDR("\"x\":{\"dtype\":\"f64\",\"shape\":[1],\"offset\":0,\"validity\":8}"), 8, "runs past");
     n = with_header(v, HDR("\"x\":{\"dtype\":\"f64\",\"shape\":[1],\"offset\":0,\"precision\":0.5}"), 8);
     memcpy(v + n - 8, &(double){0.3}, 8);
     expect_bad(v, n, "not rounded");
-    n = with_header(v, HDR("\"x\":{\"dtype\":\"string\",\"shape\":[1],\"values\":[null]}"), 0);
-    expect_bad(v, n, "no validity");
+    bad_header(HDR("\"x\":{\"dtype\":\"string\",\"shape\":[1],\"values\":[null]}"), 0, "no validity");
     n = with_header(v, HDR("\"x\":{\"dtype\":\"i64\",\"shape\":[1],\"offset\":0}"), 8);
     {
         zmr_frame *okf = NULL;
@@ -449,46 +482,31 @@ static void test_frame_refusals(void **state)
             fail_msg("%s", zmr_last_error());
         zmr_frame_free(okf);
     }
-    n = with_header(v, "{\"blocks\":{},\"meta\":{\"e\":NaN},\"meta_types\":{}}", 0);
-    expect_bad(v, n, "NaN");
-    n = with_header(v, "{\"blocks\":{},\"meta\":{\"e\":1.5},\"meta_types\":{\"e\":\"i64\"}}", 0);
-    expect_bad(v, n, "not rounded");
-    n = with_header(v, "{\"blocks\":{},\"meta\":{\"e\":null},\"meta_types\":{\"e\":\"f64\"}}", 0);
-    expect_bad(v, n, "null");
-    n = with_header(v, "{\"blocks\":{},\"meta\":{}}", 0);
-    expect_bad(v, n, "meta_types");
-    n = with_header(v, "{\"blocks\":{},\"meta\":{},\"meta_types\":{},\"step\":3}", 0);
-    expect_bad(v, n, "trajectory updates");
-    n = with_header(v, "{\"blocks\":{},\"meta\":{},\"meta_types\":{}}{}", 0);
-    expect_bad(v, n, "not strict");
+    bad_header("{\"blocks\":{},\"meta\":{\"e\":NaN},\"meta_types\":{}}", 0, "NaN");
+    bad_header("{\"blocks\":{},\"meta\":{\"e\":1.5},\"meta_types\":{\"e\":\"i64\"}}", 0, "not rounded");
+    bad_header("{\"blocks\":{},\"meta\":{\"e\":null},\"meta_types\":{\"e\":\"f64\"}}", 0, "null");
+    bad_header("{\"blocks\":{},\"meta\":{}}", 0, "meta_types");
+    bad_header("{\"blocks\":{},\"meta\":{},\"meta_types\":{},\"step\":3}", 0, "trajectory updates");
+    bad_header("{\"blocks\":{},\"meta\":{},\"meta_types\":{}}{}", 0, "not strict");
     n = with_header(v, "{\"blocks\":{\"a\":{\"count\":1,\"columns\":{\"i\":{\"dtype\":\"u64\",\"shape\":[1],"
                        "\"offset\":0}},\"targets\":{\"i\":\"b\"}},\"b\":{\"count\":2,\"columns\":{}}},"
                        "\"meta\":{},\"meta_types\":{}}", 8);
     v[n - 8] = 2; /* reference 2 into a block of 2 rows */
     expect_bad(v, n, "row reference");
-    n = with_header(v, "{\"blocks\":{\"a\":{\"count\":1,\"columns\":{\"i\":{\"dtype\":\"i64\",\"shape\":[1],"
-                       "\"offset\":0}},\"targets\":{\"i\":\"a\"}}},\"meta\":{},\"meta_types\":{}}", 8);
-    expect_bad(v, n, "u64");
+    bad_header("{\"blocks\":{\"a\":{\"count\":1,\"columns\":{\"i\":{\"dtype\":\"i64\",\"shape\":[1],"
+               "\"offset\":0}},\"targets\":{\"i\":\"a\"}}},\"meta\":{},\"meta_types\":{}}", 8, "u64");
 }
 
 static void test_roundtrip(void **state)
 {
     fixture *fx = *state;
     write_collection(fx->path);
-    OK(zmr_validate(fx->path, 0));
-    zmr_reader *r;
-    OK(zmr_open(&r, fx->path, 0));
-    assert_int_equal(zmr_n_records(r), 3);
-    assert_int_equal(zmr_n_frames(r), 5);
-    assert_int_equal(zmr_molrec_version(r), 2);
+    zmr_reader *r = open_valid(fx->path, 3, 5);
+    expect_record(r, 0, 0, 3, 3, true);
+    expect_record(r, 1, 3, 0, 3, false);
+    expect_record(r, 2, 3, 2, 2, true);
     uint64_t ff, nf, na;
     bool ht;
-    OK(zmr_record_info(r, 0, &ff, &nf, &na, &ht));
-    assert_true(ff == 0 && nf == 3 && na == 3 && ht);
-    OK(zmr_record_info(r, 1, &ff, &nf, &na, &ht));
-    assert_true(ff == 3 && nf == 0 && na == 3 && !ht);
-    OK(zmr_record_info(r, 2, &ff, &nf, &na, &ht));
-    assert_true(ff == 3 && nf == 2 && na == 2 && ht);
     assert_int_equal(zmr_record_info(r, 3, &ff, &nf, &na, &ht), ZMR_ERANGE);
     char *meta;
     OK(zmr_read_record_meta(r, 0, &meta));
@@ -622,28 +640,29 @@ static void test_file_refusals(void **state)
     char good[4096];
     memcpy(good, meta, mlen);
     good[mlen] = '\0';
+    /* "meta" with `from` replaced by `to`: open gives st with msg */
+    static const struct {
+        const char *from, *to;
+        int st;
+        const char *msg;
+    } subs[] = {
+        {"\"layout_version\":1", "\"layout_version\":2", ZMR_EUNSUPPORTED, "layout_version"},
+        {"\"layout_version\":1", "\"layout_version\":1.0", ZMR_ECORRUPT, "layout_version"},
+        {"\"layout_version\":1,", "", ZMR_ECORRUPT, "layout_version is required"},
+        {"\"molrec_version\":2", "\"molrec_version\":3", ZMR_EUNSUPPORTED, "molrec_version 3"},
+        {"\"molrec_version\":2", "\"molrec_version\":null", ZMR_ECORRUPT, "never null"},
+        {"\"molrec_version\":2", "\"molrec_version\":1", ZMR_OK, ""},
+        {"\"layout\":\"mrec-lmdb\"", "\"layout\":\"zarr\"", ZMR_ENOTCOLL, "layout"},
+        {"\"n_frames\":5", "\"n_frames\":6", ZMR_ECORRUPT, "n_frames 6"},
+        {"\"n_records\":3", "\"n_records\":2", ZMR_ECORRUPT, "count 3 != n_records 2"},
+    };
     char buf[4096];
-#define SUB(from, to) do { \
-        char *p_ = strstr(good, from); assert_non_null(p_); \
-        snprintf(buf, sizeof buf, "%.*s%s%s", (int)(p_ - good), good, to, p_ + strlen(from)); } while (0)
-    SUB("\"layout_version\":1", "\"layout_version\":2");
-    meta_case(fx->path, buf, ZMR_EUNSUPPORTED, "layout_version");
-    SUB("\"layout_version\":1", "\"layout_version\":1.0");
-    meta_case(fx->path, buf, ZMR_ECORRUPT, "layout_version");
-    SUB("\"layout_version\":1,", "");
-    meta_case(fx->path, buf, ZMR_ECORRUPT, "layout_version is required");
-    SUB("\"molrec_version\":2", "\"molrec_version\":3");
-    meta_case(fx->path, buf, ZMR_EUNSUPPORTED, "molrec_version 3");
-    SUB("\"molrec_version\":2", "\"molrec_version\":null");
-    meta_case(fx->path, buf, ZMR_ECORRUPT, "never null");
-    SUB("\"molrec_version\":2", "\"molrec_version\":1");
-    meta_case(fx->path, buf, ZMR_OK, "");
-    SUB("\"layout\":\"mrec-lmdb\"", "\"layout\":\"zarr\"");
-    meta_case(fx->path, buf, ZMR_ENOTCOLL, "layout");
-    SUB("\"n_frames\":5", "\"n_frames\":6");
-    meta_case(fx->path, buf, ZMR_ECORRUPT, "n_frames 6");
-    SUB("\"n_records\":3", "\"n_records\":2");
-    meta_case(fx->path, buf, ZMR_ECORRUPT, "count 3 != n_records 2");
+    for (size_t k = 0; k < sizeof subs / sizeof *subs; k++) {
+        char *p = strstr(good, subs[k].from);
+        assert_non_null(p);
+        snprintf(buf, sizeof buf, "%.*s%s%s", (int)(p - good), good, subs[k].to, p + strlen(subs[k].from));
+        meta_case(fx->path, buf, subs[k].st, subs[k].msg);
+    }
     meta_case(fx->path, "{\"layout\":\"mrec-lmdb\",", ZMR_ECORRUPT, "not strict");
     raw_put(fx->path, "meta", 4, meta, mlen);
 
@@ -1269,16 +1288,8 @@ static void test_layout_example_read(void **state)
 {
     fixture *fx = *state;
     put_conformers(fx->path);
-    OK(zmr_validate(fx->path, 0));
-    zmr_reader *r;
-    OK(zmr_open(&r, fx->path, 0));
-    assert_int_equal(zmr_n_records(r), 2);
-    assert_int_equal(zmr_n_frames(r), 5);
-    assert_int_equal(zmr_molrec_version(r), 2);
-    uint64_t first, nf, na;
-    bool ht;
-    OK(zmr_record_info(r, 1, &first, &nf, &na, &ht));
-    assert_true(first == 3 && nf == 2 && na == 4 && ht);
+    zmr_reader *r = open_valid(fx->path, 2, 5);
+    expect_record(r, 1, 3, 2, 4, true);
     /* frame 2 holds no blocks: atoms carry forward from frame 1 */
     zmr_frame *f;
     OK(zmr_read_update(r, 0, 2, &f));
@@ -1406,9 +1417,7 @@ static void test_layout_example_write(void **state)
     assert_memory_equal(got, want, n);
     free(got);
     free(want);
-    char *meta = raw_get(fx->path, "meta", 4, &n);
-    meta = realloc(meta, n + 1);
-    meta[n] = '\0';
+    char *meta = raw_meta(fx->path);
     /* the declaration in the layout's form, trailing shapes stated */
     assert_non_null(strstr(meta, "\"meta\":{\"pe\":{\"dtype\":\"f64\"}}"));
     assert_non_null(strstr(meta, "\"y\":{\"dtype\":\"f64\",\"trailing\":[],\"precision\":0.001}"));
@@ -1419,6 +1428,34 @@ static void test_layout_example_write(void **state)
 
 /* Declarations: the layout's {"dtype"} form written; the earlier {"type"}
  * form and bare tags still read; trailing shapes derived and held. */
+/* The sequence_schema of test_schema_declarations: atoms columns `cols`
+ * (DECL_V, DECL_VW, ...) and the same three meta declarations. */
+#define DECL_SCHEMA(cols)                                                                         \
+    "{\"blocks\":{\"atoms\":{\"columns\":{" cols "}}},"                                              \
+    "\"meta\":{\"old\":{\"type\":\"u64\",\"fill\":\"18446744073709551615\"},\"bare\":\"i32\","       \
+    "\"doc\":{\"dtype\":\"json\",\"fill\":null}}}"
+#define DECL_V "\"v\":{\"dtype\":\"f64\",\"trailing\":[3]}"
+#define DECL_VW DECL_V ",\"w\":{\"dtype\":\"i32\"}"
+
+/* An update frame for DECL_VW: 2 atoms (v f64[2][3] zeros, w i32[2] = {1, 2}
+ * with validity w_valid, NULL for none) or, with_rows false, an atoms
+ * block of 0 rows and no columns; meta bare = 7 either way. */
+static zmr_frame *vw_update(bool with_rows, const uint8_t *w_valid)
+{
+    static const uint64_t s23[2] = {2, 3}, s2[1] = {2};
+    static const double d[6] = {0};
+    static const int32_t iw[2] = {1, 2};
+    zmr_frame *u;
+    OK(zmr_frame_create(&u, ZMR_FRAME_UPDATE));
+    OK(zmr_frame_add_block(u, "atoms", with_rows ? 2 : 0));
+    if (with_rows) {
+        OK(zmr_frame_add_column(u, "atoms", "v", ZMR_F64, s23, 2, d, 48, NULL, 0));
+        OK(zmr_frame_add_column(u, "atoms", "w", ZMR_I32, s2, 1, iw, 8, w_valid, 0));
+    }
+    OK(zmr_frame_set_meta(u, "bare", ZMR_TAG_I32, "7"));
+    return u;
+}
+
 static void test_schema_declarations(void **state)
 {
     fixture *fx = *state;
@@ -1437,10 +1474,7 @@ static void test_schema_declarations(void **state)
         zmr_writer_create(&w, fx->path, NULL, "{\"blocks\":{\"a\":{\"columns\":{\"v\":{\"dtype\":\"f64\",\"trailing\":[-1]}}}}}"),
         ZMR_EINVAL);
     HAS("trailing must be an array");
-    OK(zmr_writer_create(&w, fx->path, NULL,
-                         "{\"blocks\":{\"atoms\":{\"columns\":{\"v\":{\"dtype\":\"f64\",\"trailing\":[3]}}}},"
-                         "\"meta\":{\"old\":{\"type\":\"u64\",\"fill\":\"18446744073709551615\"},\"bare\":\"i32\","
-                         "\"doc\":{\"dtype\":\"json\",\"fill\":null}}}"));
+    OK(zmr_writer_create(&w, fx->path, NULL, DECL_SCHEMA(DECL_V)));
     OK(zmr_writer_begin_record(w, NULL, NULL, NULL));
     uint64_t s23[2] = {2, 3}, s2[1] = {2};
     double d[6] = {0};
@@ -1463,26 +1497,12 @@ static void test_schema_declarations(void **state)
     HAS("column grid/g is declared f64[N][3] in sequence_schema, given f64[N]");
     zmr_frame_free(u);
     zmr_writer_abort(w);
-    remove(fx->path);
-    char lock[700];
-    snprintf(lock, sizeof lock, "%s-lock", fx->path);
-    remove(lock);
+    remove_collection(fx->path);
 
-    OK(zmr_writer_create(&w, fx->path, NULL,
-                         "{\"blocks\":{\"atoms\":{\"columns\":{\"v\":{\"dtype\":\"f64\",\"trailing\":[3]},"
-                         "\"w\":{\"dtype\":\"i32\"}}}},"
-                         "\"meta\":{\"old\":{\"type\":\"u64\",\"fill\":\"18446744073709551615\"},\"bare\":\"i32\","
-                         "\"doc\":{\"dtype\":\"json\",\"fill\":null}}}"));
+    OK(zmr_writer_create(&w, fx->path, NULL, DECL_SCHEMA(DECL_VW)));
     OK(zmr_writer_begin_record(w, NULL, NULL, NULL));
-    int32_t iw[2] = {1, 2};
     for (int k = 0; k < 3; k++) {
-        OK(zmr_frame_create(&u, ZMR_FRAME_UPDATE));
-        OK(zmr_frame_add_block(u, "atoms", k == 2 ? 0 : 2));
-        if (k < 2) {
-            OK(zmr_frame_add_column(u, "atoms", "v", ZMR_F64, s23, 2, d, 48, NULL, 0));
-            OK(zmr_frame_add_column(u, "atoms", "w", ZMR_I32, s2, 1, iw, 8, k ? valid : NULL, 0));
-        }
-        OK(zmr_frame_set_meta(u, "bare", ZMR_TAG_I32, "7"));
+        u = vw_update(k < 2, k ? valid : NULL);
         OK(zmr_frame_set_step(u, 10 * k));
         OK(zmr_writer_add_frame(w, u));
         zmr_frame_free(u);
@@ -1494,51 +1514,28 @@ static void test_schema_declarations(void **state)
     HAS("step 20 after step 20: steps increase strictly");
     zmr_frame_free(u);
     zmr_writer_abort(w);
-    remove(fx->path);
-    remove(lock);
+    remove_collection(fx->path);
 
     /* the same, committed: then read back */
-    OK(zmr_writer_create(&w, fx->path, NULL,
-                         "{\"blocks\":{\"atoms\":{\"columns\":{\"v\":{\"dtype\":\"f64\",\"trailing\":[3]},"
-                         "\"w\":{\"dtype\":\"i32\"},\"never\":{\"dtype\":\"string\"}}}},"
-                         "\"meta\":{\"old\":{\"type\":\"u64\",\"fill\":\"18446744073709551615\"},\"bare\":\"i32\","
-                         "\"doc\":{\"dtype\":\"json\",\"fill\":null}}}"));
+    OK(zmr_writer_create(&w, fx->path, NULL, DECL_SCHEMA(DECL_VW ",\"never\":{\"dtype\":\"string\"}")));
     OK(zmr_writer_begin_record(w, NULL, NULL, NULL));
-    OK(zmr_frame_create(&u, ZMR_FRAME_UPDATE));
-    OK(zmr_frame_add_block(u, "atoms", 2));
-    OK(zmr_frame_add_column(u, "atoms", "v", ZMR_F64, s23, 2, d, 48, NULL, 0));
-    OK(zmr_frame_add_column(u, "atoms", "w", ZMR_I32, s2, 1, iw, 8, valid, 0));
-    OK(zmr_frame_set_meta(u, "bare", ZMR_TAG_I32, "7"));
+    u = vw_update(true, valid);
     assert_int_equal(zmr_writer_add_frame(w, u), ZMR_EINVAL);
     HAS("block 'atoms' lacks column 'never' that sequence_schema declares");
     zmr_frame_free(u);
     zmr_writer_abort(w);
-    remove(fx->path);
-    remove(lock);
+    remove_collection(fx->path);
 
-    OK(zmr_writer_create(&w, fx->path, NULL,
-                         "{\"blocks\":{\"atoms\":{\"columns\":{\"v\":{\"dtype\":\"f64\",\"trailing\":[3]},"
-                         "\"w\":{\"dtype\":\"i32\"}}}},"
-                         "\"meta\":{\"old\":{\"type\":\"u64\",\"fill\":\"18446744073709551615\"},\"bare\":\"i32\","
-                         "\"doc\":{\"dtype\":\"json\",\"fill\":null}}}"));
+    OK(zmr_writer_create(&w, fx->path, NULL, DECL_SCHEMA(DECL_VW)));
     OK(zmr_writer_begin_record(w, NULL, NULL, NULL));
     for (int k = 0; k < 2; k++) {
-        OK(zmr_frame_create(&u, ZMR_FRAME_UPDATE));
-        OK(zmr_frame_add_block(u, "atoms", k ? 0 : 2));
-        if (!k) {
-            OK(zmr_frame_add_column(u, "atoms", "v", ZMR_F64, s23, 2, d, 48, NULL, 0));
-            OK(zmr_frame_add_column(u, "atoms", "w", ZMR_I32, s2, 1, iw, 8, valid, 0));
-        }
-        OK(zmr_frame_set_meta(u, "bare", ZMR_TAG_I32, "7"));
+        u = vw_update(!k, valid);
         OK(zmr_writer_add_frame(w, u));
         zmr_frame_free(u);
     }
     OK(zmr_writer_commit(w));
     OK(zmr_validate(fx->path, 0));
-    size_t n;
-    char *meta = raw_get(fx->path, "meta", 4, &n);
-    meta = realloc(meta, n + 1);
-    meta[n] = '\0';
+    char *meta = raw_meta(fx->path);
     assert_non_null(strstr(meta, "\"v\":{\"dtype\":\"f64\",\"trailing\":[3]}"));
     assert_non_null(strstr(meta, "\"w\":{\"dtype\":\"i32\",\"trailing\":[],\"nullable\":true}"));
     assert_non_null(strstr(meta, "\"old\":{\"dtype\":\"u64\",\"fill\":\"18446744073709551615\"}"));
@@ -1563,9 +1560,7 @@ static void test_schema_declarations(void **state)
     zmr_close(r);
 
     /* a file written by the earlier writer ({"type": tag}) still reads */
-    meta = raw_get(fx->path, "meta", 4, &n);
-    meta = realloc(meta, n + 1);
-    meta[n] = '\0';
+    meta = raw_meta(fx->path);
     char *p = strstr(meta, "\"old\":{\"dtype\"");
     memcpy(p + 7, "\"type\"", 6); /* "dtype" (7 bytes) -> "type" (6) */
     memmove(p + 13, p + 14, strlen(p + 14) + 1);
@@ -1637,10 +1632,7 @@ static void test_zero_frame_trajectory(void **state)
     HAS("record 2 has neither a system nor a trajectory");
     zmr_reader *r;
     assert_int_equal(zmr_open(&r, fx->path, 0), ZMR_ENOTCOLL); /* nothing committed */
-    remove(fx->path);
-    char lock[700];
-    snprintf(lock, sizeof lock, "%s-lock", fx->path);
-    remove(lock);
+    remove_collection(fx->path);
 
     OK(zmr_writer_create(&w, fx->path, NULL, NULL));
     OK(zmr_writer_begin_record(w, NULL, NULL, NULL));
@@ -1652,12 +1644,8 @@ static void test_zero_frame_trajectory(void **state)
     OK(zmr_writer_commit(w));
     OK(zmr_validate(fx->path, 0));
     OK(zmr_open(&r, fx->path, 0));
-    uint64_t first, nf, na;
-    bool ht;
-    OK(zmr_record_info(r, 0, &first, &nf, &na, &ht));
-    assert_true(first == 0 && nf == 0 && na == 0 && ht);
-    OK(zmr_record_info(r, 1, &first, &nf, &na, &ht));
-    assert_true(first == 0 && nf == 1 && na == 2 && ht);
+    expect_record(r, 0, 0, 0, 0, true);
+    expect_record(r, 1, 0, 1, 2, true);
     zmr_frame *f;
     assert_int_equal(zmr_read_frame(r, 0, 0, &f), ZMR_ERANGE);
     zmr_close(r);
@@ -1717,10 +1705,7 @@ static void test_validate_declarations(void **state)
 {
     fixture *fx = *state;
     write_conformers(fx->path);
-    size_t n;
-    char *meta = raw_get(fx->path, "meta", 4, &n);
-    meta = realloc(meta, n + 1);
-    meta[n] = '\0';
+    char *meta = raw_meta(fx->path);
     char *y = strstr(meta, "\"y\":{\"dtype\":\"f64\",\"trailing\":[]");
     assert_non_null(y);
     memcpy(y + 13, "\"i64\"", 5); /* "y" declared i64 */
@@ -1752,25 +1737,25 @@ int main(void)
         cmocka_unit_test(test_precision),
         cmocka_unit_test(test_byte_exact),
         cmocka_unit_test(test_frame_refusals),
-        cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_writer_refusals, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_map_growth, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_file_refusals, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fuzz, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_truncated, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_lmdb_meta_pages, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_value_past_file, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_undeclared_update_meta, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_aligned_blocks, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_trajectory_references, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_layout_example_read, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_layout_example_write, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_schema_declarations, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_canonical_keys, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_zero_frame_trajectory, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_open_messages, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_cell_and_grid_rules, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_validate_declarations, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_roundtrip, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_writer_refusals, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_map_growth, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_file_refusals, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_fuzz, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_truncated, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_lmdb_meta_pages, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_value_past_file, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_undeclared_update_meta, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_aligned_blocks, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_trajectory_references, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_layout_example_read, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_layout_example_write, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_schema_declarations, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_canonical_keys, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_zero_frame_trajectory, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_open_messages, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_cell_and_grid_rules, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_validate_declarations, setup, zt_dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

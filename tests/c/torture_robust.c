@@ -30,25 +30,16 @@
 #include "zr_platform.h"
 #include "zr_test_util.h"
 
-static char root[512];
-
 static int setup(void **state)
 {
     (void)state;
-    return zt_mkdtemp(root, sizeof root, "robust");
+    return zt_root_setup("robust");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    return zt_rmtree(root);
-}
-
-static const char *sp(const char *name)
-{
-    static char p[700];
-    snprintf(p, sizeof p, "%s/%s", root, name);
-    return p;
+    return zt_root_teardown();
 }
 
 #define assert_error_mentions(needle) zt_assert_mentions(zr_last_error(), (needle))
@@ -119,7 +110,7 @@ static void reap(pid_t pid, int to_child)
 static void test_forget_after_fork_releases_lock(void **state)
 {
     (void)state;
-    const char *path = sp("fork");
+    const char *path = zt_root_at("fork");
     make_dense(path, 4, ZRE_CODEC_RAW);
 
     /* Without the call the child's inherited descriptor pins the lock:
@@ -174,7 +165,7 @@ static void expect_gather_error(const char *path, int64_t index, const char *wha
 static void test_gather_errors_name_loc_entry(void **state)
 {
     (void)state;
-    const char *raw = sp("loc_raw");
+    const char *raw = zt_root_at("loc_raw");
     make_dense(raw, 8, ZRE_CODEC_RAW);
     unsigned char v[4];
     /* entry {u32 offset, u32 phys_length, u32 logic_length, u32 chunk_id} */
@@ -192,7 +183,7 @@ static void test_gather_errors_name_loc_entry(void **state)
     patch_file(raw, "0.loc", 4 * 16 + 8, (unsigned char[]){16, 0, 0, 0}, 4);
     expect_gather_error(raw, 4, "bad location");
 
-    const char *z = sp("loc_zstd");
+    const char *z = zt_root_at("loc_zstd");
     make_dense(z, 8, ZRE_CODEC_ZSTD);
     zt_put_le32(v, 0);
     patch_file(z, "0.loc", 2 * 16 + 4, v, 4);
@@ -213,7 +204,7 @@ static void test_gather_errors_name_loc_entry(void **state)
 static void test_ragged_prefix_error_names_store(void **state)
 {
     (void)state;
-    const char *path = sp("rag");
+    const char *path = zt_root_at("rag");
     zrs_store *s = NULL;
     assert_int_equal(zrs_create_ragged(&s, path, ZRS_INT32, ZRE_CODEC_RAW), ZR_OK);
     /* three records of shape (2,): [ndim=1][dim=2][8 payload bytes] */
@@ -243,7 +234,7 @@ static void test_ragged_prefix_error_names_store(void **state)
 static void test_identity_bytes_escaped(void **state)
 {
     (void)state;
-    const char *path = sp("ident");
+    const char *path = zt_root_at("ident");
     make_dense(path, 1, ZRE_CODEC_RAW);
     /* {"\xff\x01k\\": 1} - an unexpected key with non-printable bytes */
     const unsigned char map[] = {0x81, 0xa4, 0xff, 0x01, 'k', '\\', 0x01};
@@ -279,7 +270,7 @@ static void test_identity_bytes_escaped(void **state)
 static void test_chunk_bytes(void **state)
 {
     (void)state;
-    const char *path = sp("bytes");
+    const char *path = zt_root_at("bytes");
     make_dense(path, 100, ZRE_CODEC_ZSTD);
     zrs_store *s = NULL;
     assert_int_equal(zrs_open_ex(&s, path, ZRE_OPEN_READONLY), ZR_OK);
@@ -328,7 +319,7 @@ static unsigned resolved_readahead(zrs_store *s, unsigned readahead, int foreign
 static void test_readahead_default_is_adaptive(void **state)
 {
     (void)state;
-    const char *path = sp("ra");
+    const char *path = zt_root_at("ra");
     make_dense(path, 64, ZRE_CODEC_ZSTD);
     zrs_store *s = NULL;
     assert_int_equal(zrs_open_ex(&s, path, ZRE_OPEN_READONLY), ZR_OK);

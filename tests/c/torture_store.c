@@ -23,38 +23,9 @@
 
 /* ------------------------------------------------------------ fixture */
 
-typedef struct fixture {
-    char dir[512];
-    char path[600];
-} fixture;
+typedef zt_dir fixture;
 
-static int setup(void **state)
-{
-    fixture *fx = calloc(1, sizeof *fx);
-    if (fx == NULL)
-        return -1;
-    if (zt_mkdtemp(fx->dir, sizeof fx->dir, "zrs") != 0) {
-        free(fx);
-        return -1;
-    }
-    *state = fx;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *fx = *state;
-    zt_rmtree(fx->dir);
-    free(fx);
-    return 0;
-}
-
-/* A path inside the fixture directory (valid until the next call). */
-static const char *at(fixture *fx, const char *name)
-{
-    snprintf(fx->path, sizeof fx->path, "%s/%s", fx->dir, name);
-    return fx->path;
-}
+static int setup(void **state) { return zt_dir_setup(state, "zrs"); }
 
 #define assert_msg_contains(needle) zt_assert_mentions(zr_last_error(), (needle))
 
@@ -180,7 +151,7 @@ static void test_dense_roundtrip_all_dtypes(void **state)
             char name[64];
             snprintf(name, sizeof name, "dense-%s-%d", zre_codec_name(CODECS[c]), d);
             char path[700];
-            snprintf(path, sizeof path, "%s", at(fx, name));
+            snprintf(path, sizeof path, "%s", zt_dir_at(fx, name));
             zrs_store *s = NULL;
             assert_int_equal(zrs_create_dense(&s, path, (zrs_dtype)d, shape, 2,
                                               CODECS[c]), ZR_OK);
@@ -268,7 +239,7 @@ static void test_ragged_roundtrip_all_dtypes(void **state)
         for (int d = 0; d < ZRS_DTYPE_COUNT; d++) {
             char name[64], path[700];
             snprintf(name, sizeof name, "ragged-%s-%d", zre_codec_name(CODECS[c]), d);
-            snprintf(path, sizeof path, "%s", at(fx, name));
+            snprintf(path, sizeof path, "%s", zt_dir_at(fx, name));
             zrs_store *s = NULL;
             assert_int_equal(zrs_create_ragged(&s, path, (zrs_dtype)d, CODECS[c]),
                              ZR_OK);
@@ -301,7 +272,7 @@ static void test_ragged_offset_bounds(void **state)
 {
     fixture *fx = *state;
     zrs_store *s = NULL;
-    assert_int_equal(zrs_create_ragged(&s, at(fx, "r"), ZRS_UINT16, ZRE_CODEC_ZSTD),
+    assert_int_equal(zrs_create_ragged(&s, zt_dir_at(fx, "r"), ZRS_UINT16, ZRE_CODEC_ZSTD),
                      ZR_OK);
     unsigned char buf[256];
     memset(buf, 0xEE, sizeof buf);
@@ -332,7 +303,7 @@ static void test_dense_scalar(void **state)
 {
     fixture *fx = *state;
     char path[700];
-    snprintf(path, sizeof path, "%s", at(fx, "scalars"));
+    snprintf(path, sizeof path, "%s", zt_dir_at(fx, "scalars"));
     zrs_store *s = NULL;
     assert_int_equal(zrs_create_dense(&s, path, ZRS_FLOAT64, NULL, 0, ZRE_CODEC_ZSTD),
                      ZR_OK);
@@ -382,7 +353,7 @@ static void test_store_zr_bytes(void **state)
 
     /* msgpack.packb({"dtype": "<f4", "item_shape": [28, 28]}) */
     const uint64_t mnist[2] = {28, 28};
-    assert_int_equal(zrs_create_dense(&s, at(fx, "a"), ZRS_FLOAT32, mnist, 2,
+    assert_int_equal(zrs_create_dense(&s, zt_dir_at(fx, "a"), ZRS_FLOAT32, mnist, 2,
                                       ZRE_CODEC_RAW), ZR_OK);
     assert_int_equal(zrs_close(s), ZR_OK);
     static const unsigned char a[] = {
@@ -396,15 +367,15 @@ static void test_store_zr_bytes(void **state)
      * packb({"dtype": "|u1", "item_shape": [127, 128, 300]}),
      * packb({"dtype": "<c16", "item_shape": [70000, 2]}). */
     const uint64_t w1[1] = {1};
-    assert_int_equal(zrs_create_dense(&s, at(fx, "b"), ZRS_UINT8, w1, 1,
+    assert_int_equal(zrs_create_dense(&s, zt_dir_at(fx, "b"), ZRS_UINT8, w1, 1,
                                       ZRE_CODEC_RAW), ZR_OK);
     assert_int_equal(zrs_close(s), ZR_OK);
     const uint64_t w2[3] = {127, 128, 300};
-    assert_int_equal(zrs_create_dense(&s, at(fx, "c"), ZRS_UINT8, w2, 3,
+    assert_int_equal(zrs_create_dense(&s, zt_dir_at(fx, "c"), ZRS_UINT8, w2, 3,
                                       ZRE_CODEC_RAW), ZR_OK);
     assert_int_equal(zrs_close(s), ZR_OK);
     const uint64_t w3[2] = {70000, 2};
-    assert_int_equal(zrs_create_dense(&s, at(fx, "d"), ZRS_COMPLEX128, w3, 2,
+    assert_int_equal(zrs_create_dense(&s, zt_dir_at(fx, "d"), ZRS_COMPLEX128, w3, 2,
                                       ZRE_CODEC_ZSTD), ZR_OK);
     assert_int_equal(zrs_close(s), ZR_OK);
     static const unsigned char b[] = {
@@ -423,7 +394,7 @@ static void test_store_zr_bytes(void **state)
     expect_store_zr(fx, "d", dd, sizeof dd);
 
     /* msgpack.packb({"dtype": "<i4"}) */
-    assert_int_equal(zrs_create_ragged(&s, at(fx, "e"), ZRS_INT32, ZRE_CODEC_RAW),
+    assert_int_equal(zrs_create_ragged(&s, zt_dir_at(fx, "e"), ZRS_INT32, ZRE_CODEC_RAW),
                      ZR_OK);
     assert_int_equal(zrs_close(s), ZR_OK);
     static const unsigned char e[] = {
@@ -431,12 +402,12 @@ static void test_store_zr_bytes(void **state)
     expect_store_zr(fx, "e", e, sizeof e);
 
     /* Reopen each: the bytes above decode back to the same identity. */
-    assert_int_equal(zrs_open(&s, at(fx, "c")), ZR_OK);
+    assert_int_equal(zrs_open(&s, zt_dir_at(fx, "c")), ZR_OK);
     assert_int_equal(zrs_item_ndim(s), 3);
     assert_memory_equal(zrs_item_shape(s), w2, sizeof w2);
     assert_int_equal(zrs_record_size(s), 127 * 128 * 300);
     assert_int_equal(zrs_close(s), ZR_OK);
-    assert_int_equal(zrs_open(&s, at(fx, "d")), ZR_OK);
+    assert_int_equal(zrs_open(&s, zt_dir_at(fx, "d")), ZR_OK);
     assert_int_equal(zrs_get_dtype(s), ZRS_COMPLEX128);
     assert_memory_equal(zrs_item_shape(s), w3, sizeof w3);
     assert_int_equal(zrs_close(s), ZR_OK);
@@ -460,7 +431,7 @@ static void test_store_zr_invalid(void **state)
 {
     fixture *fx = *state;
     char path[700], zr[800];
-    snprintf(path, sizeof path, "%s", at(fx, "s"));
+    snprintf(path, sizeof path, "%s", zt_dir_at(fx, "s"));
     snprintf(zr, sizeof zr, "%s/store.zr", path);
     const uint64_t shape[1] = {2};
     zrs_store *s = NULL;
@@ -578,7 +549,7 @@ static void test_dense_append_wrong_nbytes(void **state)
 {
     fixture *fx = *state;
     char path[700];
-    snprintf(path, sizeof path, "%s", at(fx, "d"));
+    snprintf(path, sizeof path, "%s", zt_dir_at(fx, "d"));
     const uint64_t shape[2] = {2, 5};
     zrs_store *s = NULL;
     assert_int_equal(zrs_create_dense(&s, path, ZRS_INT32, shape, 2, ZRE_CODEC_ZSTD),
@@ -621,7 +592,7 @@ static void test_ragged_append_bad_record(void **state)
 {
     fixture *fx = *state;
     char path[700];
-    snprintf(path, sizeof path, "%s", at(fx, "r"));
+    snprintf(path, sizeof path, "%s", zt_dir_at(fx, "r"));
     zrs_store *s = NULL;
     assert_int_equal(zrs_create_ragged(&s, path, ZRS_INT32, ZRE_CODEC_RAW), ZR_OK);
 
@@ -750,7 +721,7 @@ static void test_indices(void **state)
 {
     fixture *fx = *state;
     zrs_store *s = NULL;
-    assert_int_equal(zrs_create_dense(&s, at(fx, "labels"), ZRS_UINT8, NULL, 0,
+    assert_int_equal(zrs_create_dense(&s, zt_dir_at(fx, "labels"), ZRS_UINT8, NULL, 0,
                                       ZRE_CODEC_RAW), ZR_OK);
     enum { N = 60000 };
     unsigned char *data = malloc(N);
@@ -815,7 +786,7 @@ static void test_create_existing(void **state)
 {
     fixture *fx = *state;
     char path[700];
-    snprintf(path, sizeof path, "%s", at(fx, "x"));
+    snprintf(path, sizeof path, "%s", zt_dir_at(fx, "x"));
     zrs_store *s = NULL;
     assert_int_equal(zrs_create_ragged(&s, path, ZRS_UINT8, ZRE_CODEC_RAW), ZR_OK);
     unsigned char rec[9] = {0};
@@ -850,40 +821,40 @@ static void test_create_invalid(void **state)
     for (int i = 0; i <= ZRS_MAX_NDIM; i++)
         many[i] = 1;
 
-    assert_int_equal(zrs_create_dense(&s, at(fx, "a"), ZRS_FLOAT32, zero, 2,
+    assert_int_equal(zrs_create_dense(&s, zt_dir_at(fx, "a"), ZRS_FLOAT32, zero, 2,
                                       ZRE_CODEC_RAW), ZR_EINVAL);
     assert_msg_contains("item_shape[1] is 0");
-    assert_false(zt_exists(at(fx, "a")));
-    assert_int_equal(zrs_create_dense(&s, at(fx, "a"), ZRS_FLOAT32, huge, 2,
+    assert_false(zt_exists(zt_dir_at(fx, "a")));
+    assert_int_equal(zrs_create_dense(&s, zt_dir_at(fx, "a"), ZRS_FLOAT32, huge, 2,
                                       ZRE_CODEC_RAW), ZR_EINVAL);
     assert_msg_contains("record limit");
-    assert_int_equal(zrs_create_dense(&s, at(fx, "a"), ZRS_FLOAT32, many,
+    assert_int_equal(zrs_create_dense(&s, zt_dir_at(fx, "a"), ZRS_FLOAT32, many,
                                       ZRS_MAX_NDIM + 1, ZRE_CODEC_RAW), ZR_EINVAL);
     assert_msg_contains("33 dims");
-    assert_int_equal(zrs_create_dense(&s, at(fx, "a"), ZRS_FLOAT32, NULL, 1,
+    assert_int_equal(zrs_create_dense(&s, zt_dir_at(fx, "a"), ZRS_FLOAT32, NULL, 1,
                                       ZRE_CODEC_RAW), ZR_EINVAL);
-    assert_int_equal(zrs_create_dense(&s, at(fx, "a"), ZRS_DTYPE_COUNT, ok, 1,
+    assert_int_equal(zrs_create_dense(&s, zt_dir_at(fx, "a"), ZRS_DTYPE_COUNT, ok, 1,
                                       ZRE_CODEC_RAW), ZR_EINVAL);
     assert_msg_contains("unknown dtype");
-    assert_int_equal(zrs_create_ragged(&s, at(fx, "a"), (zrs_dtype)-3, ZRE_CODEC_RAW),
+    assert_int_equal(zrs_create_ragged(&s, zt_dir_at(fx, "a"), (zrs_dtype)-3, ZRE_CODEC_RAW),
                      ZR_EINVAL);
-    assert_int_equal(zrs_create_dense(&s, at(fx, "a"), ZRS_FLOAT32, ok, 1,
+    assert_int_equal(zrs_create_dense(&s, zt_dir_at(fx, "a"), ZRS_FLOAT32, ok, 1,
                                       (zre_codec)9), ZR_EINVAL);
     assert_msg_contains("codec");
-    assert_int_equal(zrs_create_ragged(&s, at(fx, "a"), ZRS_INT8, ZRE_CODEC_ZSTD_DICT),
+    assert_int_equal(zrs_create_ragged(&s, zt_dir_at(fx, "a"), ZRS_INT8, ZRE_CODEC_ZSTD_DICT),
                      ZR_EINVAL);
     assert_msg_contains("dictionary");
     assert_int_equal(zrs_create_ragged(&s, NULL, ZRS_INT8, ZRE_CODEC_RAW), ZR_EINVAL);
-    assert_int_equal(zrs_create_ragged(NULL, at(fx, "a"), ZRS_INT8, ZRE_CODEC_RAW),
+    assert_int_equal(zrs_create_ragged(NULL, zt_dir_at(fx, "a"), ZRS_INT8, ZRE_CODEC_RAW),
                      ZR_EINVAL);
-    assert_false(zt_exists(at(fx, "a")));
+    assert_false(zt_exists(zt_dir_at(fx, "a")));
     assert_null(s);
     /* A 32-dim shape is fine. */
-    assert_int_equal(zrs_create_dense(&s, at(fx, "a"), ZRS_FLOAT32, many,
+    assert_int_equal(zrs_create_dense(&s, zt_dir_at(fx, "a"), ZRS_FLOAT32, many,
                                       ZRS_MAX_NDIM, ZRE_CODEC_RAW), ZR_OK);
     assert_int_equal(zrs_item_ndim(s), ZRS_MAX_NDIM);
     assert_int_equal(zrs_close(s), ZR_OK);
-    assert_int_equal(zrs_open(&s, at(fx, "a")), ZR_OK);
+    assert_int_equal(zrs_open(&s, zt_dir_at(fx, "a")), ZR_OK);
     assert_int_equal(zrs_item_ndim(s), ZRS_MAX_NDIM);
     assert_int_equal(zrs_record_size(s), 4);
     assert_int_equal(zrs_close(s), ZR_OK);
@@ -898,14 +869,14 @@ static void test_open_not_store(void **state)
     assert_null(s);
     assert_true(strlen(zr_last_error()) > 0);
     /* A missing path. */
-    assert_int_equal(zrs_open(&s, at(fx, "nope")), ZR_ENOTSTORE);
+    assert_int_equal(zrs_open(&s, zt_dir_at(fx, "nope")), ZR_ENOTSTORE);
     assert_msg_contains("nope");
     /* An engine directory without store.zr (a crash before the identity
      * was written) is not a store. */
     zre_engine *e = NULL;
-    assert_int_equal(zre_create(&e, at(fx, "bare"), ZRE_CODEC_RAW), ZR_OK);
+    assert_int_equal(zre_create(&e, zt_dir_at(fx, "bare"), ZRE_CODEC_RAW), ZR_OK);
     assert_int_equal(zre_close(e), ZR_OK);
-    assert_int_equal(zrs_open(&s, at(fx, "bare")), ZR_ENOTSTORE);
+    assert_int_equal(zrs_open(&s, zt_dir_at(fx, "bare")), ZR_ENOTSTORE);
     assert_msg_contains("store.zr missing");
     assert_int_equal(zrs_open(&s, NULL), ZR_EINVAL);
     assert_int_equal(zrs_open(NULL, fx->dir), ZR_EINVAL);
@@ -915,7 +886,7 @@ static void test_open_busy(void **state)
 {
     fixture *fx = *state;
     char path[700];
-    snprintf(path, sizeof path, "%s", at(fx, "b"));
+    snprintf(path, sizeof path, "%s", zt_dir_at(fx, "b"));
     zrs_store *s = NULL, *t = NULL;
     assert_int_equal(zrs_create_ragged(&s, path, ZRS_UINT8, ZRE_CODEC_ZSTD), ZR_OK);
     assert_int_equal(zrs_open(&t, path), ZR_EBUSY);
@@ -935,9 +906,9 @@ static void test_kind_mismatch(void **state)
     fixture *fx = *state;
     zrs_store *d = NULL, *r = NULL;
     const uint64_t sh[1] = {2};
-    assert_int_equal(zrs_create_dense(&d, at(fx, "d"), ZRS_INT16, sh, 1, ZRE_CODEC_RAW),
+    assert_int_equal(zrs_create_dense(&d, zt_dir_at(fx, "d"), ZRS_INT16, sh, 1, ZRE_CODEC_RAW),
                      ZR_OK);
-    assert_int_equal(zrs_create_ragged(&r, at(fx, "r"), ZRS_INT16, ZRE_CODEC_RAW), ZR_OK);
+    assert_int_equal(zrs_create_ragged(&r, zt_dir_at(fx, "r"), ZRS_INT16, ZRE_CODEC_RAW), ZR_OK);
     unsigned char buf[64] = {0};
     uint64_t b[2] = {0, 10};
     int64_t idx[1] = {0};
@@ -982,7 +953,7 @@ static void test_gather_ragged_corrupt(void **state)
 {
     fixture *fx = *state;
     char path[700], zr[800];
-    snprintf(path, sizeof path, "%s", at(fx, "c"));
+    snprintf(path, sizeof path, "%s", zt_dir_at(fx, "c"));
     snprintf(zr, sizeof zr, "%s/store.zr", path);
     zrs_store *s = NULL;
     assert_int_equal(zrs_create_ragged(&s, path, ZRS_INT32, ZRE_CODEC_ZSTD), ZR_OK);
@@ -1023,22 +994,22 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dtype_parse),
         cmocka_unit_test(test_version),
-        cmocka_unit_test_setup_teardown(test_dense_roundtrip_all_dtypes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ragged_roundtrip_all_dtypes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ragged_offset_bounds, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_dense_scalar, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_store_zr_bytes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_store_zr_invalid, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_dense_append_wrong_nbytes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ragged_append_bad_record, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dense_roundtrip_all_dtypes, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_ragged_roundtrip_all_dtypes, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_ragged_offset_bounds, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_dense_scalar, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_store_zr_bytes, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_store_zr_invalid, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_dense_append_wrong_nbytes, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_ragged_append_bad_record, setup, zt_dir_teardown),
         cmocka_unit_test(test_ragged_decode),
-        cmocka_unit_test_setup_teardown(test_indices, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_create_existing, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_create_invalid, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_open_not_store, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_open_busy, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_kind_mismatch, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gather_ragged_corrupt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_indices, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_create_existing, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_create_invalid, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_open_not_store, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_open_busy, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_kind_mismatch, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_gather_ragged_corrupt, setup, zt_dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -53,6 +53,49 @@ int zt_mkdtemp(char *out, size_t cap, const char *prefix)
     return zt_os_mkdtemp(out);
 }
 
+int zt_dir_setup(void **state, const char *prefix)
+{
+    zt_dir *d = calloc(1, sizeof *d);
+    if (d == NULL)
+        return -1;
+    if (zt_mkdtemp(d->dir, sizeof d->dir, prefix) != 0) {
+        free(d);
+        return -1;
+    }
+    *state = d;
+    return 0;
+}
+
+int zt_dir_teardown(void **state)
+{
+    zt_dir *d = *state;
+    zt_rmtree(d->dir);
+    free(d);
+    return 0;
+}
+
+const char *zt_dir_at(zt_dir *d, const char *name)
+{
+    snprintf(d->path, sizeof d->path, "%s/%s", d->dir, name);
+    return d->path;
+}
+
+char zt_root[512];
+
+int zt_root_setup(const char *prefix)
+{
+    return zt_mkdtemp(zt_root, sizeof zt_root, prefix) == 0 ? 0 : -1;
+}
+
+int zt_root_teardown(void) { return zt_rmtree(zt_root); }
+
+const char *zt_root_at(const char *name)
+{
+    static char p[700];
+    snprintf(p, sizeof p, "%s/%s", zt_root, name);
+    return p;
+}
+
 int zt_exists(const char *path)
 {
     struct stat st;

@@ -35,6 +35,38 @@ int zt_os_mkdtemp(char *templ);
  * the OS has no such call (the pages may still stay: tmpfs keeps them). */
 int zt_os_evict(const char *path);
 
+/* ------------------------------------------- per-test directories */
+
+/* The fixture of a test that works in a fresh directory of its own, kept
+ * in the cmocka state: dir is the directory, path a scratch buffer for
+ * paths inside it (zt_dir_at; a suite may also keep one fixed path there). */
+typedef struct zt_dir {
+    char dir[512];
+    char path[600];
+} zt_dir;
+
+/* cmocka setup: *state = a new zt_dir whose dir is made by zt_mkdtemp with
+ * `prefix`. Returns 0, or -1 (nothing left behind). */
+int zt_dir_setup(void **state, const char *prefix);
+
+/* cmocka teardown for zt_dir_setup: removes dir and everything under it
+ * (a tree that cannot be removed is left, the test does not fail) and
+ * frees the fixture. Returns 0. */
+int zt_dir_teardown(void **state);
+
+/* "<dir>/<name>" in d->path (valid until the next call). */
+const char *zt_dir_at(zt_dir *d, const char *name);
+
+/* The same for the suites that keep the running test's directory at file
+ * scope: zt_root_setup makes zt_root (zt_mkdtemp with `prefix`; 0 or -1),
+ * zt_root_teardown removes it (0, or nonzero if something could not be
+ * removed, as zt_rmtree), zt_root_at gives "<zt_root>/<name>" in a static
+ * buffer (valid until the next call). */
+extern char zt_root[512];
+int zt_root_setup(const char *prefix);
+int zt_root_teardown(void);
+const char *zt_root_at(const char *name);
+
 /* ------------------------------------------------------ whole files */
 
 /* 1 if `path` exists (any kind of file), else 0. */

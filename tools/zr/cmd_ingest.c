@@ -70,6 +70,19 @@ static void ingest_usage(FILE *out)
             zr_exit_table);
 }
 
+/* Grow the slice buffer *packed to hold `sum` bytes (kept when it cannot
+ * grow): 0, or ZR_EXIT_FAILED after naming `what` (the input). */
+static int grow_slice(unsigned char **packed, uint64_t sum, const char *what)
+{
+    unsigned char *np = realloc(*packed, sum ? sum : 1);
+    if (!np) {
+        zr_error(CMD, what, "out of memory for a slice of %" PRIu64 " bytes", sum);
+        return ZR_EXIT_FAILED;
+    }
+    *packed = np;
+    return 0;
+}
+
 /* Bytes per committed slice, and of the first slice, which also feeds
  * dictionary training (the tier's sample size) when one is trained. */
 static void slice_sizes(const ingest_opts *o, uint64_t *slice, uint64_t *first)
@@ -465,13 +478,8 @@ static int ingest_folder(const char *dir, const char *store, const ingest_opts *
         size_t j = i;
         while (j < keep && (j == i || sum + sizes[j] + pre <= lim))
             sum += sizes[j++] + pre;
-        unsigned char *np = realloc(packed, sum);
-        if (!np) {
-            zr_error(CMD, dir, "out of memory for a slice of %" PRIu64 " bytes", sum);
-            status = ZR_EXIT_FAILED;
+        if ((status = grow_slice(&packed, sum, dir)) != 0)
             break;
-        }
-        packed = np;
         bounds[0] = 0;
         for (size_t r = i; r < j && status == 0; r++) {
             unsigned char *p = packed + bounds[r - i];
@@ -587,13 +595,8 @@ static int ingest_flat(zr_src *src, const zr_array *a, const uint64_t *off, uint
             sum += (off[j + 1] - off[j]) * isz + ZRS_RAGGED_PREFIX_SIZE(nds[j]);
             j++;
         }
-        unsigned char *np = realloc(packed, sum ? sum : 1);
-        if (!np) {
-            zr_error(CMD, path, "out of memory for a slice of %" PRIu64 " bytes", sum);
-            status = ZR_EXIT_FAILED;
+        if ((status = grow_slice(&packed, sum, path)) != 0)
             break;
-        }
-        packed = np;
         bounds[0] = 0;
         for (uint64_t r = i; r < j && status == 0; r++) {
             unsigned char *p = packed + bounds[r - i];
