@@ -23,12 +23,14 @@
 
 /* Below these a gather runs on the calling thread: handing work to the
  * pool costs more than it saves. Raw records are a memcpy from the mapping
- * (no system call), fast enough that a 512 KiB batch (256 x 2 KiB) is
- * quicker inline than split over 2 cores; zstd decoding costs ~10x more per
- * byte, so it is shared out from a smaller batch. Measured on 2 cores
- * (docs/BENCHMARKS.md); overridable with -D for tuning runs. */
+ * (no system call); from 256 KiB the copy is long enough that a second
+ * core pays for waking it: 256 random 2 KiB records (512 KiB) of a 400 MiB
+ * store took 59-65 us through the pool against 87-93 us inline, on an
+ * idle 2-core host (bench/NOTES.md). zstd decoding costs ~10x more per
+ * byte, so it is shared out from the same size. Overridable with -D for
+ * tuning runs. */
 #ifndef INLINE_MAX_BYTES_RAW
-#define INLINE_MAX_BYTES_RAW ((uint64_t)1 << 20)
+#define INLINE_MAX_BYTES_RAW ((uint64_t)256 << 10)
 #endif
 #ifndef INLINE_MAX_BYTES_ZSTD
 #define INLINE_MAX_BYTES_ZSTD ((uint64_t)256 << 10)
