@@ -344,10 +344,11 @@ static int apply_flips(const zld_loader *l, size_t s, uint64_t step, unsigned ch
         if (mask == NULL)
             return zr_set_error(ZR_ENOMEM, "loader: out of memory for a flip mask of %llu records",
                                 (unsigned long long)count);
-        zsm_bernoulli(l->opt.seed, step, l->cfg.batch_size * (uint64_t)l->opt.rank, count, f->p,
-                      mask);
-        zld_flip_records(f, mask, data, count, record_size);
+        int rc = zld_flip_mask(l, step, f->p, mask, count); /* p checked at create */
+        if (rc == ZR_OK)
+            zld_flip_records(f, mask, data, count, record_size);
         if (mask != small) free(mask);
+        if (rc != ZR_OK) return rc;
     }
     return ZR_OK;
 }
@@ -596,12 +597,6 @@ static int store_advise(void *user, const uint64_t *index, uint64_t count)
     return zrs_advise(user, (const int64_t *)index, count);
 }
 
-/* The adaptive default (ZLD_READAHEAD_AUTO). A hint costs a record-table
- * read and a system call per batch, which only pays off when the data does
- * not stay in the page cache: so hint only when the hinted streams' stored
- * bytes exceed half of physical memory. Store streams are sized from their
- * write frontier in O(1); a stream with its own advise callback cannot be
- * sized and keeps its hints (its author asked for them). */
 /* ZLD_READAHEAD_AUTO: hint unless the hinted streams' bytes are already in
  * the page cache. Where the OS reports residency, hints go on when less
  * than ZLD_AUTO_CACHED of the stored bytes are cached (a store read cold

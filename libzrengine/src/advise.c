@@ -104,16 +104,9 @@ ZRE_API int zre_resident_fraction(zre_engine *e, double *fraction)
     int rc = zre_enter_read(e, "resident_fraction");
     if (rc < 0)
         return rc;
-    zrp_mutex_lock(&e->writer);
-    const uint64_t nchunks = atomic_load_explicit(&e->length, memory_order_acquire) > 0
-                                 ? (uint64_t)e->tail_chunk + 1 : 0;
-    zrp_mutex_unlock(&e->writer);
-    uint64_t total = 0;
-    for (uint64_t c = 0; c < nchunks; c++) {
-        const zre_fent *ent = zre_fdtab_ent(&e->chunks, c);
-        if (ent && ent->f.fd >= 0)
-            total += atomic_load_explicit(&ent->size, memory_order_acquire);
-    }
+    /* The stored bytes (the write frontier) space the windows out. */
+    const uint64_t total = zre_chunk_bytes(e);
+    const uint64_t nchunks = total > 0 ? total / ZRE_CHUNK_USABLE + 1 : 0;
     uint64_t in = 0, all = 0;
     const uint64_t step = total / RESIDENT_WINDOWS > RESIDENT_WINDOW_BYTES
                               ? total / RESIDENT_WINDOWS : RESIDENT_WINDOW_BYTES;
