@@ -899,7 +899,7 @@ class RaggedStore(_Store):
         h = self._handle()
         # A batch below the pool's size (where a fresh array costs nothing
         # extra) in one native call; larger ones in slices, pooled.
-        once = _zr.zrs_ragged_gather_once(h, idx, _BufferPool._MIN_BYTES)
+        once = _zr.zrs_ragged_gather_once(h, idx, _POOL_MIN_BYTES)
         if once is not None:
             return once
         sizes = _zr.zrs_ragged_sizes(h, idx)
