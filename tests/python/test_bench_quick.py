@@ -62,6 +62,8 @@ def test_quick_run_completes_and_validates(tmp_path):
     assert {c["record_bytes"] for c in cells} == set(res["scale"]["record_bytes"])
     assert all(c["ns_per_record"] > 0 for c in cells)
     assert len(res["sampler"]) == 3
+    share = res["tables"][0]["limits"]["share"]
+    assert share["backend"] == "zrecord-zstd" and share["share"] > 0
     assert any(row["loader"] == "loaderx-zstd" for row in res["loader"])
     for tf in ("identity", "flip-worker"):
         assert any(row["loader"] == "loaderx-raw" and row["transform"] == tf
@@ -72,6 +74,7 @@ def test_quick_run_completes_and_validates(tmp_path):
     assert "| 20,000 random 32-byte rows (int32[8]), zrecord-raw vs numpy memmap | >= 1.00x |" \
         in text
     assert "identity transform | >= 3.00x |" in text and "## Scale" in text
+    assert "decompression, side by side (kept) | >= 90% |" in text
     for png in ("bench_vision_dense.png", "bench_small_rows.png", "bench_scale.png"):
         assert (out / "img" / png).stat().st_size > 0
 
