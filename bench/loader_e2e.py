@@ -8,7 +8,8 @@ random records from DIR and print one JSON line {"batches_s": ...}.
 CONTENDER: loaderx-zstd / loaderx-raw (DIR/zstd, DIR/raw stores, native
 worker threads), torch (DataLoader, 4 worker processes, over DIR/data.npy
 memmapped), grain (DataLoader, 4 worker processes, over
-DIR/data.array_record). Every contender applies the same transform to each
+DIR/data.array_record), or held (no loader: one batch read once and handed
+out again, the consumer's own cost alone). Every contender applies the same transform to each
 batch in the consumer: TRANSFORM "flip" (the default), a horizontal flip
 materialized as a new array, or "identity", the batch as delivered.
 TRANSFORM "flip-worker" is the same horizontal flip of every record done
@@ -54,6 +55,15 @@ def loaderx_iter(path, batch, worker_flip=False):
                 raise SystemExit("loaderx: the native flip differs from numpy's")
             first = False
         yield b["x"]
+
+
+def held_iter(path, batch):
+    """No loader at all: one batch read once and handed out again and again.
+    The consumer's own cost per batch, the ceiling of any loader under the
+    same transform."""
+    x = np.ascontiguousarray(np.load(path, mmap_mode="r")[:batch])
+    while True:
+        yield x
 
 
 class _Memmap:
@@ -122,6 +132,8 @@ def main():
     shape, dtype = tuple(meta["shape"]), np.dtype(meta["dtype"])
     if who.startswith("loaderx-"):
         it = loaderx_iter(os.path.join(d, who.split("-", 1)[1]), batch, wf)
+    elif who == "held":
+        it = held_iter(os.path.join(d, "data.npy"), batch)
     elif who == "torch":
         it = torch_iter(os.path.join(d, "data.npy"), batch, wf)
     elif who == "grain":

@@ -274,6 +274,7 @@ def run_loader(cfg, workdir, exclude):
     runs = [(who, "flip") for who in ("loaderx-zstd", "loaderx-raw", "torch", "grain")]
     runs += [("loaderx-raw", "identity"), ("torch", "identity")]
     runs += [(who, "flip-worker") for who in ("loaderx-raw", "torch", "grain")]
+    runs += [("held", "flip")]  # the consumer's cost alone: the ceiling of the flip row
     for who, tf in runs:
         if who in exclude:
             continue

@@ -68,6 +68,7 @@ def test_quick_run_completes_and_validates(tmp_path):
     for tf in ("identity", "flip-worker"):
         assert any(row["loader"] == "loaderx-raw" and row["transform"] == tf
                    for row in res["loader"])
+    assert any(row["loader"] == "held" for row in res["loader"])
     assert res["hyperfine"]["results"]
     text = (out / "BENCHMARKS.md").read_text()
     assert "## Goals" in text and "## Physical limits" in text
