@@ -77,6 +77,14 @@ int zrp_map_readonly(zrp_file f, uint64_t len, void **out);
 /* Undo zrp_map_readonly (same `len`). NULL is a no-op. */
 void zrp_unmap(void *p, uint64_t len);
 
+/* Ask for transparent huge pages behind the whole pages inside heap
+ * memory [p, p + len) that has not been touched yet: fewer TLB misses for
+ * whoever later reads it in a large or strided pattern (numpy does the same
+ * for arrays from 4 MiB). A hint only: 0 when given, -ENOTSUP where the OS
+ * has no such hint (macOS, Windows, a kernel without THP), else a negative
+ * errno; the memory is usable whatever it returns. */
+int zrp_advise_hugepages(void *p, size_t len);
+
 /* Non-blocking, advisory whole-file locks; ZRP_EBUSY when another holder
  * conflicts. Nothing ever waits for a lock.
  *

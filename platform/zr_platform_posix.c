@@ -358,6 +358,21 @@ void zrp_unmap(void *p, uint64_t len)
         (void)munmap(p, (size_t)len);
 }
 
+int zrp_advise_hugepages(void *p, size_t len)
+{
+#if defined(MADV_HUGEPAGE)
+    long ps = sysconf(_SC_PAGESIZE);
+    if (ps <= 0) return -ENOTSUP;
+    uintptr_t lo = ((uintptr_t)p + (uintptr_t)ps - 1) & ~((uintptr_t)ps - 1);
+    uintptr_t hi = ((uintptr_t)p + len) & ~((uintptr_t)ps - 1);
+    if (len == 0 || (uintptr_t)p + len < (uintptr_t)p || hi <= lo) return 0;
+    return madvise((void *)lo, (size_t)(hi - lo), MADV_HUGEPAGE) < 0 ? neg_errno() : 0;
+#else
+    (void)p, (void)len;
+    return -ENOTSUP;
+#endif
+}
+
 int zrp_advise_willneed(zrp_file f, uint64_t offset, uint64_t len)
 {
 #if defined(__APPLE__)

@@ -240,6 +240,14 @@ int zrp_fsync(zrp_file f)
     return FlushFileBuffers(handle_of(f)) ? 0 : last_error();
 }
 
+int zrp_advise_hugepages(void *p, size_t len)
+{
+    /* Large pages on Windows need SeLockMemoryPrivilege and VirtualAlloc
+     * with MEM_LARGE_PAGES up front: there is no hint for heap memory. */
+    (void)p, (void)len;
+    return -ENOTSUP;
+}
+
 int zrp_advise_willneed(zrp_file f, uint64_t offset, uint64_t len)
 {
     /* No readahead hint for unmapped files on Windows; the cache manager

@@ -5,6 +5,7 @@
  * queue; generic zld_stream callbacks, resume from zld_get_state, errors
  * naming their step, the prefetch bound, readahead hints, zld_stop.
  */
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1213,6 +1214,79 @@ static int bytes_gather(void *user, const uint64_t *index, uint64_t count, void 
     return ZR_OK;
 }
 
+/* Batches of 4 MiB and more come from buffers that asked for huge pages
+ * before their first touch: the hint is taken where the OS offers it (Linux
+ * with transparent huge pages not "never"), refused as -ENOTSUP elsewhere,
+ * a no-op on empty or sub-page ranges, and the buffers hold the right
+ * bytes, recycled and flipped, with 1 and 2 workers. */
+static void test_large_batches_hugepage_hint(void **state)
+{
+    (void)state;
+    int thp = zt_os_thp_madvise();
+    char one[100];
+    int empty = zrp_advise_hugepages(one, 0);
+    int small = zrp_advise_hugepages(one + 1, sizeof one - 1);
+    assert_true(empty == 0 || empty == -ENOTSUP);
+    assert_true(small == 0 || small == -ENOTSUP);
+    if (thp == 1) { /* nothing to advise: taken as done */
+        assert_int_equal(empty, 0);
+        assert_int_equal(small, 0);
+    }
+    size_t big = (size_t)8 << 20;
+    unsigned char *raw = malloc(big);
+    assert_non_null(raw);
+    int rc = zrp_advise_hugepages(raw + 1, big - 1);
+    if (thp == 1)
+        assert_int_equal(rc, 0);
+    else
+        assert_true(rc == 0 || rc == -ENOTSUP);
+    memset(raw, 0x5a, big); /* usable whatever the hint did */
+    assert_int_equal(raw[big - 1], 0x5a);
+    free(raw);
+
+    uint64_t rs = 3 * 4096; /* 3 rows of 4096 one-byte elements */
+    const uint64_t bs = 512, n = 2000; /* 6 MiB a batch */
+    zld_stream st;
+    memset(&st, 0, sizeof st);
+    st.user = &rs;
+    st.name = "pixels";
+    st.length = n;
+    st.kind = ZLD_STREAM_DENSE;
+    st.record_size = rs;
+    st.gather = bytes_gather;
+    zld_flip fl = {0, 4096, 1, 0.5};
+    unsigned char *want = malloc(rs);
+    assert_non_null(want);
+    for (unsigned workers = 1; workers <= 2; workers++) {
+        zld_options o = opts(bs, ZSM_IID, 9, workers, 2);
+        o.flips = &fl;
+        o.nflips = 1;
+        zld_loader *l = NULL;
+        assert_int_equal(zld_create_streams(&l, &st, 1, &o), ZR_OK);
+        for (uint64_t step = 0; step < 5; step++) { /* past the ring: recycled buffers */
+            zld_batch *b = NULL;
+            assert_int_equal(zld_next(l, &b), ZR_OK);
+            const uint64_t *idx = zld_batch_indices(b);
+            uint64_t size = 0;
+            const unsigned char *d = zld_batch_data(b, 0, &size);
+            assert_int_equal(size, bs * rs);
+            uint8_t mask[512];
+            assert_int_equal(zld_flip_mask(l, step, 0.5, mask, bs), ZR_OK);
+            for (uint64_t i = 0; i < bs; i += 37) {
+                for (uint64_t k = 0; k < rs; k++) {
+                    uint64_t row = k / 4096, e = k % 4096;
+                    uint64_t src = row * 4096 + (mask[i] ? 4095 - e : e);
+                    want[k] = (unsigned char)((idx[i] * 31 + src) & 0xff);
+                }
+                assert_memory_equal(d + i * rs, want, rs);
+            }
+            zld_batch_free(b);
+        }
+        zld_close(l);
+    }
+    free(want);
+}
+
 /* Random flips of every element size and of odd, short and long rows:
  * record i of a batch is the source record, its rows reversed element by
  * element exactly when the mask (zld_flip_mask, zsm_bernoulli) says so;
@@ -1373,6 +1447,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bucket, setup, teardown),
         cmocka_unit_test_setup_teardown(test_next_wait_times_out, setup, teardown),
         cmocka_unit_test(test_flips),
+        cmocka_unit_test(test_large_batches_hugepage_hint),
         cmocka_unit_test_setup_teardown(test_flip_errors, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,6 +7,7 @@
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,6 +33,21 @@ int zt_os_evict(const char *path)
 #else
     (void)path;
     return -1;
+#endif
+}
+
+int zt_os_thp_madvise(void)
+{
+#if defined(__linux__)
+    char mode[128] = {0};
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (f == NULL) return 0; /* a kernel built without THP */
+    size_t got = fread(mode, 1, sizeof mode - 1, f);
+    fclose(f);
+    if (got == 0) return -1;
+    return strstr(mode, "[never]") ? 0 : 1;
+#else
+    return 0;
 #endif
 }
 

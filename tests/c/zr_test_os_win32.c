@@ -36,6 +36,8 @@ int zt_os_evict(const char *path)
     return -1;
 }
 
+int zt_os_thp_madvise(void) { return 0; /* no huge-page hint for heap memory */ }
+
 int zt_os_mkdtemp(char *templ)
 {
     size_t n = strlen(templ);

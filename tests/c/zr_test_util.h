@@ -35,6 +35,11 @@ int zt_os_mkdtemp(char *templ);
  * the OS has no such call (the pages may still stay: tmpfs keeps them). */
 int zt_os_evict(const char *path);
 
+/* 1 when the OS takes a huge-page hint for heap memory (Linux with
+ * /sys/kernel/mm/transparent_hugepage/enabled not "[never]"), 0 when it
+ * has none (macOS, Windows, THP off), -1 when that cannot be told. */
+int zt_os_thp_madvise(void);
+
 /* ------------------------------------------- per-test directories */
 
 /* The fixture of a test that works in a fresh directory of its own, kept
