@@ -62,8 +62,9 @@ def test_quick_run_completes_and_validates(tmp_path):
     assert {c["record_bytes"] for c in cells} == set(res["scale"]["record_bytes"])
     assert all(c["ns_per_record"] > 0 for c in cells)
     assert len(res["sampler"]) == 3
-    share = res["tables"][0]["limits"]["share"]
-    assert share["backend"] == "zrecord-zstd" and share["share"] > 0
+    lim = res["tables"][0]["limits"]
+    assert lim["zstd_share"]["backend"] == "zrecord-zstd" and lim["zstd_share"]["share"] > 0
+    assert lim["memcpy_share"]["backend"] == "zrecord-raw" and lim["memcpy_share"]["share"] > 0
     assert any(row["loader"] == "loaderx-zstd" for row in res["loader"])
     for tf in ("identity", "flip-worker"):
         assert any(row["loader"] == "loaderx-raw" and row["transform"] == tf
@@ -76,6 +77,7 @@ def test_quick_run_completes_and_validates(tmp_path):
         in text
     assert "identity transform | >= 3.00x |" in text and "## Scale" in text
     assert "decompression, side by side (kept) | >= 90% |" in text
+    assert "share of all-thread memcpy, side by side | >= 70% |" in text
     for png in ("bench_vision_dense.png", "bench_small_rows.png", "bench_scale.png"):
         assert (out / "img" / png).stat().st_size > 0
 
