@@ -41,10 +41,12 @@ from common import (MiB, MissingBackend, Workload, measure_backend, small_rows, 
 
 FULL = {"vision_n": 2500, "vision_batches": 50, "token_n": 200_000, "token_batches": 100,
         "batch": 256, "limit_mib": 256, "sampler_s": 1.0, "loader_batches": 40,
+        "bind_n": 1024, "bind_rounds": 100, "bind_calls": 100_000,
         "hf_runs": 10, "small_n": 1_000_000, "small_batch": 20_000, "small_batches": 50,
         "scale": scale.FULL}
 QUICK = {"vision_n": 40, "vision_batches": 3, "token_n": 2000, "token_batches": 3,
          "batch": 16, "limit_mib": 16, "sampler_s": 0.02, "loader_batches": 3,
+         "bind_n": 256, "bind_rounds": 3, "bind_calls": 2000,
          "hf_runs": 2, "small_n": 20_000, "small_batch": 2000, "small_batches": 3,
          "scale": scale.QUICK}
 
@@ -309,6 +311,57 @@ def run_loader(cfg, workdir, exclude):
     return rows
 
 
+# ----------------------------------------------------------------- bindings
+
+def run_bindings(cfg):
+    """bench/bindings/run.sh (C, Lua and Go gathers of 256 x 147 KiB into a
+    reused buffer, best of 5 interleaved passes) against the C install of
+    PREFIX (default: .prefix of this checkout, as scripts/setup.sh --prefix
+    makes it). {"skipped": why} when that install, lua5.4 or go is missing."""
+    prefix = os.path.abspath(os.environ.get("PREFIX") or os.path.join(ROOT, ".prefix"))
+    multiarch = subprocess.run(["gcc", "-print-multiarch"], capture_output=True,
+                               text=True).stdout.strip()
+    libdir = os.path.join(prefix, "lib", multiarch)
+    need = {"the C install (scripts/setup.sh --prefix .prefix)":
+            os.path.isfile(os.path.join(libdir, "pkgconfig", "zloader.pc")),
+            "lua5.4": shutil.which("lua5.4"), "go": shutil.which("go"),
+            "cc": shutil.which("cc")}
+    missing = [k for k, v in need.items() if not v]
+    if missing:
+        return {"skipped": "missing " + ", ".join(missing)}
+    env = dict(os.environ, N=str(cfg["bind_n"]), ROUNDS=str(cfg["bind_rounds"]),
+               CALLS=str(cfg["bind_calls"]),
+               PKG_CONFIG_PATH=os.pathsep.join(
+                   [os.path.join(libdir, "pkgconfig"), os.environ.get("PKG_CONFIG_PATH", "")]),
+               LD_LIBRARY_PATH=os.pathsep.join([libdir, os.environ.get("LD_LIBRARY_PATH", "")]),
+               LUA_CPATH=os.path.join(prefix, "lib", "lua", "5.4", "?.so") + ";;",
+               PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]]))
+    r = subprocess.run(["bash", os.path.join(HERE, "bindings", "run.sh")], env=env,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"bench/bindings/run.sh failed ({r.returncode}): {r.stderr[-2000:]}")
+    rows, calls, part = [], [], None
+    for line in r.stdout.splitlines():
+        f = line.split()
+        if line.startswith("binding") and "ms/gather" in line:
+            part = rows
+        elif line.startswith("binding") and "us/call" in line:
+            part = calls
+        elif line.startswith("#") or not f:
+            continue
+        elif part is rows:
+            rows.append({"binding": f[0], "ms": float(f[1]), "mbs": float(f[2]),
+                         "vs_c": float(f[3])})
+        elif part is calls:
+            calls.append({"binding": f[0], "us": float(f[1]), "over_c_us": float(f[2])})
+    if not {"c", "lua", "go"} <= {x["binding"] for x in rows}:
+        raise RuntimeError(f"bench/bindings/run.sh: no C/Lua/Go rows in:\n{r.stdout}")
+    for x in rows:
+        log(f"  {x['binding']:12} {x['ms']:8.3f} ms/gather  {x['vs_c']:.3f}x C")
+    return {"records": cfg["bind_n"], "rounds": cfg["bind_rounds"], "calls": cfg["bind_calls"],
+            "gather": rows, "call": calls}
+
+
 # ---------------------------------------------------------------- hyperfine
 
 def find_binary(name, rel):
@@ -460,6 +513,8 @@ def measure_all(cfg, chosen, workdir, exclude, quick):
     res["sampler"] = run_sampler(cfg)
     log("loader end to end")
     res["loader"] = run_loader(cfg, workdir, exclude)
+    log("bindings: Lua and Go vs C")
+    res["bindings"] = run_bindings(cfg)
     log("hyperfine")
     res["hyperfine"] = run_hyperfine(cfg, workdir)
     # -- Readahead on a throttled device: bench/bench_readahead.py, self-contained

@@ -10,7 +10,8 @@
 #
 # Needs the installed libraries (scripts/setup.sh), lua5.4, go, python3.
 # Environment: WORK (scratch dir, default a fresh mktemp -d, removed at the
-# end), N (records, 1024), ROUNDS (100), CODEC (raw), LUA_CPATH as usual.
+# end), N (records, 1024), ROUNDS (100), CODEC (raw), CALLS (1-record
+# gathers, 100000), LUA_CPATH as usual.
 set -euo pipefail
 cd "$(dirname "$0")"
 HERE=$PWD
@@ -18,6 +19,7 @@ WORK=${WORK:-$(mktemp -d)}
 N=${N:-1024}
 ROUNDS=${ROUNDS:-100}
 CODEC=${CODEC:-raw}
+CALLS=${CALLS:-100000}
 REC=150528          # 224 * 224 * 3 = 147 KiB
 trap 'rm -rf "$WORK/store" "$WORK/small"' EXIT
 
@@ -44,14 +46,14 @@ done | awk '
       printf "%-12s %12.3f %10.1f %8.3f\n", order[i], per[order[i]] * 1e3, mbs[order[i]], per["c"] / per[order[i]]
   }'
 
-echo "# 1-record gathers: 10000 records of 64 bytes, 100000 calls"
+echo "# 1-record gathers: 10000 records of 64 bytes, $CALLS calls"
 lua5.4 make_store.lua "$WORK/small" 10000 64 raw
-lua5.4 make_plan.lua 10000 1 100000 7 > "$WORK/plan1"
+lua5.4 make_plan.lua 10000 1 "$CALLS" 7 > "$WORK/plan1"
 {
-  "$WORK/gather_c" "$WORK/small" "$WORK/plan1" 100000
-  lua5.4 gather.lua "$WORK/small" "$WORK/plan1" 100000
-  "$WORK/zrbench" "$WORK/small" "$WORK/plan1" 100000
-  python3 py_overhead.py "$WORK/small" "$WORK/plan1" 100000
+  "$WORK/gather_c" "$WORK/small" "$WORK/plan1" "$CALLS"
+  lua5.4 gather.lua "$WORK/small" "$WORK/plan1" "$CALLS"
+  "$WORK/zrbench" "$WORK/small" "$WORK/plan1" "$CALLS"
+  python3 py_overhead.py "$WORK/small" "$WORK/plan1" "$CALLS"
 } | awk '
   { name[NR] = $1; per[NR] = $4 }
   END {

@@ -70,8 +70,15 @@ def test_quick_run_completes_and_validates(tmp_path):
         assert any(row["loader"] == "loaderx-raw" and row["transform"] == tf
                    for row in res["loader"])
     assert any(row["loader"] == "held" for row in res["loader"])
+    bind = res["bindings"]
+    if "skipped" not in bind:  # a C install, lua5.4 and go (scripts/test.sh has them)
+        assert {"c", "lua", "go"} <= {x["binding"] for x in bind["gather"]}
+        assert all(x["ms"] > 0 and x["vs_c"] > 0 for x in bind["gather"])
     assert res["hyperfine"]["results"]
     text = (out / "BENCHMARKS.md").read_text()
+    if "skipped" not in bind:
+        assert "| Lua and Go gather vs C, the smaller (kept) | >= 0.90x |" in text
+        assert "## Bindings: Lua and Go vs C" in text
     assert "## Goals" in text and "## Physical limits" in text
     assert "| 20,000 random 32-byte rows (int32[8]), zrecord-raw vs numpy memmap | >= 1.00x |" \
         in text
