@@ -825,6 +825,14 @@ static void test_platform(void **state)
     snprintf(p, sizeof p, "%s/junk", spath(state, "plain"));
     assert_int_equal(zrp_mkdir_parents(spath(state, "plain")), 0);
     assert_int_equal(zrp_mkdir_parents(spath(state, "plain")), 0); /* idempotent */
+    /* A temporary file left by a crash at the name the atomic write uses,
+     * longer than the new contents: removed, never written into. */
+    char stale[760];
+    snprintf(stale, sizeof stale, "%s.tmp.%ld", p, zt_os_pid());
+    zrp_file t;
+    assert_int_equal(zrp_open(&t, stale, ZRP_WRITE | ZRP_CREATE), 0);
+    assert_int_equal(zrp_pwrite_all(t, "stale bytes of a crash", 22, 0), 0);
+    assert_int_equal(zrp_close(&t), 0);
     assert_int_equal(zrp_write_file_atomic(p, "hello", 5), 0);
     void *buf;
     size_t len;
@@ -832,6 +840,7 @@ static void test_platform(void **state)
     assert_int_equal(len, 5);
     assert_memory_equal(buf, "hello", 5);
     free(buf);
+    assert_true(zrp_open(&t, stale, ZRP_READ) < 0); /* renamed away */
     assert_true(zrp_read_file(p, &buf, &len, 4) < 0);
     zrp_file a, b;
     assert_int_equal(zrp_open(&a, p, ZRP_READ), 0);

@@ -51,6 +51,8 @@ int zt_os_thp_madvise(void)
 #endif
 }
 
+long zt_os_pid(void) { return (long)getpid(); }
+
 int zt_os_mkdtemp(char *templ) { return mkdtemp(templ) ? 0 : -1; }
 
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)

@@ -38,6 +38,8 @@ int zt_os_evict(const char *path)
 
 int zt_os_thp_madvise(void) { return 0; /* no huge-page hint for heap memory */ }
 
+long zt_os_pid(void) { return (long)GetCurrentProcessId(); }
+
 int zt_os_mkdtemp(char *templ)
 {
     size_t n = strlen(templ);

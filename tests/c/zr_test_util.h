@@ -40,6 +40,9 @@ int zt_os_evict(const char *path);
  * has none (macOS, Windows, THP off), -1 when that cannot be told. */
 int zt_os_thp_madvise(void);
 
+/* This process's id (as the platform names its temporary files). */
+long zt_os_pid(void);
+
 /* ------------------------------------------- per-test directories */
 
 /* The fixture of a test that works in a fresh directory of its own, kept
