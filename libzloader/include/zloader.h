@@ -110,14 +110,17 @@ typedef struct zld_options {
      * their step is gathered; the first claims also hint every step from
      * start_step up to there, each step once. 0 = no hints; N = always
      * hint N steps ahead.
-     * ZLD_READAHEAD_AUTO (the default) is adaptive, decided at create:
-     * `prefetch` steps when less than 95% of the hinted streams' stored
-     * bytes are in the OS page cache (zrs_resident_fraction, sampled), else
-     * 0, since hints on page-cached data only cost time. Where the OS
-     * cannot report residency (Windows), hints go on when those bytes
-     * exceed half of the machine's physical memory. A stream with its own
-     * advise callback cannot be sized: hinted. zld_get_state reports the
-     * resolved value.
+     * ZLD_READAHEAD_AUTO (the default) is adaptive, decided at create and
+     * again every 64 steps: `prefetch` steps when less than 95% of the
+     * hinted streams' stored bytes are in the OS page cache
+     * (zrs_resident_fraction, sampled), else 0, since hints on page-cached
+     * data only cost time; so a store that training reads into the cache
+     * stops being hinted, and one that memory pressure evicts is hinted
+     * again. Where the OS cannot report residency (Windows), hints go on
+     * when those bytes exceed half of the machine's physical memory. A
+     * stream with its own advise callback cannot be sized: hinted.
+     * zld_readahead gives the value in force; zld_get_state keeps
+     * ZLD_READAHEAD_AUTO, so a resumed loader adapts too.
      * Hints never change what a batch holds. */
     unsigned readahead;
     /* (version 3) One finite pass instead of endless steps: with `pass`
@@ -223,6 +226,11 @@ ZLD_API int zld_next_wait(zld_loader *l, zld_batch **out, uint64_t timeout_ns);
 
 /* The step the next zld_next call will return. */
 ZLD_API uint64_t zld_next_step(const zld_loader *l);
+
+/* The readahead in force now (steps hinted ahead; 0 = none): the fixed
+ * value asked for, or with ZLD_READAHEAD_AUTO the latest decision. 0 for
+ * a NULL loader. Thread-safe. */
+ZLD_API unsigned zld_readahead(zld_loader *l);
 
 /* Which records of `step`'s batch the flip of probability p flips on
  * this loader (its seed, rank and batch_size): mask[i] for i < count,

@@ -248,7 +248,9 @@ struct zld_loader {
     zld_pool *pool;    /* batch buffers, shared with outstanding buffers */
     zld_batch **slots; /* prefetch entries */
     unsigned prefetch;
-    unsigned readahead; /* steps ahead to hint; 0 = none */
+    unsigned readahead; /* steps ahead to hint now; 0 = none */
+    int readahead_auto;  /* ZLD_READAHEAD_AUTO: readahead is re-decided... */
+    uint64_t readahead_recheck; /* ...by the worker that claims this step */
     int any_advise;     /* some stream has an advise callback */
     uint64_t next_claim; /* next step a worker will build */
     uint64_t next_hint;  /* first step not hinted yet (readahead) */
@@ -468,6 +470,15 @@ static void advise_step(const zld_loader *l, uint64_t step)
     free(idx);
 }
 
+/* ZLD_READAHEAD_AUTO (see auto_wants_hints) is decided at create and again
+ * every this many steps, as training reads a store into the page cache
+ * (after a first epoch the hints would only cost time) or memory pressure
+ * evicts it. A decision samples 64 windows of 64 KiB per store with
+ * mincore (tens of microseconds), on a worker. */
+#define ZLD_AUTO_RECHECK_STEPS 64u
+
+static int auto_wants_hints(const zld_stream *streams, size_t nstreams);
+
 static void worker_main(void *arg)
 {
     zld_loader *l = arg;
@@ -478,6 +489,9 @@ static void worker_main(void *arg)
             zrp_cond_wait(&l->space, &l->mu);
         if (l->stop || l->failed || l->next_claim >= l->steps) break;
         uint64_t step = l->next_claim++;
+        int recheck = l->readahead_auto && step >= l->readahead_recheck;
+        if (recheck)
+            l->readahead_recheck = step + ZLD_AUTO_RECHECK_STEPS;
         /* Steps [hint_lo, hint_hi) are this worker's to hint: up to step +
          * readahead, from the first one nobody hinted yet. In the steady
          * state that is step + readahead alone; the first claims also
@@ -496,6 +510,12 @@ static void worker_main(void *arg)
         }
         zrp_mutex_unlock(&l->mu);
 
+        if (recheck) { /* outside the lock: it reads every store's residency */
+            unsigned ra = auto_wants_hints(l->streams, l->nstreams) ? l->prefetch : 0;
+            zrp_mutex_lock(&l->mu);
+            l->readahead = ra; /* from the next claim on */
+            zrp_mutex_unlock(&l->mu);
+        }
         for (uint64_t h = hint_lo; h < hint_hi; h++)
             advise_step(l, h);
 
@@ -842,8 +862,9 @@ int zld_create_streams(zld_loader **out, const zld_stream *streams, size_t nstre
     if (opt.prefetch == 0)
         opt.prefetch = opt.num_workers > UINT32_MAX / 2 ? UINT32_MAX : 2 * opt.num_workers;
     if (opt.prefetch == 0) opt.prefetch = 1;
-    if (opt.readahead == ZLD_READAHEAD_AUTO)
-        opt.readahead = auto_wants_hints(streams, nstreams) ? opt.prefetch : 0;
+    const int readahead_auto = opt.readahead == ZLD_READAHEAD_AUTO;
+    const unsigned readahead = !readahead_auto ? opt.readahead
+                               : auto_wants_hints(streams, nstreams) ? opt.prefetch : 0;
 
     zld_loader *l = calloc(1, sizeof *l);
     if (l == NULL) return zr_set_error(ZR_ENOMEM, "zld_create: out of memory");
@@ -902,7 +923,9 @@ int zld_create_streams(zld_loader **out, const zld_stream *streams, size_t nstre
     l->steps = steps;
     l->nstreams = nstreams;
     l->prefetch = opt.prefetch;
-    l->readahead = opt.readahead;
+    l->readahead = readahead;
+    l->readahead_auto = readahead_auto;
+    l->readahead_recheck = opt.start_step + ZLD_AUTO_RECHECK_STEPS;
     l->next_claim = opt.start_step;
     l->next_hint = opt.start_step;
     l->next_take = opt.start_step;
@@ -1033,6 +1056,15 @@ int zld_get_state(zld_loader *l, zld_options *out)
     out->start_step = l->next_take;
     zrp_mutex_unlock(&l->mu);
     return ZR_OK;
+}
+
+unsigned zld_readahead(zld_loader *l)
+{
+    if (l == NULL) return 0;
+    zrp_mutex_lock(&l->mu);
+    unsigned ra = l->readahead;
+    zrp_mutex_unlock(&l->mu);
+    return ra;
 }
 
 int zld_flip_mask(const zld_loader *l, uint64_t step, double p, uint8_t *mask, uint64_t count)

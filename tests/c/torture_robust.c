@@ -312,8 +312,10 @@ static unsigned resolved_readahead(zrs_store *s, unsigned readahead, int foreign
     zld_batch_free(b);
     zld_options got;
     assert_int_equal(zld_get_state(l, &got), ZR_OK);
+    assert_int_equal(got.readahead, readahead); /* as asked: AUTO stays AUTO */
+    unsigned ra = zld_readahead(l);
     zld_close(l);
-    return got.readahead;
+    return ra;
 }
 
 static void test_readahead_default_is_adaptive(void **state)

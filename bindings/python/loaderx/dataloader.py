@@ -56,7 +56,9 @@ would have come next.
 Readahead: the loader knows its future indices, so for the step
 ``readahead`` steps beyond each one it starts building it asks the OS to
 read those records' bytes ahead (posix_fadvise WILLNEED). ``None`` (the
-default) is adaptive, decided when the loader starts: as far as
+default) is adaptive, decided when the loader starts and again every 64
+steps (a store read into the cache during training stops being hinted, an
+evicted one is hinted again): as far as
 ``prefetch`` when less than 95% of the stores' bytes are in the OS page
 cache (sampled with mincore; on Windows, when they exceed half of physical
 memory), else off (on page-cached data the hints only cost time); ``N``
