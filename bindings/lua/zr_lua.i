@@ -310,7 +310,7 @@ static const char *const zr_lua_loader_fields[] = {
 #if ZLD_OPTIONS_VERSION >= 2
     "readahead",
 #endif
-    "flips",
+    "flip",
     NULL,
 };
 
@@ -353,17 +353,18 @@ typedef struct zr_lua_options {
     zld_flip flips[ZR_LUA_MAX_FLIPS];
 } zr_lua_options;
 
-/* "flips": a sequence of {stream =, width =, elem_size =, p =} tables
- * (stream 0-based; zld_create checks them against the streams). */
+/* "flip" (raw form): a sequence of {stream =, width =, elem_size =, p =}
+ * tables (stream 0-based; zld_create checks them against the streams).
+ * zrecord.lua resolves the user's {key = p} into this form. */
 static int zr_lua_flips_field(lua_State *L, int idx, zr_lua_options *h)
 {
-    int t = lua_getfield(L, idx, "flips");
+    int t = lua_getfield(L, idx, "flip");
     if (t == LUA_TNIL) {
         lua_pop(L, 1);
         return 0;
     }
     if (t != LUA_TTABLE) {
-        lua_pushfstring(L, "EINVAL: field 'flips' must be a table of {stream, width, elem_size, p}, "
+        lua_pushfstring(L, "EINVAL: field 'flip' must be a table of {stream, width, elem_size, p}, "
                            "got %s", luaL_typename(L, -1));
         lua_remove(L, -2);
         return -1;
@@ -378,7 +379,7 @@ static int zr_lua_flips_field(lua_State *L, int idx, zr_lua_options *h)
     for (lua_Integer k = 1; k <= n; k++) {
         uint64_t stream = 0, width = 0, elem = 0;
         if (lua_geti(L, ft, k) != LUA_TTABLE) {
-            lua_pushfstring(L, "EINVAL: flips entry %I must be a table, got %s", k - 1,
+            lua_pushfstring(L, "EINVAL: flip entry %I must be a table, got %s", k - 1,
                             luaL_typename(L, -1));
             lua_remove(L, -2);
             lua_remove(L, -2);
@@ -394,7 +395,7 @@ static int zr_lua_flips_field(lua_State *L, int idx, zr_lua_options *h)
         }
         lua_getfield(L, e, "p");
         if (lua_type(L, -1) != LUA_TNUMBER) {
-            lua_pushfstring(L, "EINVAL: flips entry %I: field 'p' must be a number, got %s", k - 1,
+            lua_pushfstring(L, "EINVAL: flip entry %I: field 'p' must be a number, got %s", k - 1,
                             luaL_typename(L, -1));
             lua_remove(L, -2);
             lua_remove(L, -2);
@@ -758,7 +759,7 @@ ZR_INDEX_TO_U64(sizes)
             lua_pushnumber(L, f_->p); lua_setfield(L, -2, "p");
             lua_seti(L, -2, (lua_Integer)k_ + 1);
         }
-        lua_setfield(L, -2, "flips");
+        lua_setfield(L, -2, "flip");
     }
     SWIG_arg++;
 %}

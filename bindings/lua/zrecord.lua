@@ -371,8 +371,8 @@ local function rename_streams(names, err)
   end))
 end
 
--- opts.flip = {key = p} -> opts.flips (the raw {stream, width, elem_size,
--- p} entries) and the loader's own {key, stream, p} list. A key is a
+-- opts.flip = {key = p} -> opts.flip in the raw form (a list of {stream,
+-- width, elem_size, p} entries) and the loader's own {key, stream, p} list. A key is a
 -- stream's name (named streams) or its 0-based position (a list).
 local function resolve_flips(opts, list, names, handles)
   local flip = opts.flip
@@ -409,7 +409,7 @@ local function resolve_flips(opts, list, names, handles)
     raws[#raws + 1] = { stream = i - 1, width = width, elem_size = elem_size, p = p }
     out[#out + 1] = { key = key, stream = i - 1, p = p }
   end
-  opts.flips = raws
+  opts.flip = raws
   return out
 end
 
@@ -490,8 +490,8 @@ function Loader:state()
   if h == nil then fail("ECLOSED", "loader is closed") end
   if not raw.zld_get_state then fail("EUNSUPPORTED", "loader state is not in this build") end
   local st = raw.zld_get_state(h)
-  local flips = st.flips
-  st.flips = nil
+  local flips = st.flip -- the raw list: back to {key = p}
+  st.flip = nil
   if flips then
     st.flip = {}
     for _, f in ipairs(flips) do
