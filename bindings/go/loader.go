@@ -3,6 +3,7 @@ package zrecord
 import (
 	"fmt"
 	"runtime"
+	"sort"
 	"sync"
 
 	"loaderx.invalid/zrecord/internal/zrcore"
@@ -22,6 +23,16 @@ type LoaderOptions struct {
 	WorldSize  uint32 // 0 means 1
 	NumWorkers uint   // 0 = CPU count
 	Prefetch   uint   // 0 = 2 * NumWorkers
+	// Flip maps a stream's position in streams to a probability p: each
+	// record of that dense stream is flipped along its last axis with
+	// probability p (a horizontal flip of (C, H, W) or (H, W) images),
+	// natively in the workers. Which records flip is a pure function of
+	// (Seed, step, position in the global batch): the same for any
+	// NumWorkers and on resume, and streams given the same p flip together
+	// (an image and its mask). ErrInvalid for a position out of range, a
+	// ragged or scalar stream, a dtype whose itemsize is not 1, 2, 4 or 8,
+	// or p outside [0, 1] (NaN included). nil: no flips.
+	Flip map[int]float64
 }
 
 // Batch is one step of a Loader: the indices and, per stream, the bytes.
@@ -43,9 +54,11 @@ type Batch struct {
 // the stores' inner handles know about so that closing a store closes
 // the loaders reading it first (see Store for why the split).
 type Loader struct {
-	in     *loaderHandle
-	stores []*Store // keeps the user-facing stores reachable while the Loader is
-	kinds  []Kind
+	in        *loaderHandle
+	stores    []*Store // keeps the user-facing stores reachable while the Loader is
+	kinds     []Kind
+	flip      map[int]float64 // the loader's flips (a copy of LoaderOptions.Flip)
+	batchSize uint64
 }
 
 // loaderHandle owns the C loader handle. It references the stores' inner
@@ -90,9 +103,15 @@ func NewLoader(streams []*Store, opts LoaderOptions) (*Loader, error) {
 			return nil, errorf(StatusInvalid, "loader: stream %d of %d is nil (expected an open *Store)", i, len(streams))
 		}
 	}
+	for k := range opts.Flip {
+		if k < 0 || k >= len(streams) {
+			return nil, opErrorf("zrecord.NewLoader", StatusInvalid, "Flip names stream %d, expected 0 to %d (a position in streams)", k, len(streams)-1)
+		}
+	}
 	o := zrcore.NewZld_options()
 	defer zrcore.DeleteZld_options(o)
 	zrcore.Zr_go_options_init(o)
+	defer zrcore.Zr_go_options_free_flips(o)
 	o.SetBatch_size(opts.BatchSize)
 	mode := Cyclic
 	if opts.UseMode {
@@ -111,6 +130,7 @@ func NewLoader(streams []*Store, opts LoaderOptions) (*Loader, error) {
 	o.SetPrefetch(opts.Prefetch)
 
 	ptrs := make([]uintptr, len(streams))
+	handles := make([]zrcore.Struct_SS_zrs_store, len(streams))
 	kinds := make([]Kind, len(streams))
 	for i, s := range streams {
 		h, err := s.acquire(fmt.Sprintf("loader: stream %d", i))
@@ -121,10 +141,29 @@ func NewLoader(streams []*Store, opts LoaderOptions) (*Loader, error) {
 			return nil, err
 		}
 		ptrs[i] = h.Swigcptr()
+		handles[i] = h
 		kinds[i] = s.kind
 	}
+	flip := make(map[int]float64, len(opts.Flip))
+	keys := make([]int, 0, len(opts.Flip))
+	for k, p := range opts.Flip {
+		keys = append(keys, k)
+		flip[k] = p
+	}
+	sort.Ints(keys) // the same error for the same options
+	var err error
+	for _, k := range keys {
+		k := k
+		if err = callAs("zrecord.NewLoader", func() int {
+			return zrcore.Zr_go_options_add_flip(o, handles[k], int64(k), opts.Flip[k])
+		}); err != nil {
+			break
+		}
+	}
 	out := []uintptr{0}
-	err := callAs("zrecord.NewLoader", func() int { return zrcore.Zld_create(out, ptrs, o) })
+	if err == nil {
+		err = callAs("zrecord.NewLoader", func() int { return zrcore.Zld_create(out, ptrs, o) })
+	}
 	for _, s := range streams {
 		s.release()
 	}
@@ -138,7 +177,7 @@ func NewLoader(streams []*Store, opts LoaderOptions) (*Loader, error) {
 		s.in.loaders[lh] = struct{}{}
 		s.in.lmu.Unlock()
 	}
-	l := &Loader{in: lh, stores: append([]*Store(nil), streams...), kinds: kinds}
+	l := &Loader{in: lh, stores: append([]*Store(nil), streams...), kinds: kinds, flip: flip, batchSize: opts.BatchSize}
 	runtime.SetFinalizer(l, func(l *Loader) { l.in.close() })
 	return l, nil
 }
@@ -195,6 +234,75 @@ func (l *Loader) Step() uint64 {
 		return 0
 	}
 	return zrcore.Zld_next_step(lh.h)
+}
+
+// Flipped says which records of step `step`'s batch the Flip of stream
+// (its position in streams) flips: batch-size booleans, a pure function of
+// Seed, step and Rank, so any step may be asked, past or future.
+// ErrInvalid for a stream without a Flip, ErrClosed after Close.
+func (l *Loader) Flipped(stream int, step uint64) ([]bool, error) {
+	p, ok := l.flip[stream]
+	if !ok {
+		keys := make([]int, 0, len(l.flip))
+		for k := range l.flip {
+			keys = append(keys, k)
+		}
+		sort.Ints(keys)
+		return nil, opErrorf("zrecord.Loader.Flipped", StatusInvalid, "stream %d has no flip (Flip names streams %v)", stream, keys)
+	}
+	lh := l.in
+	lh.mu.Lock()
+	defer lh.mu.Unlock()
+	if lh.h == nil {
+		return nil, errorf(StatusClosed, "loader is closed")
+	}
+	mask := make([]byte, l.batchSize)
+	if err := callAs("zrecord.Loader.Flipped", func() int { return zrcore.Zr_go_flip_mask(lh.h, step, p, mask) }); err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(mask))
+	for i, m := range mask {
+		out[i] = m != 0
+	}
+	return out, nil
+}
+
+// State returns the options that resume this loader exactly: StartStep is
+// the step the next Next returns, Flip the loader's flips; NewLoader over
+// the same streams with them hands out that batch first. ErrClosed after
+// Close.
+func (l *Loader) State() (LoaderOptions, error) {
+	lh := l.in
+	lh.mu.Lock()
+	defer lh.mu.Unlock()
+	if lh.h == nil {
+		return LoaderOptions{}, errorf(StatusClosed, "loader is closed")
+	}
+	o := zrcore.NewZld_options()
+	defer zrcore.DeleteZld_options(o)
+	if err := callAs("zrecord.Loader.State", func() int { return zrcore.Zld_get_state(lh.h, o) }); err != nil {
+		return LoaderOptions{}, err
+	}
+	st := LoaderOptions{
+		BatchSize:  o.GetBatch_size(),
+		Mode:       Mode(o.GetMode()),
+		UseMode:    true,
+		Seed:       o.GetSeed(),
+		StartStep:  o.GetStart_step(),
+		Rank:       uint32(o.GetRank()),
+		WorldSize:  uint32(o.GetWorld_size()),
+		NumWorkers: o.GetNum_workers(),
+		Prefetch:   o.GetPrefetch(),
+	}
+	for k := range l.kinds { // the loader's own copy, read while it is open
+		if p := zrcore.Zr_go_options_flip_p(o, int64(k)); p >= 0 {
+			if st.Flip == nil {
+				st.Flip = map[int]float64{}
+			}
+			st.Flip[k] = p
+		}
+	}
+	return st, nil
 }
 
 // Close stops the workers and frees the loader. Idempotent.

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zloader.h>
+#include "zr_bind_flip.h"
 
 /* Name of the status code, for the "<CODE>: <detail>" error strings. */
 static const char *zr_lua_code_name(int status)
@@ -309,6 +310,7 @@ static const char *const zr_lua_loader_fields[] = {
 #if ZLD_OPTIONS_VERSION >= 2
     "readahead",
 #endif
+    "flip",
     NULL,
 };
 
@@ -344,9 +346,78 @@ static int zr_lua_sampler_config(lua_State *L, int idx, zsm_config *cfg)
     return 0;
 }
 
-/* Table of zld_options fields -> options (absent fields: defaults). */
-static int zr_lua_loader_options(lua_State *L, int idx, zld_options *o)
+/* Loader options with room for their flips (zld_create copies both). */
+#define ZR_LUA_MAX_FLIPS 64
+typedef struct zr_lua_options {
+    zld_options o;
+    zld_flip flips[ZR_LUA_MAX_FLIPS];
+} zr_lua_options;
+
+/* "flip" (raw form): a sequence of {stream =, width =, elem_size =, p =}
+ * tables (stream 0-based; zld_create checks them against the streams).
+ * zrecord.lua resolves the user's {key = p} into this form. */
+static int zr_lua_flips_field(lua_State *L, int idx, zr_lua_options *h)
 {
+    int t = lua_getfield(L, idx, "flip");
+    if (t == LUA_TNIL) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    if (t != LUA_TTABLE) {
+        lua_pushfstring(L, "EINVAL: field 'flip' must be a table of {stream, width, elem_size, p}, "
+                           "got %s", luaL_typename(L, -1));
+        lua_remove(L, -2);
+        return -1;
+    }
+    int ft = lua_absindex(L, -1);
+    lua_Integer n = luaL_len(L, ft);
+    if (n > ZR_LUA_MAX_FLIPS) {
+        lua_pushfstring(L, "EINVAL: at most %d flipped streams per loader, got %I", ZR_LUA_MAX_FLIPS, n);
+        lua_remove(L, -2);
+        return -1;
+    }
+    for (lua_Integer k = 1; k <= n; k++) {
+        uint64_t stream = 0, width = 0, elem = 0;
+        if (lua_geti(L, ft, k) != LUA_TTABLE) {
+            lua_pushfstring(L, "EINVAL: flip entry %I must be a table, got %s", k - 1,
+                            luaL_typename(L, -1));
+            lua_remove(L, -2);
+            lua_remove(L, -2);
+            return -1;
+        }
+        int e = lua_absindex(L, -1);
+        if (zr_lua_u64_field(L, e, "stream", 0, 1, &stream) < 0 ||
+            zr_lua_u64_field(L, e, "width", 0, 1, &width) < 0 ||
+            zr_lua_u64_field(L, e, "elem_size", 0, 1, &elem) < 0) {
+            lua_remove(L, -2);
+            lua_remove(L, -2);
+            return -1;
+        }
+        lua_getfield(L, e, "p");
+        if (lua_type(L, -1) != LUA_TNUMBER) {
+            lua_pushfstring(L, "EINVAL: flip entry %I: field 'p' must be a number, got %s", k - 1,
+                            luaL_typename(L, -1));
+            lua_remove(L, -2);
+            lua_remove(L, -2);
+            lua_remove(L, -2);
+            return -1;
+        }
+        h->flips[k - 1].p = lua_tonumber(L, -1);
+        lua_pop(L, 2);
+        h->flips[k - 1].stream = (size_t)stream;
+        h->flips[k - 1].width = width;
+        h->flips[k - 1].elem_size = elem > UINT32_MAX ? 0 : (uint32_t)elem;
+    }
+    lua_pop(L, 1);
+    h->o.flips = n > 0 ? h->flips : NULL;
+    h->o.nflips = (size_t)n;
+    return 0;
+}
+
+/* Table of zld_options fields -> h->o (absent fields: defaults). */
+static int zr_lua_loader_options(lua_State *L, int idx, zr_lua_options *h)
+{
+    zld_options *o = &h->o;
     zld_options init = ZLD_OPTIONS_INIT;
     uint64_t rank = 0, world = 1, workers = 0, prefetch = 0;
     *o = init;
@@ -391,7 +462,7 @@ static int zr_lua_loader_options(lua_State *L, int idx, zld_options *o)
         }
     }
 #endif
-    return 0;
+    return zr_lua_flips_field(L, idx, h);
 }
 
 /* Push one packed ragged record as {shape = {...}, data = "<payload>"}. */
@@ -677,11 +748,24 @@ ZR_INDEX_TO_U64(sizes)
     lua_pushinteger(L, (lua_Integer)tmp$argnum.world_size); lua_setfield(L, -2, "world_size");
     lua_pushinteger(L, (lua_Integer)tmp$argnum.num_workers); lua_setfield(L, -2, "num_workers");
     lua_pushinteger(L, (lua_Integer)tmp$argnum.prefetch); lua_setfield(L, -2, "prefetch");
+    if (tmp$argnum.nflips > 0) { /* the loader's own copy: read it now */
+        lua_createtable(L, (int)tmp$argnum.nflips, 0);
+        for (size_t k_ = 0; k_ < tmp$argnum.nflips; k_++) {
+            const zld_flip *f_ = &tmp$argnum.flips[k_];
+            lua_createtable(L, 0, 4);
+            lua_pushinteger(L, (lua_Integer)f_->stream); lua_setfield(L, -2, "stream");
+            lua_pushinteger(L, (lua_Integer)f_->width); lua_setfield(L, -2, "width");
+            lua_pushinteger(L, (lua_Integer)f_->elem_size); lua_setfield(L, -2, "elem_size");
+            lua_pushnumber(L, f_->p); lua_setfield(L, -2, "p");
+            lua_seti(L, -2, (lua_Integer)k_ + 1);
+        }
+        lua_setfield(L, -2, "flip");
+    }
     SWIG_arg++;
 %}
-%typemap(in) const zld_options *options (zld_options tmp) %{
+%typemap(in) const zld_options *options (zr_lua_options tmp) %{
     if (zr_lua_loader_options(L, $input, &tmp) < 0) SWIG_fail;
-    $1 = &tmp;
+    $1 = &tmp.o;
 %}
 
 /* ====================================================== Lua-specific surface */
@@ -726,6 +810,8 @@ ZR_INDEX_TO_U64(sizes)
 %native(sampler_indices) int zr_lua_sampler_indices(lua_State *L);
 %native(loader_next) int zr_lua_loader_next(lua_State *L);
 %native(train_dict) int zr_lua_train_dict(lua_State *L);
+%native(flip_params) int zr_lua_flip_params(lua_State *L);
+%native(flip_mask) int zr_lua_flip_mask(lua_State *L);
 
 %wrapper %{
 static void *zr_lua_check_handle(lua_State *L, int idx, swig_type_info *ty, const char *what)
@@ -832,6 +918,52 @@ int zr_lua_buffer_new(lua_State *L)
         lua_setfield(L, -2, "__tostring");
     }
     lua_setmetatable(L, -2);
+    return 1;
+}
+
+/* flip_params(store, label, p): the width and elem_size of a flip of
+ * probability p on that store (zr_bind_flip's rules; label names the
+ * stream in errors). */
+int zr_lua_flip_params(lua_State *L)
+{
+    zrs_store *s = (zrs_store *)zr_lua_check_handle(L, 1, SWIGTYPE_p_zrs_store, "flip_params: store");
+    const char *label = luaL_checkstring(L, 2);
+    if (lua_type(L, 3) != LUA_TNUMBER)
+        return zr_lua_raise(L, "EINVAL: flip: the probability of %s must be a number, got %s", label,
+                            luaL_typename(L, 3));
+    zld_flip f = { 0, 0, 0, 0.0 };
+    int rc = zr_bind_flip(s, label, 0, lua_tonumber(L, 3), &f);
+    if (rc < 0)
+        return zr_lua_fail(L, rc);
+    lua_pushinteger(L, (lua_Integer)f.width);
+    lua_pushinteger(L, (lua_Integer)f.elem_size);
+    return 2;
+}
+
+/* flip_mask(loader, step, p, count): which of the first `count` records of
+ * step's batch a flip of probability p flips, as a table of booleans. */
+int zr_lua_flip_mask(lua_State *L)
+{
+    zld_loader *l = (zld_loader *)zr_lua_check_handle(L, 1, SWIGTYPE_p_zld_loader, "flip_mask: loader");
+    uint64_t step = 0, count = 0;
+    if (zr_lua_get_u64(L, 2, "flip_mask: step", &step) < 0 ||
+        zr_lua_get_u64(L, 4, "flip_mask: count", &count) < 0)
+        return lua_error(L);
+    double p = luaL_checknumber(L, 3);
+    uint8_t *mask = (uint8_t *)malloc(count > 0 ? (size_t)count : 1);
+    if (mask == NULL)
+        return zr_lua_raise(L, "ENOMEM: flip_mask: out of memory for %I records", (lua_Integer)count);
+    int rc = zld_flip_mask(l, step, p, mask, count);
+    if (rc < 0) {
+        free(mask);
+        return zr_lua_fail(L, rc);
+    }
+    lua_createtable(L, (int)count, 0);
+    for (uint64_t i = 0; i < count; i++) {
+        lua_pushboolean(L, mask[i] != 0);
+        lua_seti(L, -2, (lua_Integer)i + 1);
+    }
+    free(mask);
     return 1;
 }
 

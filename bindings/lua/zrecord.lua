@@ -371,10 +371,60 @@ local function rename_streams(names, err)
   end))
 end
 
+-- opts.flip = {key = p} -> opts.flip in the raw form (a list of {stream,
+-- width, elem_size, p} entries) and the loader's own {key, stream, p} list. A key is a
+-- stream's name (named streams) or its 0-based position (a list).
+local function resolve_flips(opts, list, names, handles)
+  local flip = opts.flip
+  opts.flip = nil
+  if flip == nil then return {} end
+  if type(flip) ~= "table" then
+    fail("EINVAL", "loader: flip must be a table {stream = probability}, got %s", type(flip))
+  end
+  local keys = {}
+  for key in pairs(flip) do keys[#keys + 1] = key end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  local out, raws = {}, {}
+  for _, key in ipairs(keys) do
+    local i
+    if names then
+      for k, name in ipairs(names) do if name == key then i = k end end
+    elseif math.type(key) == "integer" and key >= 0 and key < #list then
+      i = key + 1
+    end
+    if i == nil then
+      local valid
+      if names then
+        local q = {}
+        for k, name in ipairs(names) do q[k] = string.format("'%s'", tostring(name)) end
+        valid = "streams: " .. table.concat(q, ", ")
+      else
+        valid = string.format("streams: positions 0 to %d", #list - 1)
+      end
+      fail("EINVAL", "loader: flip: unknown stream %s (%s)",
+           type(key) == "string" and string.format("'%s'", key) or tostring(key), valid)
+    end
+    local p = flip[key]
+    local width, elem_size = raw.flip_params(handles[i], stream_label(names, i), p)
+    raws[#raws + 1] = { stream = i - 1, width = width, elem_size = elem_size, p = p }
+    out[#out + 1] = { key = key, stream = i - 1, p = p }
+  end
+  opts.flip = raws
+  return out
+end
+
 --- An endless loader over index-aligned stores `streams` (a table of
 --- stores, or a table name -> store). options: batch_size (256), mode
 --- ("cyclic"), seed, start_step, rank, world_size, num_workers, prefetch,
---- readahead; any other key is an EINVAL error naming it.
+--- readahead, flip; any other key is an EINVAL error naming it.
+--- flip = {key = p}: flip each record of those dense streams along its
+--- last axis with probability p (a horizontal flip of (C, H, W) or (H, W)
+--- images), natively in the workers. key is the stream's name (named
+--- streams) or its 0-based position (a list of streams). Which records
+--- flip is a pure function of (seed, step, position in the global batch):
+--- the same for any worker count and on resume, and streams given the
+--- same p flip together. EINVAL for an unknown, ragged or scalar stream,
+--- a dtype whose itemsize is not 1, 2, 4 or 8, or p outside [0, 1].
 function M.loader(streams, options)
   if type(streams) ~= "table" then fail("EINVAL", "loader: streams must be a table of stores, got %s", type(streams)) end
   local list, names = {}, nil
@@ -402,9 +452,11 @@ function M.loader(streams, options)
   end
   local opts = {}
   for k, v in pairs(options or {}) do opts[k] = v end
+  local flips = resolve_flips(opts, list, names, handles)
   local ok, h = pcall(raw.zld_create, handles, opts)
   if not ok then error(rename_streams(names, h), 0) end
-  local self = setmetatable({ _h = h, _streams = list, _names = names, _dtypes = dtypes }, Loader)
+  local self = setmetatable({ _h = h, _streams = list, _names = names, _dtypes = dtypes,
+                              _flips = flips }, Loader)
   for _, s in ipairs(list) do s._loaders[self] = true end
   return self
 end
@@ -431,12 +483,42 @@ function Loader:step()
 end
 
 --- The options that resume this loader exactly (start_step = the next
---- step): pass them to zrecord.loader over the same streams.
+--- step, flip = the loader's flips): pass them to zrecord.loader over the
+--- same streams.
 function Loader:state()
   local h = rawget(self, "_h")
   if h == nil then fail("ECLOSED", "loader is closed") end
   if not raw.zld_get_state then fail("EUNSUPPORTED", "loader state is not in this build") end
-  return raw.zld_get_state(h)
+  local st = raw.zld_get_state(h)
+  local flips = st.flip -- the raw list: back to {key = p}
+  st.flip = nil
+  if flips then
+    st.flip = {}
+    for _, f in ipairs(flips) do
+      st.flip[self._names and self._names[f.stream + 1] or f.stream] = f.p
+    end
+  end
+  return st
+end
+
+--- Which records of step `step`'s batch the flip of stream `key` (as
+--- given in flip =) flips: a table of batch_size booleans (a pure
+--- function of seed, step and rank: any step, past or future). EINVAL for
+--- a stream without a flip.
+function Loader:flipped(key, step)
+  local h = rawget(self, "_h")
+  if h == nil then fail("ECLOSED", "loader is closed") end
+  if math.type(step) ~= "integer" or step < 0 then
+    fail("EINVAL", "flipped: step must be a non-negative integer, got %s", tostring(step))
+  end
+  for _, f in ipairs(self._flips) do
+    if f.key == key then
+      return raw.flip_mask(h, step, f.p, raw.zld_get_state(h).batch_size)
+    end
+  end
+  local q = {}
+  for k, f in ipairs(self._flips) do q[k] = tostring(f.key) end
+  fail("EINVAL", "flipped: stream %s has no flip (flip = {%s})", tostring(key), table.concat(q, ", "))
 end
 
 --- Iterate endlessly: for batch in loader:batches() do ... end
