@@ -331,7 +331,9 @@ def write(res, outdir):
     w("## Loader end to end")
     w("")
     w(f"Dense vision records, batch {res['config']['batch']}, "
-      f"{res['config']['loader_batches']} timed batches after 3 warm-up batches; each "
+      f"{res['config']['loader_batches']} timed batches after 3 warm-up batches, "
+      f"best of {res['config'].get('loader_rounds', 1)} rounds (every contender once per "
+      "round, in turn); each "
       "contender runs in its own process and applies the same transform to every batch: "
       "a horizontal flip, materialized, or the identity (the batch as delivered). "
       "`flip-worker` is the same flip of every record done where each loader runs "

@@ -41,12 +41,12 @@ from common import (MiB, MissingBackend, Workload, measure_backend, small_rows, 
 
 FULL = {"vision_n": 2500, "vision_batches": 50, "token_n": 200_000, "token_batches": 100,
         "batch": 256, "limit_mib": 256, "sampler_s": 1.0, "loader_batches": 40,
-        "bind_n": 1024, "bind_rounds": 100, "bind_calls": 100_000,
+        "bind_n": 1024, "bind_rounds": 100, "bind_calls": 100_000, "loader_rounds": 2,
         "hf_runs": 10, "small_n": 1_000_000, "small_batch": 20_000, "small_batches": 50,
         "scale": scale.FULL}
 QUICK = {"vision_n": 40, "vision_batches": 3, "token_n": 2000, "token_batches": 3,
          "batch": 16, "limit_mib": 16, "sampler_s": 0.02, "loader_batches": 3,
-         "bind_n": 256, "bind_rounds": 3, "bind_calls": 2000,
+         "bind_n": 256, "bind_rounds": 3, "bind_calls": 2000, "loader_rounds": 1,
          "hf_runs": 2, "small_n": 20_000, "small_batch": 2000, "small_batches": 3,
          "scale": scale.QUICK}
 
@@ -264,7 +264,6 @@ def tree_rss(proc):
 
 
 def run_loader(cfg, workdir, exclude):
-    import psutil
     from loaderx.zrecord import DenseStore
     d = os.path.join(workdir, "loader")
     shutil.rmtree(d, ignore_errors=True)
@@ -284,31 +283,47 @@ def run_loader(cfg, workdir, exclude):
     with open(os.path.join(d, "meta.json"), "w") as f:
         json.dump({"shape": list(data.shape[1:]), "dtype": data.dtype.str}, f)
     del data
-    rows = []
-    runs = [(who, "flip") for who in ("loaderx-zstd", "loaderx-raw", "torch", "grain")]
+    best = {}
+    runs = [(who, "flip") for who in ("held", "loaderx-zstd", "loaderx-raw", "torch", "grain")]
     runs += [("loaderx-raw", "identity"), ("torch", "identity")]
     runs += [(who, "flip-worker") for who in ("loaderx-raw", "torch", "grain")]
-    runs += [("held", "flip")]  # the consumer's cost alone: the ceiling of the flip row
-    for who, tf in runs:
-        if who in exclude:
-            continue
-        proc = psutil.Popen([sys.executable, os.path.join(HERE, "loader_e2e.py"), who, d,
-                             str(cfg["batch"]), str(cfg["loader_batches"]), tf],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        peak = 0
-        while proc.poll() is None:
-            peak = max(peak, tree_rss(proc))
-            time.sleep(0.02)
-        out, err = proc.communicate()
-        if proc.returncode != 0 or not out.strip():
-            raise RuntimeError(f"loader {who} failed ({proc.returncode}): {err[-2000:]}")
-        r = json.loads(out.strip().splitlines()[-1])
-        rows.append({"loader": who, "transform": tf, "batches_s": r["batches_s"],
-                     "peak_rss": peak})
-        log(f"  loader {who:14} {tf:11} {r['batches_s']:7.1f} batches/s  peak RSS "
-            f"{peak / MiB:7.0f} MiB")
+    # "held" is the consumer's cost alone: the ceiling of the flip row. Every
+    # contender runs in each of cfg["loader_rounds"] rounds (the whole list in
+    # turn, so each round sees the host as its peers do); its best rate and
+    # its largest peak RSS are kept.
+    for _round in range(cfg["loader_rounds"]):
+        for who, tf in runs:
+            if who in exclude:
+                continue
+            r = run_loader_once(cfg, d, who, tf)
+            key = (who, tf)
+            if key in best:
+                r = {"loader": who, "transform": tf,
+                     "batches_s": max(r["batches_s"], best[key]["batches_s"]),
+                     "peak_rss": max(r["peak_rss"], best[key]["peak_rss"])}
+            best[key] = r
     shutil.rmtree(d, ignore_errors=True)
-    return rows
+    return list(best.values())
+
+
+def run_loader_once(cfg, d, who, tf):
+    """One loader_e2e.py child: its batches/s and the peak RSS of its
+    process tree."""
+    import psutil
+    proc = psutil.Popen([sys.executable, os.path.join(HERE, "loader_e2e.py"), who, d,
+                         str(cfg["batch"]), str(cfg["loader_batches"]), tf],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, tree_rss(proc))
+        time.sleep(0.02)
+    out, err = proc.communicate()
+    if proc.returncode != 0 or not out.strip():
+        raise RuntimeError(f"loader {who} failed ({proc.returncode}): {err[-2000:]}")
+    r = json.loads(out.strip().splitlines()[-1])
+    log(f"  loader {who:14} {tf:11} {r['batches_s']:7.1f} batches/s  peak RSS "
+        f"{peak / MiB:7.0f} MiB")
+    return {"loader": who, "transform": tf, "batches_s": r["batches_s"], "peak_rss": peak}
 
 
 # ----------------------------------------------------------------- bindings
