@@ -135,6 +135,11 @@ int zrp_fsync_dir(const char *path);
  * symbolic link: a stale one is unlinked first), fsync, rename over
  * `path`, fsync of the directory. */
 int zrp_write_file_atomic(const char *path, const void *buf, size_t len);
+/* Create `path` for writing exclusively (never through a symbolic link);
+ * whatever already stands there (a temporary file left by a crash, or a
+ * planted link) is unlinked first and the creation tried once more.
+ * zrp_write_file_atomic's temporary file on every OS. */
+int zrp_create_fresh(zrp_file *out, const char *path);
 /* Read a whole (small) file into a malloc'd buffer; caller frees. Opens
  * as zrp_open does (no-follow, regular files only). */
 int zrp_read_file(const char *path, void **out, size_t *len, size_t max_len);

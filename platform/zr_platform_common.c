@@ -46,6 +46,17 @@ int zrp_mkdir_parents(const char *path)
     return rc;
 }
 
+int zrp_create_fresh(zrp_file *out, const char *path)
+{
+    int rc = zrp_open(out, path, ZRP_WRITE | ZRP_CREATE | ZRP_EXCLUSIVE);
+    if (rc == -EEXIST) {
+        rc = zrp_unlink(path);
+        if (rc == 0)
+            rc = zrp_open(out, path, ZRP_WRITE | ZRP_CREATE | ZRP_EXCLUSIVE);
+    }
+    return rc;
+}
+
 int zrp_read_file(const char *path, void **out, size_t *len, size_t max_len)
 {
     *out = NULL;

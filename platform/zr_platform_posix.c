@@ -534,15 +534,7 @@ int zrp_write_file_atomic(const char *path, const void *buf, size_t len)
     }
     snprintf(tmp, n + 32, "%s.tmp.%ld", path, (long)getpid());
     zrp_file f;
-    /* Exclusive creation: whatever stands at the temporary name (a file
-     * left by a crash, or a planted symbolic link) is removed, never
-     * written through. */
-    rc = zrp_open(&f, tmp, ZRP_WRITE | ZRP_CREATE | ZRP_EXCLUSIVE);
-    if (rc == -EEXIST) {
-        rc = zrp_unlink(tmp);
-        if (rc == 0)
-            rc = zrp_open(&f, tmp, ZRP_WRITE | ZRP_CREATE | ZRP_EXCLUSIVE);
-    }
+    rc = zrp_create_fresh(&f, tmp); /* never written through a stale file or link */
     if (rc < 0)
         goto out;
     rc = zrp_pwrite_all(f, buf, len, 0);

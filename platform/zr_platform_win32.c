@@ -448,15 +448,7 @@ int zrp_write_file_atomic(const char *path, const void *buf, size_t len)
         return -ENOMEM;
     snprintf(tmp, n + 32, "%s.tmp.%lu", path, (unsigned long)GetCurrentProcessId());
     zrp_file f;
-    /* Exclusive creation, as on POSIX: whatever stands at the temporary
-     * name (a file left by a crash, or a planted link, which zrp_open
-     * would refuse) is removed first, never written through. */
-    int rc = zrp_open(&f, tmp, ZRP_WRITE | ZRP_CREATE | ZRP_EXCLUSIVE);
-    if (rc == -EEXIST) {
-        rc = zrp_unlink(tmp);
-        if (rc == 0)
-            rc = zrp_open(&f, tmp, ZRP_WRITE | ZRP_CREATE | ZRP_EXCLUSIVE);
-    }
+    int rc = zrp_create_fresh(&f, tmp); /* never written through a stale file or link */
     if (rc < 0)
         goto out;
     rc = zrp_pwrite_all(f, buf, len, 0);

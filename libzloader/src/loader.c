@@ -249,8 +249,7 @@ struct zld_loader {
     zld_batch **slots; /* prefetch entries */
     unsigned prefetch;
     unsigned readahead; /* steps ahead to hint now; 0 = none */
-    int readahead_auto;  /* ZLD_READAHEAD_AUTO: readahead is re-decided... */
-    uint64_t readahead_recheck; /* ...by the worker that claims this step */
+    int readahead_auto;  /* ZLD_READAHEAD_AUTO: readahead is re-decided */
     int any_advise;     /* some stream has an advise callback */
     uint64_t next_claim; /* next step a worker will build */
     uint64_t next_hint;  /* first step not hinted yet (readahead) */
@@ -489,9 +488,9 @@ static void worker_main(void *arg)
             zrp_cond_wait(&l->space, &l->mu);
         if (l->stop || l->failed || l->next_claim >= l->steps) break;
         uint64_t step = l->next_claim++;
-        int recheck = l->readahead_auto && step >= l->readahead_recheck;
-        if (recheck)
-            l->readahead_recheck = step + ZLD_AUTO_RECHECK_STEPS;
+        /* Steps are claimed one at a time, in order: one worker each. */
+        const uint64_t since = step - l->opt.start_step;
+        const int recheck = l->readahead_auto && since > 0 && since % ZLD_AUTO_RECHECK_STEPS == 0;
         /* Steps [hint_lo, hint_hi) are this worker's to hint: up to step +
          * readahead, from the first one nobody hinted yet. In the steady
          * state that is step + readahead alone; the first claims also
@@ -925,7 +924,6 @@ int zld_create_streams(zld_loader **out, const zld_stream *streams, size_t nstre
     l->prefetch = opt.prefetch;
     l->readahead = readahead;
     l->readahead_auto = readahead_auto;
-    l->readahead_recheck = opt.start_step + ZLD_AUTO_RECHECK_STEPS;
     l->next_claim = opt.start_step;
     l->next_hint = opt.start_step;
     l->next_take = opt.start_step;
