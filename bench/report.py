@@ -320,7 +320,10 @@ def write(res, outdir):
     w("")
     w("`Sampler(1_000_000, batch, mode='iid').indices(step)` against "
       "`default_rng().integers(0, 1_000_000, batch)` (bench/bench_sampler.py's loop), "
-      "each contender's best of 5 alternating rounds.")
+      "each contender's best of 5 alternating rounds."
+      + (f" The iid kernel on this host: `{res['sampler'][0]['kernel']}` "
+         "(`zsm_simd()`; every kernel draws the same indices)."
+         if res["sampler"] and "kernel" in res["sampler"][0] else ""))
     w("")
     w("| batch | loaderx M indices/s | numpy M indices/s | ratio |")
     w("|---:|---:|---:|---:|")

@@ -238,6 +238,7 @@ def run_stores(cfg, chosen, workdir):
 
 def run_sampler(cfg):
     import bench_sampler
+    from loaderx import _zr
     from loaderx.zsampler import Sampler
     rows = []
     for batch in (256, 1024, 8192):
@@ -246,7 +247,8 @@ def run_sampler(cfg):
         ref, ours = bench_sampler.paired_rates(
             [lambda k: rng.integers(0, bench_sampler.SPACE, size=batch), s.indices],
             batch, cfg["sampler_s"])
-        rows.append({"batch": batch, "loaderx": ours, "numpy": ref, "ratio": ours / ref})
+        rows.append({"batch": batch, "loaderx": ours, "numpy": ref, "ratio": ours / ref,
+                     "kernel": _zr.zsm_simd()})
     return rows
 
 

@@ -52,6 +52,14 @@ extern "C" {
 ZSM_API unsigned zsampler_version(void);
 ZSM_API const char *zsampler_version_string(void);
 
+/* The vector kernel the iid mode draws with on this CPU: "avx512"
+ * (AVX-512F + DQ, 8 indices at a time), "avx2" (4 at a time) or "scalar"
+ * (other CPUs and architectures, and index spaces of 2^32 or more). Every
+ * kernel gives the same indices; only the speed differs. The environment
+ * variable ZSAMPLER_SIMD=scalar|avx2 caps the choice (read at the first
+ * draw of the process). Static string, never NULL. */
+ZSM_API const char *zsm_simd(void);
+
 #define ZSM_OK 0
 #define ZSM_EINVAL (-1)
 

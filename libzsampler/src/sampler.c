@@ -9,6 +9,7 @@
  * divisions.
  */
 #include "zsampler.h"
+#include "zsm_internal.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -20,6 +21,15 @@
 
 unsigned zsampler_version(void) { return ZSAMPLER_VERSION_NUMBER; }
 const char *zsampler_version_string(void) { return ZSAMPLER_VERSION_STRING; }
+
+const char *zsm_simd(void)
+{
+    switch (zsm_simd_level()) {
+    case ZSM_SIMD_AVX512: return "avx512";
+    case ZSM_SIMD_AVX2: return "avx2";
+    default: return "scalar";
+    }
+}
 
 /* ------------------------------------------------------------ mode names */
 
@@ -59,13 +69,11 @@ int zsm_mode_parse(const char *name, zsm_mode *out)
 
 /* ------------------------------------------------------------ arithmetic */
 
-#define GOLDEN UINT64_C(0x9E3779B97F4A7C15)
-
 /* 64-bit finalizer: a bijection on 64 bits with full avalanche. */
 static inline uint64_t mix64(uint64_t z)
 {
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    z = (z ^ (z >> 30)) * MIX_M1;
+    z = (z ^ (z >> 27)) * MIX_M2;
     return z ^ (z >> 31);
 }
 
@@ -169,7 +177,22 @@ static void run_iid(const zsm_config *cfg, uint64_t g, uint64_t step,
     /* Lemire: reject low products below 2^64 mod n, computed once. */
     const uint64_t threshold = (0 - n) % n;
     uint64_t ctr = key + first * GOLDEN;
-    for (uint64_t j = 0; j < cfg->batch_size; j++, ctr += GOLDEN) {
+    uint64_t j = 0;
+    /* The vector kernels take whole lanes of n < 2^32 (every dataset
+     * index space in practice); a rejection anywhere in them, about one
+     * draw in 2^32 or rarer, sends the whole batch back to this loop. */
+    const int level = n <= UINT32_MAX ? zsm_simd_level() : ZSM_SIMD_SCALAR;
+    const uint64_t lanes = level == ZSM_SIMD_AVX512 ? 8 : 4;
+    const uint64_t whole = cfg->batch_size - cfg->batch_size % lanes;
+    if (level != ZSM_SIMD_SCALAR && whole > 0) {
+        int rejected = level == ZSM_SIMD_AVX512 ? zsm_iid_avx512(ctr, n, threshold, whole, out)
+                                                : zsm_iid_avx2(ctr, n, threshold, whole, out);
+        if (!rejected) {
+            j = whole;
+            ctr += whole * GOLDEN;
+        }
+    }
+    for (; j < cfg->batch_size; j++, ctr += GOLDEN) {
         uint64_t r = mix64(ctr), hi;
         uint64_t lo = mul128(r, n, &hi);
         if (lo < threshold) {

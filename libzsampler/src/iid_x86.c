@@ -1,0 +1,180 @@
+/*
+ * iid_x86.c - the iid mode's draw loop on x86-64 vector units, chosen at
+ * run time, with outputs identical to the scalar loop in sampler.c.
+ *
+ * The scalar loop spends three 64-bit multiplies per index (two in the
+ * finalizer, one to scale into [0, n)) and runs at the multiplier's
+ * throughput. AVX-512DQ has a 64-bit lane multiply (vpmullq), so eight
+ * indices go through the finalizer at once; AVX2 builds each 64-bit
+ * product from three 32x32-bit ones, four lanes at a time. Scaling into
+ * [0, n) for n < 2^32 takes two 32x32-bit products per lane:
+ *   r * n = (r_hi * n) * 2^32 + r_lo * n,
+ * whose high 64 bits are the index and whose low 64 bits feed Lemire's
+ * rejection test, exactly as the scalar 64x128-bit product does.
+ *
+ * Detection is the CPUID instruction plus XGETBV (does the OS save the
+ * vector registers?), the same on every OS, so it lives here with the
+ * kernels and not in the platform layer. The kernels exist on x86-64
+ * with GCC or clang (per-function target attributes, no global -m flags,
+ * so the rest of the library still runs on any x86-64); elsewhere the
+ * level is always scalar and they are never called.
+ */
+#include "zsm_internal.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#include <immintrin.h>
+
+/* ----------------------------------------------------------- AVX-512 */
+
+#define T512 __attribute__((target("avx512f,avx512dq")))
+
+T512 static inline __m512i mix512(__m512i z, __m512i m1, __m512i m2)
+{
+    z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 30));
+    z = _mm512_mullo_epi64(z, m1);
+    z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 27));
+    z = _mm512_mullo_epi64(z, m2);
+    return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+}
+
+T512 int zsm_iid_avx512(uint64_t ctr, uint64_t n, uint64_t threshold, uint64_t count,
+                        uint64_t *out)
+{
+    const __m512i m1 = _mm512_set1_epi64((long long)MIX_M1);
+    const __m512i m2 = _mm512_set1_epi64((long long)MIX_M2);
+    const __m512i vn = _mm512_set1_epi64((long long)n);
+    const __m512i thr = _mm512_set1_epi64((long long)threshold);
+    const __m512i low32 = _mm512_set1_epi64(0xFFFFFFFFll);
+    const __m512i stride = _mm512_set1_epi64((long long)(8 * GOLDEN));
+    __m512i c = _mm512_set_epi64((long long)(ctr + 7 * GOLDEN), (long long)(ctr + 6 * GOLDEN),
+                                 (long long)(ctr + 5 * GOLDEN), (long long)(ctr + 4 * GOLDEN),
+                                 (long long)(ctr + 3 * GOLDEN), (long long)(ctr + 2 * GOLDEN),
+                                 (long long)(ctr + GOLDEN), (long long)ctr);
+    __mmask8 rejected = 0;
+    for (uint64_t j = 0; j < count; j += 8) {
+        __m512i r = mix512(c, m1, m2);
+        c = _mm512_add_epi64(c, stride);
+        __m512i lo_n = _mm512_mul_epu32(r, vn);                        /* r_lo * n */
+        __m512i hi_n = _mm512_mul_epu32(_mm512_srli_epi64(r, 32), vn); /* r_hi * n */
+        /* t = r * n / 2^32; cannot overflow: r_hi * n <= (2^32 - 1)^2. */
+        __m512i t = _mm512_add_epi64(hi_n, _mm512_srli_epi64(lo_n, 32));
+        __m512i lo = _mm512_or_si512(_mm512_slli_epi64(t, 32), _mm512_and_si512(lo_n, low32));
+        rejected |= _mm512_cmplt_epu64_mask(lo, thr);
+        _mm512_storeu_si512((void *)(out + j), _mm512_srli_epi64(t, 32));
+    }
+    return rejected != 0;
+}
+
+/* -------------------------------------------------------------- AVX2 */
+
+#define T256 __attribute__((target("avx2")))
+
+/* Low 64 bits of x * m per lane, m split into 32-bit halves beforehand:
+ * x_lo*m_lo + ((x_hi*m_lo + x_lo*m_hi) << 32). */
+T256 static inline __m256i mullo256(__m256i x, __m256i m_lo, __m256i m_hi)
+{
+    __m256i ll = _mm256_mul_epu32(x, m_lo);
+    __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(x, 32), m_lo),
+                                     _mm256_mul_epu32(x, m_hi));
+    return _mm256_add_epi64(ll, _mm256_slli_epi64(cross, 32));
+}
+
+T256 int zsm_iid_avx2(uint64_t ctr, uint64_t n, uint64_t threshold, uint64_t count,
+                      uint64_t *out)
+{
+    const __m256i m1l = _mm256_set1_epi64x((long long)(MIX_M1 & 0xFFFFFFFFu));
+    const __m256i m1h = _mm256_set1_epi64x((long long)(MIX_M1 >> 32));
+    const __m256i m2l = _mm256_set1_epi64x((long long)(MIX_M2 & 0xFFFFFFFFu));
+    const __m256i m2h = _mm256_set1_epi64x((long long)(MIX_M2 >> 32));
+    const __m256i vn = _mm256_set1_epi64x((long long)n);
+    const __m256i low32 = _mm256_set1_epi64x(0xFFFFFFFFll);
+    /* Unsigned lo < threshold as a signed compare of both with the top
+     * bit flipped (AVX2 has only the signed 64-bit compare). */
+    const __m256i sign = _mm256_set1_epi64x((long long)(UINT64_C(1) << 63));
+    const __m256i thr = _mm256_xor_si256(_mm256_set1_epi64x((long long)threshold), sign);
+    const __m256i stride = _mm256_set1_epi64x((long long)(4 * GOLDEN));
+    __m256i c = _mm256_set_epi64x((long long)(ctr + 3 * GOLDEN), (long long)(ctr + 2 * GOLDEN),
+                                  (long long)(ctr + GOLDEN), (long long)ctr);
+    __m256i rejected = _mm256_setzero_si256();
+    for (uint64_t j = 0; j < count; j += 4) {
+        __m256i z = c;
+        c = _mm256_add_epi64(c, stride);
+        z = _mm256_xor_si256(z, _mm256_srli_epi64(z, 30));
+        z = mullo256(z, m1l, m1h);
+        z = _mm256_xor_si256(z, _mm256_srli_epi64(z, 27));
+        z = mullo256(z, m2l, m2h);
+        z = _mm256_xor_si256(z, _mm256_srli_epi64(z, 31));
+        __m256i lo_n = _mm256_mul_epu32(z, vn);
+        __m256i hi_n = _mm256_mul_epu32(_mm256_srli_epi64(z, 32), vn);
+        __m256i t = _mm256_add_epi64(hi_n, _mm256_srli_epi64(lo_n, 32));
+        __m256i lo = _mm256_or_si256(_mm256_slli_epi64(t, 32), _mm256_and_si256(lo_n, low32));
+        rejected = _mm256_or_si256(rejected,
+                                   _mm256_cmpgt_epi64(thr, _mm256_xor_si256(lo, sign)));
+        _mm256_storeu_si256((__m256i *)(void *)(out + j), _mm256_srli_epi64(t, 32));
+    }
+    return !_mm256_testz_si256(rejected, rejected);
+}
+
+/* --------------------------------------------------------- detection */
+
+static uint64_t xcr0(void)
+{
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static int cpu_level(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return ZSM_SIMD_SCALAR;
+    /* AVX needs the CPU's support and the OS's (OSXSAVE, then XCR0 saying
+     * the XMM and YMM state is saved on a context switch). */
+    if (!(c & bit_OSXSAVE) || !(c & bit_AVX)) return ZSM_SIMD_SCALAR;
+    uint64_t x = xcr0();
+    if ((x & 0x6) != 0x6) return ZSM_SIMD_SCALAR;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return ZSM_SIMD_SCALAR;
+    /* AVX-512 also needs the opmask and both halves of ZMM state saved. */
+    if ((b & bit_AVX512F) && (b & bit_AVX512DQ) && (x & 0xE0) == 0xE0) return ZSM_SIMD_AVX512;
+    if (b & bit_AVX2) return ZSM_SIMD_AVX2;
+    return ZSM_SIMD_SCALAR;
+}
+
+int zsm_simd_level(void)
+{
+    static _Atomic int cached = -1;
+    int level = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (level >= 0) return level;
+    level = cpu_level();
+    const char *want = getenv("ZSAMPLER_SIMD");
+    if (want != NULL) {
+        int cap = strcmp(want, "scalar") == 0 ? ZSM_SIMD_SCALAR
+                : strcmp(want, "avx2") == 0   ? ZSM_SIMD_AVX2
+                                              : ZSM_SIMD_AVX512;
+        if (cap < level) level = cap;
+    }
+    atomic_store_explicit(&cached, level, memory_order_relaxed);
+    return level;
+}
+
+#else /* not x86-64 with GCC or clang: the scalar loop only */
+
+int zsm_simd_level(void) { return ZSM_SIMD_SCALAR; }
+
+int zsm_iid_avx2(uint64_t ctr, uint64_t n, uint64_t threshold, uint64_t count, uint64_t *out)
+{
+    (void)ctr, (void)n, (void)threshold, (void)count, (void)out;
+    return 1; /* never called: the level is scalar */
+}
+
+int zsm_iid_avx512(uint64_t ctr, uint64_t n, uint64_t threshold, uint64_t count, uint64_t *out)
+{
+    return zsm_iid_avx2(ctr, n, threshold, count, out);
+}
+
+#endif
