@@ -346,17 +346,10 @@ static int zr_lua_sampler_config(lua_State *L, int idx, zsm_config *cfg)
     return 0;
 }
 
-/* Loader options with room for their flips (zld_create copies both). */
-#define ZR_LUA_MAX_FLIPS 64
-typedef struct zr_lua_options {
-    zld_options o;
-    zld_flip flips[ZR_LUA_MAX_FLIPS];
-} zr_lua_options;
-
 /* "flip" (raw form): a sequence of {stream =, width =, elem_size =, p =}
  * tables (stream 0-based; zld_create checks them against the streams).
  * zrecord.lua resolves the user's {key = p} into this form. */
-static int zr_lua_flips_field(lua_State *L, int idx, zr_lua_options *h)
+static int zr_lua_flips_field(lua_State *L, int idx, zr_bind_options *h)
 {
     int t = lua_getfield(L, idx, "flip");
     if (t == LUA_TNIL) {
@@ -371,8 +364,8 @@ static int zr_lua_flips_field(lua_State *L, int idx, zr_lua_options *h)
     }
     int ft = lua_absindex(L, -1);
     lua_Integer n = luaL_len(L, ft);
-    if (n > ZR_LUA_MAX_FLIPS) {
-        lua_pushfstring(L, "EINVAL: at most %d flipped streams per loader, got %I", ZR_LUA_MAX_FLIPS, n);
+    if (n > ZR_BIND_MAX_FLIPS) {
+        lua_pushfstring(L, "EINVAL: at most %d flipped streams per loader, got %I", ZR_BIND_MAX_FLIPS, n);
         lua_remove(L, -2);
         return -1;
     }
@@ -415,7 +408,7 @@ static int zr_lua_flips_field(lua_State *L, int idx, zr_lua_options *h)
 }
 
 /* Table of zld_options fields -> h->o (absent fields: defaults). */
-static int zr_lua_loader_options(lua_State *L, int idx, zr_lua_options *h)
+static int zr_lua_loader_options(lua_State *L, int idx, zr_bind_options *h)
 {
     zld_options *o = &h->o;
     zld_options init = ZLD_OPTIONS_INIT;
@@ -763,7 +756,7 @@ ZR_INDEX_TO_U64(sizes)
     }
     SWIG_arg++;
 %}
-%typemap(in) const zld_options *options (zr_lua_options tmp) %{
+%typemap(in) const zld_options *options (zr_bind_options tmp) %{
     if (zr_lua_loader_options(L, $input, &tmp) < 0) SWIG_fail;
     $1 = &tmp.o;
 %}

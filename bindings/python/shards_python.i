@@ -197,7 +197,7 @@ PyObject *zsh_py_mixture_locate(zld_mixture *m, const int64_t *index, uint64_t c
  * be sharded alike (zrs_concat_check_aligned against the first one). */
 PyObject *zsh_py_loader_create(PyObject *entries, PyObject *options)
 {
-    zr_py_options opts;
+    zr_bind_options opts;
     if (zr_py_loader_options(options, &opts) < 0)
         return NULL;
     const zld_options *o = &opts.o;

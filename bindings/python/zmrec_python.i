@@ -722,7 +722,7 @@ PyObject *zmr_py_source_free(PyObject *cap)
  * (source capsule, stream number). options as for zld_create. */
 PyObject *zmr_py_loader_create(PyObject *entries, PyObject *options)
 {
-    zr_py_options opts;
+    zr_bind_options opts;
     if (zr_py_loader_options(options, &opts) < 0)
         return NULL;
     const zld_options *o = &opts.o;

@@ -29,6 +29,7 @@
 #include <numpy/arrayobject.h>
 #include <string.h>
 #include <zloader.h>
+#include "zr_bind_flip.h" /* zr_bind_options */
 
 /* Raise the Python exception for a negative zr_status. The status -> class
  * mapping lives in one place, loaderx/errors.py (from_status); the message
@@ -170,15 +171,8 @@ static int zr_py_sampler_config(PyObject *map, zsm_config *cfg)
     return 0;
 }
 
-/* Loader options with room for their flips (zld_create copies both). */
-#define ZR_PY_MAX_FLIPS 64
-typedef struct zr_py_options {
-    zld_options o;
-    zld_flip flips[ZR_PY_MAX_FLIPS];
-} zr_py_options;
-
 /* "flips": a sequence of (stream, width, elem_size, p) tuples. */
-static int zr_py_flips_item(PyObject *map, zr_py_options *h)
+static int zr_py_flips_item(PyObject *map, zr_bind_options *h)
 {
     PyObject *fl = PyMapping_HasKeyString(map, "flips") ? PyMapping_GetItemString(map, "flips") : NULL;
     if (fl == NULL || fl == Py_None) {
@@ -189,10 +183,10 @@ static int zr_py_flips_item(PyObject *map, zr_py_options *h)
     Py_DECREF(fl);
     if (seq == NULL) return -1;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    if (n > ZR_PY_MAX_FLIPS) {
+    if (n > ZR_BIND_MAX_FLIPS) {
         Py_DECREF(seq);
         PyErr_Format(PyExc_ValueError, "at most %d flipped streams per loader, got %zd",
-                     ZR_PY_MAX_FLIPS, n);
+                     ZR_BIND_MAX_FLIPS, n);
         return -1;
     }
     for (Py_ssize_t k = 0; k < n; k++) {
@@ -216,7 +210,7 @@ static int zr_py_flips_item(PyObject *map, zr_py_options *h)
 }
 
 /* A mapping of zld_options fields -> h->o (missing keys: defaults). */
-static int zr_py_loader_options(PyObject *map, zr_py_options *h)
+static int zr_py_loader_options(PyObject *map, zr_bind_options *h)
 {
     zld_options *o = &h->o;
     zld_options init = ZLD_OPTIONS_INIT;
@@ -547,7 +541,7 @@ ZR_INDEX_TO_U64(sizes)
     if (zr_py_sampler_config($input, &tmp) < 0) SWIG_fail;
     $1 = &tmp;
 }
-%typemap(in) const zld_options *options (zr_py_options tmp) {
+%typemap(in) const zld_options *options (zr_bind_options tmp) {
     if (zr_py_loader_options($input, &tmp) < 0) SWIG_fail;
     $1 = &tmp.o;
 }

@@ -1,5 +1,6 @@
 /*
- * zr_bind_flip.h - the bindings' shared rule for a store's flip (zld_flip).
+ * zr_bind_flip.h - the bindings' shared rule for a store's flip (zld_flip),
+ * and the loader options every binding fills with room for its flips.
  *
  * A flip reverses a dense store's records along their last axis: the row
  * width is the last dimension of item_shape and the element size is the
@@ -12,6 +13,14 @@
 #define ZR_BIND_FLIP_H
 
 #include <zloader.h>
+
+/* Loader options with room for their flips: what a binding builds from its
+ * language's options before zld_create, which copies both. */
+#define ZR_BIND_MAX_FLIPS 64
+typedef struct zr_bind_options {
+    zld_options o;
+    zld_flip flips[ZR_BIND_MAX_FLIPS];
+} zr_bind_options;
 
 /* Fill *out for a flip of probability p on store s, which is stream
  * `stream` of the loader (`label` names it in errors, e.g. "stream 0" or
