@@ -52,12 +52,12 @@ extern "C" {
 ZSM_API unsigned zsampler_version(void);
 ZSM_API const char *zsampler_version_string(void);
 
-/* The vector kernel the iid mode draws with on this CPU: "avx512"
- * (AVX-512F + DQ, 8 indices at a time), "avx2" (4 at a time) or "scalar"
- * (other CPUs and architectures, and index spaces of 2^32 or more). Every
- * kernel gives the same indices; only the speed differs. The environment
- * variable ZSAMPLER_SIMD=scalar|avx2 caps the choice (read at the first
- * draw of the process). Static string, never NULL. */
+/* The kernel the iid mode draws with on this CPU: "avx512" (x86-64 with
+ * AVX-512F + DQ, 8 indices at a time, for index spaces below 2^32) or
+ * "scalar" (other CPUs and architectures; also used for larger index
+ * spaces). Both give the same indices; only the speed differs. The
+ * environment variable ZSAMPLER_SIMD=scalar forces the scalar loop (read
+ * at the first draw of the process). Static string, never NULL. */
 ZSM_API const char *zsm_simd(void);
 
 #define ZSM_OK 0

@@ -24,11 +24,7 @@ const char *zsampler_version_string(void) { return ZSAMPLER_VERSION_STRING; }
 
 const char *zsm_simd(void)
 {
-    switch (zsm_simd_level()) {
-    case ZSM_SIMD_AVX512: return "avx512";
-    case ZSM_SIMD_AVX2: return "avx2";
-    default: return "scalar";
-    }
+    return zsm_simd_level() == ZSM_SIMD_AVX512 ? "avx512" : "scalar";
 }
 
 /* ------------------------------------------------------------ mode names */
@@ -178,16 +174,12 @@ static void run_iid(const zsm_config *cfg, uint64_t g, uint64_t step,
     const uint64_t threshold = (0 - n) % n;
     uint64_t ctr = key + first * GOLDEN;
     uint64_t j = 0;
-    /* The vector kernels take whole lanes of n < 2^32 (every dataset
-     * index space in practice); a rejection anywhere in them, about one
+    /* The vector kernel takes whole lanes of n < 2^32 (every dataset
+     * index space in practice); a rejection anywhere in it, about one
      * draw in 2^32 or rarer, sends the whole batch back to this loop. */
-    const int level = n <= UINT32_MAX ? zsm_simd_level() : ZSM_SIMD_SCALAR;
-    const uint64_t lanes = level == ZSM_SIMD_AVX512 ? 8 : 4;
-    const uint64_t whole = cfg->batch_size - cfg->batch_size % lanes;
-    if (level != ZSM_SIMD_SCALAR && whole > 0) {
-        int rejected = level == ZSM_SIMD_AVX512 ? zsm_iid_avx512(ctr, n, threshold, whole, out)
-                                                : zsm_iid_avx2(ctr, n, threshold, whole, out);
-        if (!rejected) {
+    const uint64_t whole = cfg->batch_size - cfg->batch_size % 8;
+    if (n <= UINT32_MAX && whole > 0 && zsm_simd_level() == ZSM_SIMD_AVX512) {
+        if (!zsm_iid_avx512(ctr, n, threshold, whole, out)) {
             j = whole;
             ctr += whole * GOLDEN;
         }

@@ -2,7 +2,7 @@
  * torture_sampler.c - libzsampler: determinism, ranges, cyclic exactness,
  * iid uniformity, sequential wrap-around, rank sharding, validation, and
  * the iid mode's vector kernels against an independent scalar reference.
- * Run once per kernel (ZSAMPLER_SIMD=scalar / avx2 / unset).
+ * Run twice: with the kernel the CPU offers, and with ZSAMPLER_SIMD=scalar.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -392,13 +392,11 @@ static void test_iid_kernels_match_reference(void **state)
     (void)state;
     const char *kernel = zsm_simd();
     const char *want = getenv("ZSAMPLER_SIMD");
-    assert_true(strcmp(kernel, "scalar") == 0 || strcmp(kernel, "avx2") == 0 ||
-                strcmp(kernel, "avx512") == 0);
+    assert_true(strcmp(kernel, "scalar") == 0 || strcmp(kernel, "avx512") == 0);
     if (want != NULL && strcmp(want, "scalar") == 0) assert_string_equal(kernel, "scalar");
-    if (want != NULL && strcmp(want, "avx2") == 0) assert_string_not_equal(kernel, "avx512");
 
-    /* Index spaces on both sides of 2^32 (the kernels take n < 2^32),
-     * batches around every lane count, tails included. */
+    /* Index spaces on both sides of 2^32 (the kernel takes n < 2^32),
+     * batches around its 8 lanes, tails included. */
     const uint64_t lengths[] = {1, 2, 3, 48, 1000003, (UINT64_C(1) << 31) + 1,
                                 UINT64_C(4294901761), UINT32_MAX, UINT64_C(1) << 32,
                                 (UINT64_C(1) << 40) + 3};
@@ -415,7 +413,7 @@ static void test_iid_kernels_match_reference(void **state)
     /* A draw the kernels reject: n = 4294901761 has 2^64 mod n just under
      * n, so about one draw in 2^32 is redrawn; draw 9078722727 of seed 7
      * (found by search) is one, at index 4263 of step 1108242 at batch
-     * 8192. The kernel must hand that batch back to the scalar loop. */
+     * 8192. A kernel must hand that batch back to the scalar loop. */
     zsm_config c = make(UINT64_C(4294901761), 8192, 7, ZSM_IID, 0, 1);
     assert_int_equal(check_iid_against_ref(&c, 1108242), 1);
 }
