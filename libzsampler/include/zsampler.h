@@ -53,11 +53,14 @@ ZSM_API unsigned zsampler_version(void);
 ZSM_API const char *zsampler_version_string(void);
 
 /* The kernel the iid mode draws with on this CPU: "avx512" (x86-64 with
- * AVX-512F + DQ, 8 indices at a time, for index spaces below 2^32) or
- * "scalar" (other CPUs and architectures; also used for larger index
- * spaces). Both give the same indices; only the speed differs. The
- * environment variable ZSAMPLER_SIMD=scalar forces the scalar loop (read
- * at the first draw of the process). Static string, never NULL. */
+ * AVX-512F + DQ that the OS has enabled, 8 indices at a time, for index
+ * spaces below 2^32; batches under 8 and the last batch_size % 8 indices
+ * use the scalar loop) or "scalar" (other CPUs and architectures; also
+ * used for larger index spaces). Both give the same indices; only the
+ * speed differs. The environment variable ZSAMPLER_SIMD=scalar (exactly;
+ * other values are ignored) forces the scalar loop. Decided once per
+ * process, at the first call of this or of an iid draw that could use the
+ * kernel. Static string, never NULL. */
 ZSM_API const char *zsm_simd(void);
 
 #define ZSM_OK 0

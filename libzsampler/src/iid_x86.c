@@ -15,8 +15,10 @@
  * rejection test, exactly as the scalar 64x128-bit product does.
  *
  * Detection is the CPUID instruction plus XGETBV (does the OS save the
- * vector registers?), the same on every OS, so it lives here with the
- * kernels and not in the platform layer. The kernels exist on x86-64
+ * vector registers?), instructions rather than OS calls, so it lives here
+ * with the kernel and not in the platform layer. macOS enables AVX-512
+ * state per thread on first use, so there XGETBV usually says no and the
+ * scalar loop runs: slower, never different. The kernels exist on x86-64
  * with GCC or clang (per-function target attributes, no global -m flags,
  * so the rest of the library still runs on any x86-64); elsewhere the
  * level is always scalar and they are never called.
@@ -63,7 +65,8 @@ T512 int zsm_iid_avx512(uint64_t ctr, uint64_t n, uint64_t threshold, uint64_t c
         c = _mm512_add_epi64(c, stride);
         __m512i lo_n = _mm512_mul_epu32(r, vn);                        /* r_lo * n */
         __m512i hi_n = _mm512_mul_epu32(_mm512_srli_epi64(r, 32), vn); /* r_hi * n */
-        /* t = r * n / 2^32; cannot overflow: r_hi * n <= (2^32 - 1)^2. */
+        /* t = r * n / 2^32; cannot overflow: r_hi * n <= (2^32 - 1)^2 and
+         * lo_n >> 32 <= 2^32 - 2, whose sum is below 2^64. */
         __m512i t = _mm512_add_epi64(hi_n, _mm512_srli_epi64(lo_n, 32));
         __m512i lo = _mm512_or_si512(_mm512_slli_epi64(t, 32), _mm512_and_si512(lo_n, low32));
         rejected |= _mm512_cmplt_epu64_mask(lo, thr);

@@ -352,6 +352,29 @@ static uint64_t ref_mix(uint64_t z)
     return z ^ (z >> 31);
 }
 
+/* The inverse of ref_mix (each step of it is a bijection), to plant a
+ * chosen draw at a chosen position. */
+static uint64_t ref_inv64(uint64_t a) /* a odd: a * ref_inv64(a) == 1 mod 2^64 */
+{
+    uint64_t x = a;
+    for (int i = 0; i < 6; i++) x *= 2 - a * x;
+    return x;
+}
+
+static uint64_t ref_unxorshift(uint64_t y, unsigned s) /* y = x ^ (x >> s) -> x */
+{
+    uint64_t x = y;
+    for (unsigned k = s; k < 64; k += s) x = y ^ (x >> s);
+    return x;
+}
+
+static uint64_t ref_unmix(uint64_t z)
+{
+    z = ref_unxorshift(z, 31) * ref_inv64(UINT64_C(0x94D049BB133111EB));
+    z = ref_unxorshift(z, 27) * ref_inv64(UINT64_C(0xBF58476D1CE4E5B9));
+    return ref_unxorshift(z, 30);
+}
+
 static uint64_t ref_iid(uint64_t n, uint64_t seed, uint64_t d, int *retried)
 {
     const uint64_t golden = UINT64_C(0x9E3779B97F4A7C15);
@@ -394,6 +417,7 @@ static void test_iid_kernels_match_reference(void **state)
     const char *want = getenv("ZSAMPLER_SIMD");
     assert_true(strcmp(kernel, "scalar") == 0 || strcmp(kernel, "avx512") == 0);
     if (want != NULL && strcmp(want, "scalar") == 0) assert_string_equal(kernel, "scalar");
+    for (uint64_t z = 1; z < (UINT64_C(1) << 63); z = z * 3 + 1) assert_true(ref_mix(ref_unmix(z)) == z);
 
     /* Index spaces on both sides of 2^32 (the kernel takes n < 2^32),
      * batches around its 8 lanes, tails included. */
@@ -410,11 +434,27 @@ static void test_iid_kernels_match_reference(void **state)
                     (void)check_iid_against_ref(&c, steps[si]);
                 }
 
+    /* Planted draws: for n = 4294901761 (odd, so r -> r * n mod 2^64 is a
+     * bijection), a seed is solved for so that draw p of a batch of 27
+     * (three kernel iterations of 8 lanes, then a tail of 3) has low
+     * product exactly L: one below the rejection threshold, the threshold
+     * itself (kept), and 0. Every lane of the first, middle and last
+     * iteration and of the tail, on both sides of the threshold. */
+    const uint64_t n = UINT64_C(4294901761), threshold = (0 - n) % n, b = 27, step = 5;
+    const uint64_t lows[] = {threshold - 1, threshold, 0};
+    for (uint64_t p = 0; p < b; p++)
+        for (size_t k = 0; k < sizeof lows / sizeof lows[0]; k++) {
+            uint64_t ctr = ref_unmix(lows[k] * ref_inv64(n));
+            uint64_t key = ctr - (step * b + p) * UINT64_C(0x9E3779B97F4A7C15);
+            zsm_config c = make(n, b, ref_unmix(key) ^ UINT64_C(0x6A09E667F3BCC908), ZSM_IID, 0, 1);
+            assert_int_equal(check_iid_against_ref(&c, step), lows[k] < threshold);
+        }
+
     /* A draw the kernels reject: n = 4294901761 has 2^64 mod n just under
      * n, so about one draw in 2^32 is redrawn; draw 9078722727 of seed 7
      * (found by search) is one, at index 4263 of step 1108242 at batch
      * 8192. A kernel must hand that batch back to the scalar loop. */
-    zsm_config c = make(UINT64_C(4294901761), 8192, 7, ZSM_IID, 0, 1);
+    zsm_config c = make(n, 8192, 7, ZSM_IID, 0, 1);
     assert_int_equal(check_iid_against_ref(&c, 1108242), 1);
 }
 
