@@ -18,20 +18,19 @@
  * vector registers?), instructions rather than OS calls, so it lives here
  * with the kernel and not in the platform layer. macOS enables AVX-512
  * state per thread on first use, so there XGETBV usually says no and the
- * scalar loop runs: slower, never different. The kernels exist on x86-64
- * with GCC or clang (per-function target attributes, no global -m flags,
- * so the rest of the library still runs on any x86-64); elsewhere the
- * level is always scalar and they are never called.
+ * scalar loop runs: slower, never different. The kernel exists on x86-64
+ * with GCC or clang (a per-function target attribute, no global -m flags,
+ * so the rest of the library still runs on any x86-64); elsewhere
+ * zsm_avx512() is 0 and the kernel is never called.
  */
 #include "zsm_internal.h"
-
-#include <stdatomic.h>
-#include <stdlib.h>
-#include <string.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
 #include <immintrin.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* ----------------------------------------------------------- AVX-512 */
 
@@ -84,41 +83,40 @@ static uint64_t xcr0(void)
     return ((uint64_t)hi << 32) | lo;
 }
 
-static int cpu_level(void)
+/* AVX-512F + DQ, and the OS saving their registers. */
+static int cpu_has_avx512(void)
 {
     unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d)) return ZSM_SIMD_SCALAR;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
     /* AVX needs the CPU's support and the OS's (OSXSAVE, then XCR0 saying
      * the XMM and YMM state is saved on a context switch). */
-    if (!(c & bit_OSXSAVE) || !(c & bit_AVX)) return ZSM_SIMD_SCALAR;
+    if (!(c & bit_OSXSAVE) || !(c & bit_AVX)) return 0;
     uint64_t x = xcr0();
-    if ((x & 0x6) != 0x6) return ZSM_SIMD_SCALAR;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return ZSM_SIMD_SCALAR;
+    if ((x & 0x6) != 0x6) return 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
     /* AVX-512 also needs the opmask and both halves of ZMM state saved. */
-    if ((b & bit_AVX512F) && (b & bit_AVX512DQ) && (x & 0xE0) == 0xE0) return ZSM_SIMD_AVX512;
-    return ZSM_SIMD_SCALAR;
+    return (b & bit_AVX512F) && (b & bit_AVX512DQ) && (x & 0xE0) == 0xE0;
 }
 
-int zsm_simd_level(void)
+int zsm_avx512(void)
 {
     static _Atomic int cached = -1;
-    int level = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (level >= 0) return level;
-    level = cpu_level();
+    int use = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (use >= 0) return use;
     const char *want = getenv("ZSAMPLER_SIMD");
-    if (want != NULL && strcmp(want, "scalar") == 0) level = ZSM_SIMD_SCALAR;
-    atomic_store_explicit(&cached, level, memory_order_relaxed);
-    return level;
+    use = !(want != NULL && strcmp(want, "scalar") == 0) && cpu_has_avx512();
+    atomic_store_explicit(&cached, use, memory_order_relaxed);
+    return use;
 }
 
 #else /* not x86-64 with GCC or clang: the scalar loop only */
 
-int zsm_simd_level(void) { return ZSM_SIMD_SCALAR; }
+int zsm_avx512(void) { return 0; }
 
 int zsm_iid_avx512(uint64_t ctr, uint64_t n, uint64_t threshold, uint64_t count, uint64_t *out)
 {
     (void)ctr, (void)n, (void)threshold, (void)count, (void)out;
-    return 1; /* never called: the level is scalar */
+    return 1; /* never called: zsm_avx512() is 0 */
 }
 
 #endif

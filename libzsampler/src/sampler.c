@@ -24,7 +24,7 @@ const char *zsampler_version_string(void) { return ZSAMPLER_VERSION_STRING; }
 
 const char *zsm_simd(void)
 {
-    return zsm_simd_level() == ZSM_SIMD_AVX512 ? "avx512" : "scalar";
+    return zsm_avx512() ? "avx512" : "scalar";
 }
 
 /* ------------------------------------------------------------ mode names */
@@ -178,7 +178,7 @@ static void run_iid(const zsm_config *cfg, uint64_t g, uint64_t step,
      * index space in practice); a rejection anywhere in it, about one
      * draw in 2^32 or rarer, sends the whole batch back to this loop. */
     const uint64_t whole = cfg->batch_size - cfg->batch_size % 8;
-    if (n <= UINT32_MAX && whole > 0 && zsm_simd_level() == ZSM_SIMD_AVX512) {
+    if (n <= UINT32_MAX && whole > 0 && zsm_avx512()) {
         if (!zsm_iid_avx512(ctr, n, threshold, whole, out)) {
             j = whole;
             ctr += whole * GOLDEN;

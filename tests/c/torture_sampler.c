@@ -345,6 +345,9 @@ static void test_iid_uniform(void **state)
  * 64 bits, rejected while the low 64 bits fall below 2^64 mod n and then
  * redrawn from mix(mix(ctr ^ retry) + attempt * golden). *retried is set
  * when draw d needed a redraw. */
+#define REF_GOLDEN UINT64_C(0x9E3779B97F4A7C15)
+#define REF_IID_DOMAIN UINT64_C(0x6A09E667F3BCC908)
+
 static uint64_t ref_mix(uint64_t z)
 {
     z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
@@ -377,14 +380,13 @@ static uint64_t ref_unmix(uint64_t z)
 
 static uint64_t ref_iid(uint64_t n, uint64_t seed, uint64_t d, int *retried)
 {
-    const uint64_t golden = UINT64_C(0x9E3779B97F4A7C15);
-    const uint64_t ctr = ref_mix(seed ^ UINT64_C(0x6A09E667F3BCC908)) + d * golden;
+    const uint64_t ctr = ref_mix(seed ^ REF_IID_DOMAIN) + d * REF_GOLDEN;
     const uint64_t threshold = (0 - n) % n;
     __extension__ unsigned __int128 m = (unsigned __int128)ref_mix(ctr) * n;
     const uint64_t base = ref_mix(ctr ^ UINT64_C(0xBB67AE8584CAA73B));
     for (uint64_t attempt = 1; (uint64_t)m < threshold; attempt++) {
         *retried = 1;
-        m = (unsigned __int128)ref_mix(base + attempt * golden) * n;
+        m = (unsigned __int128)ref_mix(base + attempt * REF_GOLDEN) * n;
     }
     return (uint64_t)(m >> 64);
 }
@@ -445,8 +447,8 @@ static void test_iid_kernels_match_reference(void **state)
     for (uint64_t p = 0; p < b; p++)
         for (size_t k = 0; k < sizeof lows / sizeof lows[0]; k++) {
             uint64_t ctr = ref_unmix(lows[k] * ref_inv64(n));
-            uint64_t key = ctr - (step * b + p) * UINT64_C(0x9E3779B97F4A7C15);
-            zsm_config c = make(n, b, ref_unmix(key) ^ UINT64_C(0x6A09E667F3BCC908), ZSM_IID, 0, 1);
+            uint64_t key = ctr - (step * b + p) * REF_GOLDEN;
+            zsm_config c = make(n, b, ref_unmix(key) ^ REF_IID_DOMAIN, ZSM_IID, 0, 1);
             assert_int_equal(check_iid_against_ref(&c, step), lows[k] < threshold);
         }
 
