@@ -9,7 +9,7 @@
 #   bash scripts/setup.sh --tests          also what the test suites need
 #
 # 1. Debian packages: the C toolchain, SWIG, the -dev packages of zstd,
-#    msgpack-c, LMDB and json-c, Debian's python3 with venv and headers,
+#    msgpack-c, LMDB, json-c and libcurl (OpenSSL), Debian's python3 with venv and headers,
 #    and the Fashion-MNIST data set of the main job.
 # 2. A virtual environment, $VENV (default: .venv in this clone), made by
 #    the python3 on PATH (Debian's /usr/bin/python3 on a stock machine:
@@ -53,7 +53,7 @@ t_start=$(date +%s)
 
 # 1. Debian packages.
 debs=(build-essential pkg-config swig ca-certificates
-      libzstd-dev libmsgpack-dev liblmdb-dev libjson-c-dev zlib1g-dev
+      libzstd-dev libmsgpack-dev liblmdb-dev libjson-c-dev zlib1g-dev libcurl4-openssl-dev
       python3 python3-venv python3-dev
       dataset-fashion-mnist)
 # The meson build under a prefix (and the test suites): Debian's meson and
@@ -68,6 +68,9 @@ debs=(build-essential pkg-config swig ca-certificates
 # The cold-storage benchmark (bench/bench_readahead.py) builds its store on
 # a throttled loop device: losetup and blockdev, mount, mkfs.ext4.
 [ $tests -eq 1 ] && debs+=(util-linux mount e2fsprogs)
+# The remote-store tests serve stores over HTTP ranges with Debian's nginx
+# (the S3 server is SeaweedFS, built by scripts/seaweedfs.sh).
+[ $tests -eq 1 ] && debs+=(nginx)
 # Go and npm (the benchmarks fetch their tokenizer with it) from Debian
 # unless another install is on PATH.
 [ $tests -eq 1 ] && ! command -v go >/dev/null && debs+=(golang-go)

@@ -89,8 +89,8 @@ static size_t path_cap(const zre_engine *e) { return strlen(e->path) + 40; }
 
 /* ------------------------------------------------------------ fd tables */
 
-static int fdtab_set(zre_fdtab *t, uint64_t id, zrp_file f, uint64_t size, const unsigned char *map,
-                     uint64_t map_len)
+int zre_fdtab_set(zre_fdtab *t, uint64_t id, zrp_file f, uint64_t size, const unsigned char *map,
+                  uint64_t map_len)
 {
     if (id >= (uint64_t)ZRE_FDTAB_TOP * ZRE_FDTAB_BLOCK)
         return ZR_EUNSUPPORTED;
@@ -102,6 +102,7 @@ static int fdtab_set(zre_fdtab *t, uint64_t id, zrp_file f, uint64_t size, const
             return ZR_ENOMEM;
         for (unsigned i = 0; i < ZRE_FDTAB_BLOCK; i++) {
             blk[i].f = ZRP_FILE_INVALID;
+            blk[i].obj = NULL;
             blk[i].map = NULL;
             blk[i].map_len = 0;
             atomic_init(&blk[i].size, 0);
@@ -189,6 +190,8 @@ static int zre_open_error(const zre_engine *e, const char *p, int prc)
  * Returns 1 when opened, 0 when missing and !create, or a negative status. */
 int zre_open_numbered(zre_engine *e, zre_fdtab *t, uint64_t id, const char *ext, bool create)
 {
+    if (e->remote)
+        return zre_remote_open_numbered(e, t, id, ext);
     if (zre_fdtab_get(t, id).fd >= 0)
         return 1;
     size_t cap = path_cap(e);
@@ -224,7 +227,7 @@ int zre_open_numbered(zre_engine *e, zre_fdtab *t, uint64_t id, const char *ext,
                                        : ZRE_INT_SEG_ENTRIES * ZRE_LOC_ENTRY_SIZE;
     if (!ZRE_USE_MAP || zrp_map_readonly(f, map_len, &map) < 0)
         map = NULL;
-    rc = fdtab_set(t, id, f, size, map, map ? map_len : 0);
+    rc = zre_fdtab_set(t, id, f, size, map, map ? map_len : 0);
     if (rc < 0) {
         zrp_unmap(map, map_len);
         zrp_close(&f);
@@ -284,7 +287,7 @@ int zre_read_locs(zre_engine *e, uint64_t first, unsigned char *buf, uint64_t n)
         if (take > n)
             take = n;
         const zre_fent *ent = zre_fdtab_ent(&e->locs, seg);
-        if (!ent || ent->f.fd < 0)
+        if (!zre_fent_open(ent))
             return zr_set_error(ZR_ECORRUPT, "record table: segment %s/%" PRIu64
                                 ".loc is not open for index %" PRIu64, e->path, seg, first);
         uint64_t lo = in_seg * ZRE_LOC_ENTRY_SIZE, bytes = take * ZRE_LOC_ENTRY_SIZE;
@@ -298,7 +301,7 @@ int zre_read_locs(zre_engine *e, uint64_t first, unsigned char *buf, uint64_t n)
                 rc = 0;
             }
         } else {
-            rc = zrp_pread_all(ent->f, buf, (size_t)bytes, lo);
+            rc = zre_fent_pread(ent, buf, (size_t)bytes, lo);
         }
         if (rc < 0)
             return zr_set_error(zre_io_status(rc, ZR_ECORRUPT),
@@ -488,6 +491,7 @@ static void engine_free(zre_engine *e)
         return;
     zre_pool_destroy(&e->pool);
     engine_close_files(e, true);
+    zre_remote_detach(e);
     for (size_t i = 0; i < e->dctx_count; i++)
         ZSTD_freeDCtx(e->dctx_free[i]);
     for (size_t i = 0; i < e->cctx_count; i++)
@@ -811,7 +815,7 @@ static int open_validate_files(zre_engine *e, uint64_t length, uint32_t tail_chu
         if (need > ZRE_INT_SEG_ENTRIES)
             need = ZRE_INT_SEG_ENTRIES;
         uint64_t size;
-        rc = zrp_file_size(zre_fdtab_get(&e->locs, s), &size);
+        rc = zre_fent_size(&e->locs, s, &size);
         if (rc < 0)
             return zr_set_error(ZR_EIO, "open: cannot stat %s/%" PRIu64 ".loc: %s", e->path, s,
                                 zr_os_strerror(rc));
@@ -838,7 +842,7 @@ static int open_validate_files(zre_engine *e, uint64_t length, uint32_t tail_chu
         }
         if (c >= from_chunk) {
             uint64_t size;
-            rc = zrp_file_size(zre_fdtab_get(&e->chunks, c), &size);
+            rc = zre_fent_size(&e->chunks, c, &size);
             if (rc < 0)
                 return zr_set_error(ZR_EIO, "open: cannot stat %s/%" PRIu64 ".chunk: %s", e->path, c,
                                     zr_os_strerror(rc));
@@ -921,7 +925,8 @@ static int open_dict(zre_engine *e)
         return zr_set_error(ZR_ENOMEM, "open: out of memory for a path");
     int rc = ZR_OK;
     if (e->codec != ZRE_CODEC_ZSTD_DICT) {
-        if (zrp_path_exists(dp))
+        /* A remote store is what was pushed: only engine files, no dict.zr. */
+        if (!e->remote && zrp_path_exists(dp))
             rc = zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: codec %s store has a dict.zr "
                               "(%s)", e->path, zre_codec_name(e->codec), dp);
         free(dp);
@@ -929,7 +934,7 @@ static int open_dict(zre_engine *e)
     }
     void *buf = NULL;
     size_t len = 0;
-    int prc = zrp_read_file(dp, &buf, &len, (size_t)ZRE_DICT_MAX);
+    int prc = zre_read_aux(e, "dict.zr", &buf, &len, (size_t)ZRE_DICT_MAX);
     if (prc == -ENOENT)
         rc = zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: codec zstd_dict but %s is missing",
                           e->path, dp);
@@ -937,7 +942,8 @@ static int open_dict(zre_engine *e)
         rc = zr_set_error(ZR_ENOTSTORE, "open: %s is larger than %" PRIu64 " bytes", dp,
                           (uint64_t)ZRE_DICT_MAX);
     else if (prc < 0)
-        rc = zr_set_error(ZR_EIO, "open: cannot read %s: %s", dp, zr_os_strerror(prc));
+        rc = zr_set_error(zre_io_status(prc, ZR_EIO), "open: cannot read %s: %s", dp,
+                          zr_os_strerror(prc));
     else
         rc = load_dict(e, buf, len, ZR_ENOTSTORE, dp);
     free(buf);
@@ -961,15 +967,22 @@ static int meta_read(zre_engine *e, const char *what, zre_meta_state *out)
 {
     unsigned char m[ZRE_META_SIZE], prev[ZRE_META_SIZE];
     bool have_prev = false;
+    /* A remote meta.zr is an uploaded, finished file: read once. */
+    const unsigned retries = e->remote ? 0 : ZRE_META_RETRIES;
     for (unsigned attempt = 0;; attempt++) {
         uint64_t size;
-        int rc = zrp_file_size(e->meta, &size);
-        if (rc < 0)
-            return zr_set_error(ZR_EIO, "%s: cannot stat %s/meta.zr: %s", what, e->path, zr_os_strerror(rc));
+        int rc;
+        if (e->remote) {
+            if ((rc = zre_remote_meta(e, what, m, &size)) < 0)
+                return rc;
+        } else if ((rc = zrp_file_size(e->meta, &size)) < 0) {
+            return zr_set_error(ZR_EIO, "%s: cannot stat %s/meta.zr: %s", what, e->path,
+                                zr_os_strerror(rc));
+        }
         if (size != ZRE_META_SIZE)
             return zr_set_error(ZR_ENOTSTORE, "%s: %s is malformed: meta.zr is %" PRIu64
                                 " bytes, expected %u", what, e->path, size, ZRE_META_SIZE);
-        rc = zrp_pread_all(e->meta, m, sizeof m, 0);
+        rc = e->remote ? 0 : zrp_pread_all(e->meta, m, sizeof m, 0);
         if (rc < 0)
             return zr_set_error(ZR_EIO, "%s: cannot read %s/meta.zr: %s", what, e->path, zr_os_strerror(rc));
         bool legacy = zre_get_u64(m + 24) == 0;
@@ -977,7 +990,7 @@ static int meta_read(zre_engine *e, const char *what, zre_meta_state *out)
                          : zre_get_u32(m + 28) == zre_fnv1a32(m, 28);
         if (ok)
             break;
-        if (attempt >= ZRE_META_RETRIES) {
+        if (attempt >= retries) {
             if (legacy)
                 return zr_set_error(ZR_ENOTSTORE, "%s: %s: meta.zr (a header without checksum) "
                                     "kept changing over %u reads", what, e->path, attempt + 1);
@@ -1019,7 +1032,11 @@ ZRE_API int zre_open_ex(zre_engine **out, const char *path, unsigned flags)
     if ((flags & ZRE_OPEN_READONLY) && (flags & ZRE_OPEN_RECOVER))
         return zr_set_error(ZR_EINVAL, "open: recovery writes, so it needs a writable open, not "
                             "a read-only one (%s)", path);
-    if (!zrp_is_dir(path))
+    const bool url = zre_is_url(path);
+    if (url && !(flags & ZRE_OPEN_READONLY))
+        return zr_set_error(ZR_EUNSUPPORTED, "open: %s is a URL: stores at a URL open read-only "
+                            "(upload a local store with push)", path);
+    if (!url && !zrp_is_dir(path))
         return zr_set_error(ZR_ENOTSTORE, "open: %s is not a store: not a directory", path);
     bool readonly = (flags & ZRE_OPEN_READONLY) != 0;
     zre_engine *e;
@@ -1028,7 +1045,7 @@ ZRE_API int zre_open_ex(zre_engine **out, const char *path, unsigned flags)
         return rc;
     e->readonly = readonly;
     e->op = "open";
-    rc = open_locks(e, false);
+    rc = url ? zre_remote_attach(e) : open_locks(e, false);
     if (rc < 0)
         goto fail;
 
@@ -1049,7 +1066,7 @@ ZRE_API int zre_open_ex(zre_engine **out, const char *path, unsigned flags)
      * nothing and refuses while one is pending. No delete or compact can
      * be running while this handle holds its shared meta.zr lock, so a
      * journal seen here was left by a crash. */
-    rc = zre_journal_recover(e, &length);
+    rc = e->remote ? ZR_OK : zre_journal_recover(e, &length);
     if (rc < 0)
         goto fail;
     rc = open_validate_files(e, length, e->tail_chunk, e->tail_offset, e->tail_chunk);
@@ -1083,8 +1100,8 @@ ZRE_API int zre_refresh(zre_engine *e)
 {
     if (!e)
         return zr_set_error(ZR_EINVAL, "refresh: NULL handle");
-    if (!e->readonly)
-        return ZR_OK; /* the one writer: its view is always the newest */
+    if (!e->readonly || e->remote)
+        return ZR_OK; /* the one writer: its view is always the newest; a URL: a fixed upload */
     zrp_mutex_lock(&e->writer);
     zre_meta_state ms;
     int rc = meta_read(e, "refresh", &ms);
@@ -1296,6 +1313,8 @@ ZRE_API int zre_record_sizes(zre_engine *e, const uint64_t *index, uint64_t coun
         if (index[i] >= length)
             rc = zr_set_error(ZR_ERANGE, "record_sizes: index %" PRIu64 " out of range for store "
                               "of %" PRIu64 " records (position %" PRIu64 ")", index[i], length, i);
+    if (rc == 0 && e->remote)
+        rc = zre_remote_prepare(&e, NULL, index, count, 1);
     for (uint64_t b = 0; b < count && rc == 0; b += ZRE_LOCS_AT_MAX) {
         zre_loc l[ZRE_LOCS_AT_MAX];
         uint64_t n = count - b < ZRE_LOCS_AT_MAX ? count - b : ZRE_LOCS_AT_MAX;
@@ -1337,9 +1356,8 @@ ZRE_API int zre_get_stats(zre_engine *e, zre_stats *out)
     /* Earlier chunks count up to their file size (what rollover left);
      * the tail chunk counts up to the committed frontier. */
     for (uint64_t c = 0; rc == 0 && c < e->tail_chunk; c++) {
-        zrp_file f = zre_fdtab_get(&e->chunks, c);
         uint64_t size = 0;
-        if (f.fd >= 0 && zrp_file_size(f, &size) < 0)
+        if (zre_fent_open(zre_fdtab_ent(&e->chunks, c)) && zre_fent_size(&e->chunks, c, &size) < 0)
             rc = zr_set_error(ZR_EIO, "stats: cannot stat %s/%" PRIu64 ".chunk", e->path, c);
         s.chunk_bytes += size < ZRE_CHUNK_USABLE ? size : ZRE_CHUNK_USABLE;
     }

@@ -1,0 +1,354 @@
+/*
+ * remote_io.c - the engine's side of stores opened by URL: the hooks that
+ * engine.c, gather.c and advise.c call, over the remote/ module.
+ *
+ * A remote store has no descriptors, locks or mappings. Each chunk and
+ * record-table file is a remote object (HEAD at open gives its size and
+ * ETag); reads go through the node's block cache (zrr_pread), so the
+ * engine's no-map read path serves them unchanged. A gather first hands
+ * the whole batch to zre_remote_prepare: the table entries' blocks, then
+ * the records' blocks, are downloaded in parallel range requests
+ * (coalesced per object), for every remote engine of the batch at once.
+ *
+ * Built without libcurl (meson -Dremote=disabled, or libcurl not found),
+ * every URL open fails with ZR_EUNSUPPORTED saying so.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_internal.h"
+
+int zre_is_url(const char *path)
+{
+    return path && (strncmp(path, "http://", 7) == 0 || strncmp(path, "https://", 8) == 0 ||
+                    strncmp(path, "s3://", 5) == 0);
+}
+
+int zre_fent_size(const zre_fdtab *t, uint64_t id, uint64_t *size)
+{
+    const zre_fent *ent = zre_fdtab_ent(t, id);
+    if (ent && ent->obj) {
+        *size = atomic_load_explicit(&((zre_fent *)ent)->size, memory_order_acquire);
+        return 0;
+    }
+    return zrp_file_size(zre_fdtab_get(t, id), size);
+}
+
+#ifdef ZRE_HAVE_REMOTE
+#include "zr_remote.h"
+
+
+
+int zre_remote_status(void)
+{
+    int s = zrr_last_status();
+    return s < 0 && s > -100 ? s : ZR_EIO;
+}
+
+int zre_remote_pread(struct zrr_obj *o, void *buf, size_t len, uint64_t off)
+{
+    int rc = zrr_pread(o, buf, len, off);
+    return rc == 0 ? 0 : rc == ZRP_ESHORT ? ZRP_ESHORT : ZRE_EREMOTE;
+}
+
+int zre_remote_attach(zre_engine *e)
+{
+    return zrr_open(&e->remote, e->path, &e->interrupt);
+}
+
+void zre_remote_detach(zre_engine *e)
+{
+    zrr_close(e->remote);
+    e->remote = NULL;
+}
+
+int zre_remote_open_numbered(zre_engine *e, zre_fdtab *t, uint64_t id, const char *ext)
+{
+    const zre_fent *ent = zre_fdtab_ent(t, id);
+    if (ent && ent->obj)
+        return 1;
+    char name[64];
+    snprintf(name, sizeof name, "%" PRIu64 ".%s", id, ext);
+    struct zrr_obj *o = NULL;
+    int rc = zrr_obj_open(e->remote, name, &o);
+    if (rc <= 0)
+        return rc;
+    rc = zre_fdtab_set(t, id, ZRP_FILE_INVALID, zrr_obj_size(o), NULL, 0);
+    if (rc < 0)
+        return zr_set_error(rc, "engine: cannot track %s/%s", e->path, name);
+    zre_fdtab_ent(t, id)->obj = o;
+    return 1;
+}
+
+int zre_read_aux(const zre_engine *e, const char *name, void **buf, size_t *len, size_t max_len)
+{
+    if (!e->remote) {
+        char *p = zre_join(e, name);
+        if (!p)
+            return -ENOMEM;
+        int rc = zrp_read_file(p, buf, len, max_len);
+        free(p);
+        return rc;
+    }
+    int rc = zrr_get_small(e->remote, name, buf, len, max_len);
+    if (rc == 1)
+        return 0;
+    if (rc == 0)
+        return -ENOENT;
+    return rc == ZR_ETOOBIG ? -EFBIG : ZRE_EREMOTE;
+}
+
+int zre_remote_meta(zre_engine *e, const char *what, unsigned char m[32], uint64_t *size)
+{
+    void *buf = NULL;
+    size_t len = 0;
+    int rc = zre_read_aux(e, "meta.zr", &buf, &len, 4096);
+    if (rc == -ENOENT)
+        return zr_set_error(ZR_ENOTSTORE, "%s: %s is not a store: %s/meta.zr is missing on the "
+                            "server (404)", what, e->path, e->path);
+    if (rc == -EFBIG)
+        return zr_set_error(ZR_ENOTSTORE, "%s: %s is malformed: meta.zr is larger than 4096 bytes",
+                            what, e->path);
+    if (rc < 0)
+        return zr_set_error(zre_io_status(rc, ZR_EIO), "%s: cannot read %s/meta.zr: %s", what,
+                            e->path, zr_os_strerror(rc));
+    *size = len;
+    if (len == 32)
+        memcpy(m, buf, 32);
+    free(buf);
+    return 0;
+}
+
+/* The distinct remote engines of a batch, each with its ranges. */
+typedef struct rbatch {
+    zre_engine *e;
+    zrr_range *r;
+    size_t n, cap;
+    zrr_ticket *t;
+} rbatch;
+
+static int add_range(rbatch *b, struct zrr_obj *o, uint64_t lo, uint64_t hi)
+{
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 64;
+        zrr_range *p = realloc(b->r, cap * sizeof *p);
+        if (!p)
+            return zr_set_error(ZR_ENOMEM, "gather: out of memory planning downloads");
+        b->r = p;
+        b->cap = cap;
+    }
+    b->r[b->n].obj = o;
+    b->r[b->n].lo = lo;
+    b->r[b->n].hi = hi;
+    b->n++;
+    return ZR_OK;
+}
+
+/* Start every engine's downloads, then wait for all: the engines' worker
+ * threads run side by side. */
+static int run_all(rbatch *bs, size_t nb)
+{
+    int rc = ZR_OK;
+    for (size_t k = 0; k < nb; k++) {
+        bs[k].t = NULL;
+        if (rc == 0)
+            rc = zrr_fetch_start(bs[k].e->remote, bs[k].r, bs[k].n, &bs[k].t);
+    }
+    for (size_t k = 0; k < nb; k++) {
+        int w = zrr_fetch_wait(bs[k].e->remote, bs[k].t);
+        if (rc == 0)
+            rc = w;
+        bs[k].n = 0;
+    }
+    return rc;
+}
+
+int zre_remote_prepare(zre_engine *const *engines, const uint32_t *which, const uint64_t *index,
+                       uint64_t count, int locs_only)
+{
+    /* The remote engines among the batch's (a concatenation names each
+     * shard's engine; a plain gather has one). */
+    size_t ne = 0;
+    rbatch small[8], *bs = small;
+    uint64_t span = 1;
+    if (which)
+        for (uint64_t i = 0; i < count; i++)
+            if ((uint64_t)which[i] + 1 > span)
+                span = (uint64_t)which[i] + 1;
+    size_t *slot = NULL;
+    if (span > 1) {
+        slot = malloc(span * sizeof *slot);
+        bs = calloc(span, sizeof *bs);
+        if (!slot || !bs) {
+            free(slot);
+            free(bs);
+            return zr_set_error(ZR_ENOMEM, "gather: out of memory planning downloads");
+        }
+        for (uint64_t k = 0; k < span; k++)
+            slot[k] = SIZE_MAX;
+    } else {
+        memset(small, 0, sizeof small);
+    }
+    int rc = ZR_OK;
+    /* 1. The table entries: the 16-byte entry of each index. */
+    size_t *pos = NULL; /* which rbatch each record's engine is */
+    for (uint64_t i = 0; i < count && rc == 0; i++) {
+        uint32_t w = which ? which[i] : 0;
+        zre_engine *e = engines[w];
+        if (!e->remote)
+            continue;
+        size_t k;
+        if (span > 1) {
+            if (slot[w] == SIZE_MAX) {
+                slot[w] = ne;
+                bs[ne++].e = e;
+            }
+            k = slot[w];
+        } else {
+            if (ne == 0)
+                bs[ne++].e = e;
+            k = 0;
+        }
+        uint64_t seg = index[i] / ZRE_INT_SEG_ENTRIES;
+        const zre_fent *ent = zre_fdtab_ent(&e->locs, seg);
+        if (!ent || !ent->obj)
+            continue; /* the read reports it */
+        uint64_t at = (index[i] % ZRE_INT_SEG_ENTRIES) * ZRE_LOC_ENTRY_SIZE;
+        rc = add_range(&bs[k], ent->obj, at, at + ZRE_LOC_ENTRY_SIZE);
+    }
+    (void)pos;
+    if (rc == 0)
+        rc = run_all(bs, ne);
+    /* 2. The records' bytes, from the entries now cached. */
+    if (rc == 0 && !locs_only) {
+        for (uint64_t i = 0; i < count && rc == 0; i++) {
+            uint32_t w = which ? which[i] : 0;
+            zre_engine *e = engines[w];
+            if (!e->remote)
+                continue;
+            size_t k = span > 1 ? slot[w] : 0;
+            unsigned char buf[ZRE_LOC_ENTRY_SIZE];
+            if (zre_read_locs(e, index[i], buf, 1) < 0)
+                continue; /* the gather reports it with its usual message */
+            zre_loc l;
+            zre_loc_decode(&l, buf);
+            const zre_fent *ent = zre_fdtab_ent(&e->chunks, l.chunk_id);
+            if (!ent || !ent->obj || l.phys_length == 0)
+                continue;
+            rc = add_range(&bs[k], ent->obj, l.offset, (uint64_t)l.offset + l.phys_length);
+        }
+        if (rc == 0)
+            rc = run_all(bs, ne);
+    }
+    for (size_t k = 0; k < ne; k++)
+        free(bs[k].r);
+    if (bs != small)
+        free(bs);
+    free(slot);
+    return rc;
+}
+
+void zre_remote_prefetch(zre_engine *e, const uint32_t *chunk, const uint64_t *lo,
+                         const uint64_t *hi, size_t n)
+{
+    zrr_range *r = malloc((n ? n : 1) * sizeof *r);
+    if (!r)
+        return; /* a hint */
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        const zre_fent *ent = zre_fdtab_ent(&e->chunks, chunk[i]);
+        if (!ent || !ent->obj)
+            continue;
+        r[m].obj = ent->obj;
+        r[m].lo = lo[i];
+        r[m].hi = hi[i];
+        m++;
+    }
+    zrr_prefetch(e->remote, r, m);
+    free(r);
+}
+
+int zre_remote_cached_fraction(zre_engine *e, double *fraction)
+{
+    double in = 0, all = 0;
+    for (uint64_t c = 0; c <= e->tail_chunk; c++) {
+        const zre_fent *ent = zre_fdtab_ent(&e->chunks, c);
+        if (!ent || !ent->obj)
+            continue;
+        double size = (double)zrr_obj_size(ent->obj);
+        in += size * zrr_cached_fraction(ent->obj, 64);
+        all += size;
+    }
+    *fraction = all > 0 ? in / all : 1.0;
+    return ZR_OK;
+}
+
+#else /* built without libcurl */
+
+int zre_remote_status(void) { return ZR_EUNSUPPORTED; }
+int zre_remote_pread(struct zrr_obj *o, void *buf, size_t len, uint64_t off)
+{
+    (void)o;
+    (void)buf;
+    (void)len;
+    (void)off;
+    return ZRE_EREMOTE;
+}
+int zre_remote_attach(zre_engine *e)
+{
+    return zr_set_error(ZR_EUNSUPPORTED, "open: %s: this build of loaderx-in-C has no remote "
+                        "store support (it was built without libcurl)", e->path);
+}
+void zre_remote_detach(zre_engine *e) { (void)e; }
+int zre_remote_open_numbered(zre_engine *e, zre_fdtab *t, uint64_t id, const char *ext)
+{
+    (void)t;
+    (void)id;
+    (void)ext;
+    return zre_remote_attach(e);
+}
+int zre_read_aux(const zre_engine *e, const char *name, void **buf, size_t *len, size_t max_len)
+{
+    char *p = zre_join(e, name);
+    if (!p)
+        return -ENOMEM;
+    int rc = zrp_read_file(p, buf, len, max_len);
+    free(p);
+    return rc;
+}
+int zre_remote_meta(zre_engine *e, const char *what, unsigned char m[32], uint64_t *size)
+{
+    (void)what;
+    (void)m;
+    (void)size;
+    return zre_remote_attach(e);
+}
+int zre_remote_prepare(zre_engine *const *engines, const uint32_t *which, const uint64_t *index,
+                       uint64_t count, int locs_only)
+{
+    (void)engines;
+    (void)which;
+    (void)index;
+    (void)count;
+    (void)locs_only;
+    return ZR_OK;
+}
+void zre_remote_prefetch(zre_engine *e, const uint32_t *chunk, const uint64_t *lo,
+                         const uint64_t *hi, size_t n)
+{
+    (void)e;
+    (void)chunk;
+    (void)lo;
+    (void)hi;
+    (void)n;
+}
+int zre_remote_cached_fraction(zre_engine *e, double *fraction)
+{
+    (void)e;
+    *fraction = 1.0;
+    return ZR_OK;
+}
+#endif
