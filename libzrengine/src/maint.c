@@ -753,14 +753,13 @@ static int check_locked(zre_engine *e, uint64_t index)
     uint32_t tc = e->tail_chunk, to = e->tail_offset;
     zrp_mutex_unlock(&e->writer);
     const char *why = zre_loc_problem(&l, e->codec);
-    zrp_file f = zre_fdtab_get(&e->chunks, l.chunk_id);
-    if (!why && (l.chunk_id > tc || f.fd < 0))
+    if (!why && (l.chunk_id > tc || !zre_fent_open(zre_fdtab_ent(&e->chunks, l.chunk_id))))
         why = "points at a chunk the store does not hold";
     uint64_t end = (uint64_t)l.offset + l.phys_length;
     if (!why && l.chunk_id == tc && end > to)
         why = "extends past the write frontier";
     uint64_t size = 0;
-    if (!why && zrp_file_size(f, &size) == 0 && end > size)
+    if (!why && zre_fent_size(&e->chunks, l.chunk_id, &size) == 0 && end > size)
         why = "extends past the end of its chunk file";
     if (why)
         return zr_set_error(ZR_ECORRUPT, "check: record %" PRIu64 " has a bad table entry, %s/%"

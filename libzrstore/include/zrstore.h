@@ -296,6 +296,15 @@ typedef struct zrs_concat zrs_concat;
  * which does not close them. */
 ZRS_API int zrs_concat_create(zrs_concat **out, zrs_store *const *stores, size_t nstores);
 
+/* Upload the local store at `path` to `url` (http(s):// PUT or
+ * s3://bucket/prefix), so that zrs_open_ex(url, ZRE_OPEN_READONLY) opens
+ * it: the store is opened read-only (beside a live writer: the committed
+ * state when opened), its engine files, store.zr, and meta.zr last are
+ * sent (zre_push). `progress` as zre_push. Errors as zrs_open_ex for the
+ * source, then zre_push's (ZR_EEXIST: the URL already holds a store). */
+ZRS_API int zrs_push(const char *path, const char *url,
+                     void (*progress)(uint64_t done, uint64_t total, void *arg), void *arg);
+
 /* Open the store directories paths[0..npaths) (zrs_open_ex with `flags`,
  * e.g. ZRE_OPEN_READONLY) and concatenate them; the handle owns them and
  * zrs_concat_close closes them. Nothing stays open on failure; the detail

@@ -113,6 +113,21 @@ static int info_one(const char *path, const zr_opts *o)
     }
     if (scan_dir(path, &d) < 0)
         memset(&d, 0, sizeof d);
+    if (zre_is_remote(path)) {
+        /* A store at a URL: the sizes of its objects, as the engine saw them. */
+        zre_file_sizes fs;
+        void *idb = NULL;
+        size_t idlen = 0;
+        if (zre_get_file_sizes(zrs_engine(s), &fs) == 0) {
+            d.chunk_files = fs.chunk_files;
+            d.chunk_bytes = fs.chunk_bytes;
+            d.table_bytes = fs.table_bytes;
+            d.dict_bytes = fs.dict_bytes;
+        }
+        if (zre_read_side_file(zrs_engine(s), "store.zr", &idb, &idlen, 1 << 16) == 0)
+            d.meta_bytes = ZRE_META_SIZE + idlen;
+        zre_free(idb);
+    }
 
     const int dense = zrs_get_kind(s) == ZRS_DENSE;
     const zrs_dtype dt = zrs_get_dtype(s);
