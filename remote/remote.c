@@ -61,11 +61,7 @@ int zrr_open(zrr_ctx **out, const char *url, const _Atomic int *interrupt)
         return rc;
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    rc = zrr_worker_start(c);
-    if (rc < 0) {
-        zrr_close(c);
-        return rc;
-    }
+    c->curl_inited = true;
     *out = c;
     return ZR_OK;
 }
@@ -74,7 +70,7 @@ void zrr_close(zrr_ctx *c)
 {
     if (!c)
         return;
-    bool curl_inited = c->worker_started || c->multi;
+    bool curl_inited = c->curl_inited;
     zrr_worker_stop(c);
     while (c->objs) {
         zrr_obj *o = c->objs;
@@ -274,6 +270,9 @@ static int fetch_start(zrr_ctx *c, const zrr_range *in, size_t n, zrr_ticket **t
     }
     int rc = ZR_OK;
     zrp_mutex_lock(&c->lock);
+    /* The download thread starts with the first download. */
+    if (!c->worker_started)
+        rc = zrr_worker_start(c);
     zrr_obj *run_obj = NULL;
     uint32_t run_b0 = 0, run_n = 0;
     const uint32_t run_max = (uint32_t)(MAX_REQUEST >> shift) ? (uint32_t)(MAX_REQUEST >> shift) : 1;

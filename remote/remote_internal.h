@@ -95,6 +95,7 @@ struct zrr_ctx {
     void *multi;
     zrp_thread worker;
     bool worker_started;
+    bool curl_inited;
     _Atomic int stop;
     zrr_job *queue;       /* waiting to start (due time order not kept) */
     zrr_job *running;     /* transfers in the multi handle (worker only) */

@@ -460,6 +460,15 @@ typedef struct zre_file_sizes {
 } zre_file_sizes;
 ZRE_API int zre_get_file_sizes(zre_engine *e, zre_file_sizes *out);
 
+/* GET the small object `name` under the folder URL `url` (a shard set's
+ * manifest) into a buffer of the library (*out, free with zre_free), at
+ * most max_len bytes: ZR_OK, ZR_ENOTSTORE when the server says 404,
+ * ZR_ETOOBIG, or a network error (ZR_EIO naming the object). */
+ZRE_API int zre_url_get(const char *url, const char *name, void **out, size_t *len,
+                        size_t max_len);
+/* PUT `len` bytes as object `name` under the folder URL `url`. */
+ZRE_API int zre_url_put(const char *url, const char *name, const void *buf, size_t len);
+
 /* Upload the committed state of `e` (a local store, open read-only or
  * writable) to `url` (http(s):// with PUT, or s3://): every chunk up to
  * the write frontier, every record-table segment up to the committed

@@ -344,6 +344,39 @@ int zre_remote_cached_fraction(zre_engine *e, double *fraction)
     return ZR_OK;
 }
 
+ZRE_API int zre_url_get(const char *url, const char *name, void **out, size_t *len,
+                        size_t max_len)
+{
+    if (!url || !name || !out || !len)
+        return zr_set_error(ZR_EINVAL, "url_get: NULL argument");
+    *out = NULL;
+    *len = 0;
+    zrr_ctx *c = NULL;
+    int rc = zrr_open(&c, url, NULL);
+    if (rc < 0)
+        return rc;
+    rc = zrr_get_small(c, name, out, len, max_len);
+    if (rc == 0)
+        rc = zr_set_error(ZR_ENOTSTORE, "%s/%s: not found on the server (404)", url, name);
+    else if (rc == 1)
+        rc = ZR_OK;
+    zrr_close(c);
+    return rc;
+}
+
+ZRE_API int zre_url_put(const char *url, const char *name, const void *buf, size_t len)
+{
+    if (!url || !name || (len && !buf))
+        return zr_set_error(ZR_EINVAL, "url_put: NULL argument");
+    zrr_ctx *c = NULL;
+    int rc = zrr_open(&c, url, NULL);
+    if (rc < 0)
+        return rc;
+    rc = zrr_put_bytes(c, name, buf, len);
+    zrr_close(c);
+    return rc;
+}
+
 /* ------------------------------------------------------------- push */
 
 typedef struct push_file {
@@ -419,6 +452,11 @@ ZRE_API int zre_push(zre_engine *e, const char *url, const char *const *extra, s
     if (!path && rc == 0)
         rc = zr_set_error(ZR_ENOMEM, "push: out of memory");
     for (size_t i = 0; i < n && rc == 0; i++) {
+        if (atomic_load_explicit(&e->interrupt, memory_order_relaxed)) {
+            rc = zr_set_error(ZR_EINTR, "push: interrupted after %zu of %zu files; meta.zr was not "
+                              "sent, so %s holds no readable store", i, n, url);
+            break;
+        }
         snprintf(path, strlen(e->path) + 80, "%s/%s", e->path, files[i].name);
         rc = zrr_put_file(c, files[i].name, path, files[i].len);
         done += files[i].len;
@@ -460,6 +498,24 @@ ZRE_API int zre_push(zre_engine *e, const char *url, const char *const *extra, s
 #else /* built without libcurl */
 
 ZRE_API int zre_remote_supported(void) { return 0; }
+
+ZRE_API int zre_url_get(const char *url, const char *name, void **out, size_t *len,
+                        size_t max_len)
+{
+    (void)name;
+    (void)out;
+    (void)len;
+    (void)max_len;
+    return zr_set_error(ZR_EUNSUPPORTED, "%s: this build of loaderx-in-C has no remote store "
+                        "support (it was built without libcurl)", url ? url : "(null)");
+}
+
+ZRE_API int zre_url_put(const char *url, const char *name, const void *buf, size_t len)
+{
+    (void)buf;
+    (void)len;
+    return zre_url_get(url, name, NULL, NULL, 0);
+}
 
 ZRE_API int zre_push(zre_engine *e, const char *url, const char *const *extra, size_t nextra,
                      void (*progress)(uint64_t done, uint64_t total, void *arg), void *arg)

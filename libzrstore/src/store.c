@@ -407,13 +407,21 @@ int zrs_push(const char *path, const char *url,
     int rc = zrs_open_ex(&s, path, ZRE_OPEN_READONLY);
     if (rc < 0)
         return rc;
-    static const char *const extra[] = {"store.zr"};
-    rc = zre_push(s->engine, url, extra, 1, progress, arg);
+    rc = zrs_push_store(s, url, progress, arg);
     if (rc == 0)
         return zrs_close(s);
     zre_engine *e = s->engine;
     free(s);
     return close_engine_keep_error(e, rc);
+}
+
+int zrs_push_store(zrs_store *s, const char *url,
+                   void (*progress)(uint64_t done, uint64_t total, void *arg), void *arg)
+{
+    if (s == NULL)
+        return zr_set_error(ZR_EINVAL, "push: NULL store handle");
+    static const char *const extra[] = {"store.zr"};
+    return zre_push(s->engine, url, extra, 1, progress, arg);
 }
 
 int zrs_close(zrs_store *s)
