@@ -327,6 +327,13 @@ ZRS_API int zrs_concat_open(zrs_concat **out, const char *const *paths, size_t n
 ZRS_API int zrs_push_shards(const char *const *paths, size_t npaths, const char *url,
                             void (*progress)(uint64_t done, uint64_t total, void *arg), void *arg);
 
+/* The shard URLs a shard set at `url` lists in its manifest (url/shards.zr):
+ * *urls (count strings; free with zrs_free_list). ZR_OK with *count = 0
+ * when there is none (404: a single store, or nothing); ZR_ENOTSTORE when
+ * it is malformed; network errors as zre_url_get. */
+ZRS_API int zrs_shard_urls(const char *url, char ***urls, size_t *count);
+ZRS_API void zrs_free_list(char **list, size_t count);
+
 /* Free the handle (closing its stores if zrs_concat_open opened them);
  * returns the first close error. NULL: no-op. */
 ZRS_API int zrs_concat_close(zrs_concat *c);

@@ -160,17 +160,19 @@ int zrs_concat_create(zrs_concat **out, zrs_store *const *stores, size_t nstores
 #define SHARDS_MAGIC "loaderx-shards 1\n"
 #define SHARDS_MANIFEST_MAX (16u << 20)
 
-static int open_manifest(zrs_concat **out, const char *url, unsigned flags, int *found)
+int zrs_shard_urls(const char *url, char ***urls, size_t *count)
 {
-    *found = 0;
+    if (url == NULL || urls == NULL || count == NULL)
+        return zr_set_error(ZR_EINVAL, "shard_urls: NULL argument");
+    *urls = NULL;
+    *count = 0;
     void *buf = NULL;
     size_t len = 0;
     int rc = zre_url_get(url, SHARDS_MANIFEST, &buf, &len, SHARDS_MANIFEST_MAX);
     if (rc == ZR_ENOTSTORE)
-        return ZR_OK; /* not a shard set: one store */
+        return ZR_OK; /* 404: not a shard set */
     if (rc < 0)
         return rc;
-    *found = 1;
     const size_t ml = strlen(SHARDS_MAGIC);
     char *text = malloc(len + 1);
     if (text == NULL) {
@@ -213,12 +215,34 @@ static int open_manifest(zrs_concat **out, const char *url, unsigned flags, int 
     }
     if (rc == ZR_OK && k == 0)
         rc = zr_set_error(ZR_ENOTSTORE, "concat: %s/" SHARDS_MANIFEST " lists no shards", url);
-    if (rc == ZR_OK)
-        rc = zrs_concat_open(out, (const char *const *)paths, k, flags);
-    for (size_t j = 0; paths && j < k; j++)
-        free(paths[j]);
-    free(paths);
     free(text);
+    if (rc < 0) {
+        zrs_free_list(paths, k);
+        return rc;
+    }
+    *urls = paths;
+    *count = k;
+    return ZR_OK;
+}
+
+void zrs_free_list(char **list, size_t count)
+{
+    for (size_t j = 0; list && j < count; j++)
+        free(list[j]);
+    free(list);
+}
+
+static int open_manifest(zrs_concat **out, const char *url, unsigned flags, int *found)
+{
+    *found = 0;
+    char **paths = NULL;
+    size_t k = 0;
+    int rc = zrs_shard_urls(url, &paths, &k);
+    if (rc < 0 || k == 0)
+        return rc; /* no manifest: one store */
+    *found = 1;
+    rc = zrs_concat_open(out, (const char *const *)paths, k, flags);
+    zrs_free_list(paths, k);
     return rc;
 }
 
