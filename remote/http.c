@@ -458,10 +458,12 @@ static void prep_put(CURL *h, req *r, void *arg, struct curl_slist **hdrs)
     curl_easy_setopt(h, CURLOPT_READDATA, s);
     curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)s->len);
     /* The body streams from the file, so its hash is not in the signature
-     * (S3's UNSIGNED-PAYLOAD); TLS protects it on the way. No "Expect:
-     * 100-continue" round trip. */
+     * (S3's UNSIGNED-PAYLOAD); TLS protects it on the way. (Removing
+     * "Expect:" would save a round trip, but libcurl's SigV4 would sign
+     * the removed header.) */
     *hdrs = curl_slist_append(*hdrs, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-    *hdrs = curl_slist_append(*hdrs, "Expect:");
+    /* A server that never answers "100 Continue" costs 50 ms, not 1 s. */
+    curl_easy_setopt(h, CURLOPT_EXPECT_100_TIMEOUT_MS, 50L);
 }
 
 static int put_any(zrr_ctx *c, const char *name, put_src *s)

@@ -192,10 +192,11 @@ class FaultProxy:
       "reset"     close the client connection with a TCP reset, no response
       "stall"     send the headers, then nothing for kw["seconds"] (default 60)
       "truncate"  send the headers (full Content-Length) and half the body, close
-      500, 503, 429   answer that status (kw["retry_after"] adds Retry-After)
+      500, 503, 429, 403...   answer that status (kw["retry_after"] adds Retry-After)
       "etag"      pass the response with a different ETag header (a changed object)
     `always(fault)` applies it to every request from now on; `clear()` undoes
-    plans. `rate` (bytes/s, 0 = unlimited) throttles response bodies.
+    plans. `rate` (bytes/s, 0 = unlimited) throttles response bodies, all
+    connections together (one shared link).
     `requests` lists (method, path, range) of every request seen.
     """
 
@@ -211,6 +212,7 @@ class FaultProxy:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._conns: list[socket.socket] = []
+        self._link_free = 0.0
 
     @property
     def url(self) -> str:
@@ -288,18 +290,23 @@ class FaultProxy:
         return line, headers
 
     def _send(self, c: socket.socket, data: bytes) -> None:
+        """Send response bytes; with `rate`, every connection shares one
+        link of `rate` bytes/s (each slice books its time on one timeline)."""
         if not self.rate:
             c.sendall(data)
             return
-        step = max(1024, self.rate // 50)
-        t0 = time.monotonic()
-        sent = 0
+        step = max(4096, self.rate // 100)
         for i in range(0, len(data), step):
             if self._stop.is_set():
                 raise OSError("proxy stopping")
-            c.sendall(data[i:i + step])
-            sent += len(data[i:i + step])
-            ahead = sent / self.rate - (time.monotonic() - t0)
+            piece = data[i:i + step]
+            with self._lock:
+                now = time.monotonic()
+                start = max(now, self._link_free)
+                self._link_free = start + len(piece) / self.rate
+                done = self._link_free
+            c.sendall(piece)
+            ahead = done - time.monotonic()
             if ahead > 0:
                 time.sleep(ahead)
 
@@ -324,7 +331,7 @@ class FaultProxy:
                     c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
                     c.close()
                     return
-                if fault in (500, 503, 429):
+                if isinstance(fault, int):
                     extra = f"Retry-After: {kw['retry_after']}\r\n" if "retry_after" in kw else ""
                     msg = b"injected fault"
                     c.sendall(f"HTTP/1.1 {fault} Injected\r\nContent-Length: {len(msg)}\r\n{extra}"

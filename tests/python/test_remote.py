@@ -1,0 +1,401 @@
+"""Stores and shard sets at URLs: real servers on 127.0.0.1 (nginx for
+HTTP byte ranges, SeaweedFS for S3) behind the fault proxy
+(remote_servers.py). Every gathered byte is compared with the same store
+read locally, or the call must fail with an error that names the object."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import zlib
+
+import numpy as np
+import pytest
+
+from loaderx.dataloader import DataLoader
+from loaderx.shards import ConcatStore, push
+from loaderx.zrecord import DenseStore, RaggedStore
+
+from remote_servers import FaultProxy, Nginx, SeaweedFS
+
+pytestmark = pytest.mark.skipif(not __import__("shutil").which("nginx") and
+                                not os.path.exists("/usr/sbin/nginx"),
+                                reason="nginx is installed by scripts/setup.sh --tests")
+
+N = 3000
+
+
+def image(i):
+    rng = np.random.default_rng(i)
+    # compressible but distinct: a gradient plus a little noise
+    return (np.add.outer(np.arange(28), np.arange(28)) + i % 251
+            + rng.integers(0, 4, (28, 28))).astype(np.uint8)
+
+
+def tokens(i):
+    return (np.arange(i % 37 + 1, dtype="<i4") * 7 + i).astype("<i4")
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    """Local stores: images (zstd), labels (raw), tokens (ragged zstd) and
+    three shards of the images."""
+    r = tmp_path_factory.mktemp("remote")
+    imgs = np.stack([image(i) for i in range(N)])
+    x = DenseStore.create(r / "images", "u1", (28, 28), codec="zstd")
+    x.append(imgs)
+    x.close()
+    y = DenseStore.create(r / "labels", "<i8", (), codec="raw")
+    y.append(np.arange(N, dtype="<i8") % 10)
+    y.close()
+    t = RaggedStore.create(r / "tokens", "<i4", codec="zstd")
+    t.append([tokens(i) for i in range(N)])
+    t.close()
+    for k, (a, b) in enumerate([(0, 1000), (1000, 2200), (2200, N)]):
+        s = DenseStore.create(r / "set" / f"part-{k}", "u1", (28, 28), codec="zstd")
+        s.append(imgs[a:b])
+        s.close()
+    return r
+
+
+@pytest.fixture(scope="module")
+def nginx(root):
+    with Nginx(root) as n:
+        yield n
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    d = tmp_path / "cache"
+    monkeypatch.setenv("ZR_CACHE_DIR", str(d))
+    monkeypatch.setenv("ZR_CACHE_BLOCK", "64K")
+    monkeypatch.setenv("ZR_REMOTE_CONNECT_TIMEOUT", "2")
+    monkeypatch.setenv("ZR_REMOTE_READ_TIMEOUT", "2")
+    return d / "zr-remote-v1"
+
+
+@pytest.fixture
+def proxy(nginx):
+    with FaultProxy(nginx.port) as p:
+        yield p
+
+
+def cached_blocks(cache):
+    b = cache / "b"
+    return sorted(b.iterdir()) if b.exists() else []
+
+
+def check_block_file(path):
+    """A cache entry is its bytes then a 32-byte trailer whose CRC-32s hold."""
+    data = path.read_bytes()
+    body, t = data[:-32], data[-32:]
+    assert t[:4] == b"ZRB1"
+    assert int.from_bytes(t[4:8], "little") == len(body)
+    assert int.from_bytes(t[24:28], "little") == zlib.crc32(body)
+    assert int.from_bytes(t[28:32], "little") == zlib.crc32(t[:28])
+
+
+# ------------------------------------------------------------------ reads
+
+def test_dense_ragged_over_http_match_local(root, nginx, cache):
+    rng = np.random.default_rng(0)
+    idx = rng.integers(0, N, 500)
+    with DenseStore.open(root / "images", readonly=True) as local, \
+            DenseStore.open(f"{nginx.url}/images", readonly=True) as remote:
+        assert len(remote) == N and remote.dtype == local.dtype
+        assert remote.item_shape == (28, 28)
+        np.testing.assert_array_equal(remote[idx], local[idx])
+        np.testing.assert_array_equal(remote[10:20], local[10:20])
+        assert remote.path == f"{nginx.url}/images"
+    with RaggedStore.open(f"{nginx.url}/tokens", readonly=True) as remote:
+        got = remote[idx[:100]]
+        for i, a in zip(idx[:100], got):
+            np.testing.assert_array_equal(a, tokens(int(i)))
+    with DenseStore.open(f"{nginx.url}/labels", readonly=True) as remote:
+        np.testing.assert_array_equal(remote[idx], idx % 10)
+    assert cached_blocks(cache), "the blocks read are kept in the cache"
+    for p in cached_blocks(cache):
+        check_block_file(p)
+
+
+def test_writable_open_of_url_refused(nginx, cache):
+    with pytest.raises(NotImplementedError, match="read-only"):
+        DenseStore.open(f"{nginx.url}/images")
+
+
+def test_missing_store_is_named(nginx, cache):
+    with pytest.raises(ValueError, match=r"meta.zr is missing.*404"):
+        DenseStore.open(f"{nginx.url}/nothing-here", readonly=True)
+
+
+def test_concat_of_urls_and_loader_match_local(root, nginx, cache):
+    urls = [f"{nginx.url}/set/part-{k}" for k in range(3)]
+    with ConcatStore(urls) as remote, DenseStore.open(root / "images", readonly=True) as local:
+        assert len(remote) == N
+        idx = np.random.default_rng(1).integers(0, N, 300)
+        np.testing.assert_array_equal(remote[idx], local[idx])
+        a = DataLoader({"x": remote}, batch_size=64, mode="cyclic", seed=3, num_workers=2)
+        b = DataLoader({"x": local}, batch_size=64, mode="cyclic", seed=3, num_workers=2)
+        try:
+            for _ in range(20):
+                np.testing.assert_array_equal(next(a)["x"], next(b)["x"])
+        finally:
+            a.close()
+            b.close()
+
+
+def test_second_reader_served_from_cache(root, nginx, proxy, cache):
+    url = f"{proxy.url}/images"
+    with DenseStore.open(url, readonly=True) as s:
+        first = s[0:N]
+    n = proxy.count
+    # Another process of the node: the blocks are on disk, only the small
+    # files of the open (meta.zr, store.zr, HEADs) go to the server.
+    code = ("import sys, numpy as np\n"
+            "from loaderx.zrecord import DenseStore\n"
+            f"s = DenseStore.open({url!r}, readonly=True)\n"
+            "sys.stdout.buffer.write(s[0:%d].tobytes())\n" % N)
+    out = subprocess.run([sys.executable, "-c", code], check=True, stdout=subprocess.PIPE,
+                         env=dict(os.environ)).stdout
+    assert out == first.tobytes()
+    gets = [r for r in proxy.requests[n:] if r[0] == "GET" and r[2]]
+    assert gets == [], f"ranges downloaded again: {gets}"
+
+
+# ----------------------------------------------------------------- faults
+
+@pytest.mark.parametrize("fault", ["reset", 500, 503, 429, "truncate"])
+def test_transient_faults_are_retried(root, proxy, cache, fault):
+    with DenseStore.open(f"{proxy.url}/images", readonly=True) as s, \
+            DenseStore.open(root / "images", readonly=True) as local:
+        n = proxy.count
+        # the next two requests (the first range downloads) fail
+        proxy.plan(n + 1, fault)
+        proxy.plan(n + 2, fault)
+        idx = np.random.default_rng(2).integers(0, N, 400)
+        np.testing.assert_array_equal(s[idx], local[idx])
+        assert proxy.count >= n + 3, "the failed requests were made again"
+
+
+def test_persistent_500_fails_naming_the_object(proxy, cache, monkeypatch):
+    monkeypatch.setenv("ZR_REMOTE_RETRIES", "2")
+    with DenseStore.open(f"{proxy.url}/images", readonly=True) as s:
+        proxy.always(500)
+        with pytest.raises(OSError, match=r"0\.(loc|chunk).*HTTP 500"):
+            s[0:10]
+        proxy.clear()
+        assert s[0:10].shape == (10, 28, 28)  # the handle still works
+
+
+@pytest.mark.parametrize("status,words", [(403, "403 Forbidden"), (401, "bad credentials")])
+def test_auth_errors_are_clear_and_not_retried(proxy, cache, status, words):
+    proxy.always(status)
+    with pytest.raises(OSError, match=words):
+        DenseStore.open(f"{proxy.url}/images", readonly=True)
+    assert proxy.count == 1, "403/401 are not retried"
+
+
+def test_stall_times_out(proxy, cache, monkeypatch):
+    monkeypatch.setenv("ZR_REMOTE_RETRIES", "0")
+    with DenseStore.open(f"{proxy.url}/images", readonly=True) as s:
+        proxy.always("stall", seconds=30)
+        t0 = time.monotonic()
+        with pytest.raises(OSError, match="(?i)timeout|timed out"):
+            s[0:10]
+        assert time.monotonic() - t0 < 15
+
+
+def test_changed_object_is_an_error_naming_it(proxy, cache):
+    from loaderx.errors import CorruptStoreError
+    with DenseStore.open(f"{proxy.url}/images", readonly=True) as s:
+        proxy.always("etag")
+        with pytest.raises(CorruptStoreError, match=r"images/0\.(loc|chunk).*changed on the server"):
+            s[0:10]
+
+
+def test_object_replaced_on_server(root, nginx, cache, tmp_path):
+    # a store copy that this test rewrites under the server
+    import shutil
+    src = root / "images-copy"
+    shutil.copytree(root / "images", src)
+    try:
+        with DenseStore.open(f"{nginx.url}/images-copy", readonly=True) as s:
+            s[0:5]
+            chunk = src / "0.chunk"
+            data = bytearray(chunk.read_bytes())
+            data[-1] ^= 0xFF
+            time.sleep(1.1)  # nginx's ETag is mtime-size
+            chunk.write_bytes(bytes(data))
+            with pytest.raises(OSError, match=r"0\.chunk.*changed on the server"):
+                s[N - 20:N]
+    finally:
+        shutil.rmtree(src)
+
+
+# ------------------------------------------------------------------ cache
+
+def test_cache_cap_evicts_lru_and_spares_foreign_files(root, nginx, cache, monkeypatch):
+    monkeypatch.setenv("ZR_CACHE_BYTES", "512K")
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / "b").mkdir(exist_ok=True)
+    foreign = [cache / "mine.txt", cache / "b" / "notes.txt"]
+    for f in foreign:
+        f.write_text("not the cache's")
+    with DenseStore.open(f"{nginx.url}/images", readonly=True) as s, \
+            DenseStore.open(root / "images", readonly=True) as local:
+        for k in range(0, N, 150):
+            np.testing.assert_array_equal(s[k:k + 150], local[k:k + 150])
+        # the download thread evicts within a second or two of going over
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            total = sum(p.stat().st_size for p in cached_blocks(cache) if p.name != "notes.txt")
+            if total <= 512 * 1024 + 2 * (64 * 1024 + 32):
+                break
+            time.sleep(0.2)
+        assert total <= 512 * 1024 + 2 * (64 * 1024 + 32), total
+        np.testing.assert_array_equal(s[0:N], local[0:N])  # evicted blocks come back
+    for f in foreign:
+        assert f.read_text() == "not the cache's"
+
+
+def test_torn_or_damaged_block_is_never_served(root, nginx, cache):
+    url = f"{nginx.url}/labels"
+    with DenseStore.open(url, readonly=True) as s:
+        want = s[0:N]
+    blocks = [p for p in cached_blocks(cache)]
+    for p in blocks:  # flip bytes (a power loss or a bad disk)
+        data = bytearray(p.read_bytes())
+        data[len(data) // 3] ^= 0x5A
+        p.write_bytes(bytes(data))
+    with DenseStore.open(url, readonly=True) as s:
+        np.testing.assert_array_equal(s[0:N], want)
+    for p in cached_blocks(cache):
+        check_block_file(p)
+
+
+def test_killed_reader_leaves_no_torn_entry(root, nginx, cache):
+    # A reader behind a slow link, killed mid-download: every entry left in
+    # the cache is whole, and the next reader gets exact bytes.
+    with FaultProxy(nginx.port, rate=400_000) as slow:
+        code = ("from loaderx.zrecord import DenseStore\n"
+                f"s = DenseStore.open({slow.url + '/images'!r}, readonly=True)\n"
+                "print('open', flush=True)\n"
+                "s[0:%d]\n" % N)
+        p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                             env=dict(os.environ))
+        assert p.stdout.readline().strip() == b"open"
+        time.sleep(1.5)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    for b in cached_blocks(cache):
+        check_block_file(b)
+    with DenseStore.open(f"{nginx.url}/images", readonly=True) as s, \
+            DenseStore.open(root / "images", readonly=True) as local:
+        np.testing.assert_array_equal(s[0:N], local[0:N])
+
+
+# ------------------------------------------------------------- zr and push
+
+ZR = __import__("shutil").which("zr") or os.path.join(os.path.dirname(sys.executable), "zr")
+
+
+def zr(*args, **kw):
+    return subprocess.run([ZR, *map(str, args)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=120, **kw)
+
+
+def test_zr_info_verify_cat_export_over_http(root, nginx, cache, tmp_path):
+    url = f"{nginx.url}/images"
+    r = zr("info", url)
+    assert r.returncode == 0, r.stderr
+    assert "records:     3000" in r.stdout and "chunks:      1 file" in r.stdout
+    r = zr("verify", url)
+    assert r.returncode == 0 and "0 bad" in r.stdout, r.stdout + r.stderr
+    r = zr("cat", f"{nginx.url}/labels", 7)
+    assert r.returncode == 0 and r.stdout.strip().endswith("7"), r.stdout
+    out = tmp_path / "x.npy"
+    r = zr("export", url, "-o", out)
+    assert r.returncode == 0, r.stderr
+    with DenseStore.open(root / "images", readonly=True) as local:
+        np.testing.assert_array_equal(np.load(out), local[0:N])
+    r = zr("info", f"{nginx.url}/nothing")
+    assert r.returncode == 3 and "404" in r.stderr
+
+
+@pytest.fixture(scope="module")
+def s3():
+    try:
+        from remote_servers import weed_binary
+        weed_binary()
+    except Exception as e:  # pragma: no cover - needs Go and the module proxy
+        pytest.skip(f"SeaweedFS is not available: {e}")
+    with SeaweedFS() as s:
+        s.make_bucket("zrtest")
+        yield s
+
+
+@pytest.fixture
+def s3env(s3, monkeypatch):
+    for k, v in s3.env().items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    return s3
+
+
+def test_s3_push_open_and_shard_set(root, s3env, cache):
+    url = "s3://zrtest/one/images"
+    r = zr("push", root / "images", url)
+    assert r.returncode == 0, r.stderr
+    with DenseStore.open(url, readonly=True) as s, DenseStore.open(root / "images", readonly=True) as l:
+        idx = np.random.default_rng(5).integers(0, N, 300)
+        np.testing.assert_array_equal(s[idx], l[idx])
+    r = zr("push", root / "images", url)
+    assert r.returncode == 3 and "already holds a store" in r.stderr
+    push(sorted(str(p) for p in (root / "set").iterdir()), "s3://zrtest/set")
+    with ConcatStore("s3://zrtest/set") as c, DenseStore.open(root / "images", readonly=True) as l:
+        assert len(c) == N
+        np.testing.assert_array_equal(c[0:N], l[0:N])
+
+
+def test_s3_bad_credentials_and_missing_bucket(root, s3env, cache, monkeypatch):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret")
+    r = zr("info", "s3://zrtest/one/images")
+    assert r.returncode != 0 and "bad credentials" in r.stderr, r.stderr
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3env.SECRET)
+    r = zr("info", "s3://no-such-bucket/x")
+    assert r.returncode != 0 and "no-such-bucket" in r.stderr, r.stderr
+
+
+def test_s3_profile_files(root, s3env, cache, tmp_path, monkeypatch):
+    creds = tmp_path / "credentials"
+    creds.write_text(f"[zr]\naws_access_key_id = {s3env.ACCESS}\n"
+                     f"aws_secret_access_key = {s3env.SECRET}\n")
+    conf = tmp_path / "config"
+    conf.write_text(f"[profile zr]\nregion = us-east-1\nendpoint_url = {s3env.endpoint}\n")
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_REGION"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(conf))
+    monkeypatch.setenv("AWS_PROFILE", "zr")
+    r = zr("push", root / "labels", "s3://zrtest/profile/labels")
+    assert r.returncode == 0, r.stderr
+    with DenseStore.open("s3://zrtest/profile/labels", readonly=True) as s:
+        np.testing.assert_array_equal(s[0:N], np.arange(N) % 10)
+
+
+def test_push_sends_meta_last_and_interrupted_push_is_unreadable(root, s3env, cache, monkeypatch):
+    with FaultProxy(s3env.port) as p:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", p.url)
+        r = zr("push", root / "tokens", "s3://zrtest/order/tokens")
+        assert r.returncode == 0, r.stderr
+        puts = [path for m, path, _ in p.requests if m == "PUT"]
+        assert puts[-1].endswith("/meta.zr") and len(puts) >= 4, puts
+        # a push whose second upload keeps failing sends no meta.zr
+        monkeypatch.setenv("ZR_REMOTE_RETRIES", "0")
+        p.plan(p.count + 3, 500)
+        r = zr("push", root / "tokens", "s3://zrtest/order/broken")
+        assert r.returncode != 0 and "HTTP 500" in r.stderr, r.stderr
+    with pytest.raises(ValueError, match="meta.zr is missing"):
+        RaggedStore.open("s3://zrtest/order/broken", readonly=True)
