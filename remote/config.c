@@ -302,14 +302,14 @@ int zrr_config_load(zrr_config *cfg, const char *url)
     const char *blk = env("ZR_CACHE_BLOCK");
     if (blk) {
         uint64_t b = 0;
-        unsigned s = 16;
+        unsigned s = 12;
         if (zrr_parse_bytes(blk, &b) == 0)
             while (s <= 26 && ((uint64_t)1 << s) != b)
                 s++;
         if (s > 26) {
             zrr_config_free(cfg);
             return zr_set_error(ZR_EINVAL, "remote: ZR_CACHE_BLOCK=%s, expected a power of two "
-                                "from 64K to 64M", blk);
+                                "from 4K to 64M", blk);
         }
         cfg->block_shift = s;
     }

@@ -26,7 +26,7 @@
  *                     ~/.cache/loaderx); entries live in its zr-remote-v1/
  *   ZR_CACHE_BYTES    the cap, bytes with an optional K/M/G/T suffix
  *                     (default 10G)
- *   ZR_CACHE_BLOCK    block size, a power of two from 64K to 64M (default 1M)
+ *   ZR_CACHE_BLOCK    block size, a power of two from 4K to 64M (default 1M)
  *   ZR_REMOTE_CONNECTIONS   parallel requests per store (default 16)
  *   ZR_REMOTE_RETRIES       attempts after the first (default 5)
  *   ZR_REMOTE_CONNECT_TIMEOUT, ZR_REMOTE_READ_TIMEOUT   seconds (10, 30)
