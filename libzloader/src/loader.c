@@ -601,7 +601,12 @@ static void stop_workers(zld_loader *l)
     unsigned n = l->nthreads;
     l->nthreads = 0;
     zrp_mutex_unlock(&l->mu);
+    /* Stores at URLs: a worker waiting on a download stops at once
+     * (ZR_EINTR) instead of after its retries, so closing never waits for
+     * the network; local stores are left alone. */
+    for (size_t s = 0; n > 0 && s < l->nstreams; s++) zld__stream_interrupt(&l->streams[s], 1);
     for (unsigned i = 0; i < n; i++) zrp_thread_join(l->threads[i]);
+    for (size_t s = 0; n > 0 && s < l->nstreams; s++) zld__stream_interrupt(&l->streams[s], 0);
 }
 
 /* Store adapters: the loader's indices are < length <= INT64_MAX (checked
@@ -624,6 +629,10 @@ static int store_advise(void *user, const uint64_t *index, uint64_t count)
 {
     return zrs_advise(user, (const int64_t *)index, count);
 }
+
+/* For shards.c: whether a stream is zld_stream_from_store's. */
+int zld__is_store_stream(const zld_stream *st);
+int zld__is_store_stream(const zld_stream *st) { return st->advise == store_advise; }
 
 /* ZLD_READAHEAD_AUTO: hint unless the hinted streams' bytes are already in
  * the page cache. Where the OS reports residency, hints go on when less

@@ -399,3 +399,31 @@ def test_push_sends_meta_last_and_interrupted_push_is_unreadable(root, s3env, ca
         assert r.returncode != 0 and "HTTP 500" in r.stderr, r.stderr
     with pytest.raises(ValueError, match="meta.zr is missing"):
         RaggedStore.open("s3://zrtest/order/broken", readonly=True)
+
+
+def test_loader_close_does_not_wait_for_the_network(proxy, cache, monkeypatch):
+    # Long timeouts and many retries: only the interrupt can end the wait.
+    monkeypatch.setenv("ZR_REMOTE_READ_TIMEOUT", "60")
+    monkeypatch.setenv("ZR_REMOTE_RETRIES", "10")
+    with DenseStore.open(f"{proxy.url}/images", readonly=True) as s:
+        proxy.always("stall", seconds=120)
+        loader = DataLoader({"x": s}, batch_size=64, seed=0, num_workers=2, readahead=0)
+        time.sleep(1.0)  # the workers are now waiting on stalled downloads
+        t0 = time.monotonic()
+        loader.close()
+        assert time.monotonic() - t0 < 10
+        proxy.clear()
+        assert s[0:3].shape == (3, 28, 28)  # the store still reads afterwards
+
+
+def test_loader_surfaces_a_remote_error_with_its_step(proxy, cache, monkeypatch):
+    from loaderx.dataloader import LoaderError
+    monkeypatch.setenv("ZR_REMOTE_RETRIES", "0")
+    with DenseStore.open(f"{proxy.url}/images", readonly=True) as s:
+        proxy.always(503)
+        loader = DataLoader({"x": s}, batch_size=64, seed=0, readahead=0)
+        try:
+            with pytest.raises(Exception, match=r"step 0.*HTTP 503"):
+                next(loader)
+        finally:
+            loader.close()
