@@ -8,7 +8,6 @@
 
 %thread zsh_py_concat_gather_dense;
 %thread zsh_py_push;
-%thread zsh_py_push_shards;
 %thread zsh_py_concat_ragged_sizes;
 %thread zsh_py_concat_gather_ragged;
 
