@@ -341,9 +341,13 @@ class FaultProxy:
                 if up is None:
                     up = socket.create_connection(("127.0.0.1", self.upstream))
                     uf = up.makefile("rb")
-                up.sendall(line + b"".join(f"{k}: {v}\r\n".encode("latin-1") for k, v in headers)
+                # The body is already here: no "Expect: 100-continue" upstream.
+                fwd = [(k, v) for k, v in headers if k.lower() != "expect"]
+                up.sendall(line + b"".join(f"{k}: {v}\r\n".encode("latin-1") for k, v in fwd)
                            + b"\r\n" + body)
                 rhead = self._read_head(uf)
+                while rhead is not None and rhead[0].split()[1].startswith(b"1"):
+                    rhead = self._read_head(uf)  # interim responses
                 if rhead is None:
                     return
                 rline, rheaders = rhead

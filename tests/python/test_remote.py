@@ -397,6 +397,7 @@ def test_push_sends_meta_last_and_interrupted_push_is_unreadable(root, s3env, ca
         p.plan(p.count + 3, 500)
         r = zr("push", root / "tokens", "s3://zrtest/order/broken")
         assert r.returncode != 0 and "HTTP 500" in r.stderr, r.stderr
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3env.endpoint)
     with pytest.raises(ValueError, match="meta.zr is missing"):
         RaggedStore.open("s3://zrtest/order/broken", readonly=True)
 
