@@ -171,15 +171,15 @@ static int map_file(zrr_obj *o, uint32_t b, bool verify, const unsigned char **m
     return 1;
 }
 
-int zrr_cache_map(zrr_obj *o, uint32_t b)
+/* Map block b's file (checking its bytes with `verify`) and publish the
+ * mapping unless another thread did first: 1 mapped, 0 no valid file. */
+static int map_and_publish(zrr_obj *o, uint32_t b, bool verify)
 {
-    zrr_blk *k = &o->blk[b];
-    if (atomic_load(&k->st) & ZRR_MAPPED)
-        return 1;
     const unsigned char *m;
     uint64_t mlen;
-    if (!map_file(o, b, true, &m, &mlen))
+    if (!map_file(o, b, verify, &m, &mlen))
         return 0;
+    zrr_blk *k = &o->blk[b];
     zrp_mutex_lock(map_lock(o));
     uint32_t s = atomic_load(&k->st);
     if ((s & (ZRR_MAPPED | ZRR_DYING)) == 0) {
@@ -190,6 +190,13 @@ int zrr_cache_map(zrr_obj *o, uint32_t b)
     if (m)
         zrp_unmap((void *)m, mlen); /* another thread mapped it first */
     return 1;
+}
+
+int zrr_cache_map(zrr_obj *o, uint32_t b)
+{
+    if (atomic_load(&o->blk[b].st) & ZRR_MAPPED)
+        return 1;
+    return map_and_publish(o, b, true);
 }
 
 int zrr_cache_store(zrr_obj *o, uint32_t b, const unsigned char *data, uint32_t len)
@@ -222,20 +229,7 @@ int zrr_cache_store(zrr_obj *o, uint32_t b, const unsigned char *data, uint32_t 
         return zr_set_error(ZR_EIO, "remote cache: cannot write block %u of %s to %s: %s", b, o->url,
                             c->cfg.cache_root, zr_os_strerror(rc));
     /* Map what was just written (its bytes were checked on arrival). */
-    const unsigned char *m;
-    uint64_t mlen;
-    if (map_file(o, b, false, &m, &mlen)) {
-        zrr_blk *k = &o->blk[b];
-        zrp_mutex_lock(map_lock(o));
-        uint32_t s = atomic_load(&k->st);
-        if ((s & (ZRR_MAPPED | ZRR_DYING)) == 0) {
-            publish(k, m, mlen);
-            m = NULL;
-        }
-        zrp_mutex_unlock(map_lock(o));
-        if (m)
-            zrp_unmap((void *)m, mlen);
-    }
+    (void)map_and_publish(o, b, false);
     return ZR_OK;
 }
 

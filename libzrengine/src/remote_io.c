@@ -27,6 +27,18 @@ int zre_is_url(const char *path)
                     strncmp(path, "s3://", 5) == 0);
 }
 
+/* zre_read_aux of a local store: "<dir>/<name>" read whole. */
+static int read_local_aux(const zre_engine *e, const char *name, void **buf, size_t *len,
+                          size_t max_len)
+{
+    char *p = zre_join(e, name);
+    if (!p)
+        return -ENOMEM;
+    int rc = zrp_read_file(p, buf, len, max_len);
+    free(p);
+    return rc;
+}
+
 int zre_fent_size(const zre_fdtab *t, uint64_t id, uint64_t *size)
 {
     const zre_fent *ent = zre_fdtab_ent(t, id);
@@ -60,6 +72,25 @@ ZRE_API int zre_read_side_file(zre_engine *e, const char *name, void **out, size
                         zr_os_strerror(rc));
 }
 
+/* The open files [0, n) of table t: how many, and their bytes. */
+static int sum_sizes(zre_engine *e, const zre_fdtab *t, uint64_t n, const char *ext,
+                     uint64_t *files, uint64_t *bytes)
+{
+    *files = 0;
+    for (uint64_t id = 0; id < n; id++) {
+        uint64_t size = 0;
+        if (!zre_fent_open(zre_fdtab_ent(t, id)))
+            continue;
+        int rc = zre_fent_size(t, id, &size);
+        if (rc < 0)
+            return zr_set_error(ZR_EIO, "file_sizes: cannot stat %s/%" PRIu64 ".%s: %s", e->path,
+                                id, ext, zr_os_strerror(rc));
+        ++*files;
+        *bytes += size;
+    }
+    return ZR_OK;
+}
+
 ZRE_API int zre_get_file_sizes(zre_engine *e, zre_file_sizes *out)
 {
     if (!e || !out)
@@ -69,26 +100,11 @@ ZRE_API int zre_get_file_sizes(zre_engine *e, zre_file_sizes *out)
     const uint32_t tc = e->tail_chunk;
     const uint64_t nseg = e->locs.count;
     zrp_mutex_unlock(&e->writer);
-    int rc = ZR_OK;
-    for (uint64_t c = 0; c <= tc && rc == 0; c++) {
-        uint64_t size = 0;
-        if (!zre_fent_open(zre_fdtab_ent(&e->chunks, c)))
-            continue;
-        if ((rc = zre_fent_size(&e->chunks, c, &size)) < 0)
-            rc = zr_set_error(ZR_EIO, "file_sizes: cannot stat %s/%" PRIu64 ".chunk: %s", e->path, c,
-                              zr_os_strerror(rc));
-        out->chunk_files++;
-        out->chunk_bytes += size;
-    }
-    for (uint64_t sg = 0; sg < nseg && rc == 0; sg++) {
-        uint64_t size = 0;
-        if (!zre_fent_open(zre_fdtab_ent(&e->locs, sg)))
-            continue;
-        if ((rc = zre_fent_size(&e->locs, sg, &size)) < 0)
-            rc = zr_set_error(ZR_EIO, "file_sizes: cannot stat %s/%" PRIu64 ".loc: %s", e->path, sg,
-                              zr_os_strerror(rc));
-        out->table_bytes += size;
-    }
+    uint64_t files = 0;
+    int rc = sum_sizes(e, &e->chunks, (uint64_t)tc + 1, "chunk", &files, &out->chunk_bytes);
+    out->chunk_files = files;
+    if (rc == 0)
+        rc = sum_sizes(e, &e->locs, nseg, "loc", &files, &out->table_bytes);
     out->dict_bytes = e->dict_size;
     return rc;
 }
@@ -143,14 +159,8 @@ int zre_remote_open_numbered(zre_engine *e, zre_fdtab *t, uint64_t id, const cha
 
 int zre_read_aux(const zre_engine *e, const char *name, void **buf, size_t *len, size_t max_len)
 {
-    if (!e->remote) {
-        char *p = zre_join(e, name);
-        if (!p)
-            return -ENOMEM;
-        int rc = zrp_read_file(p, buf, len, max_len);
-        free(p);
-        return rc;
-    }
+    if (!e->remote)
+        return read_local_aux(e, name, buf, len, max_len);
     int rc = zrr_get_small(e->remote, name, buf, len, max_len);
     if (rc == 1)
         return 0;
@@ -553,12 +563,7 @@ int zre_remote_open_numbered(zre_engine *e, zre_fdtab *t, uint64_t id, const cha
 }
 int zre_read_aux(const zre_engine *e, const char *name, void **buf, size_t *len, size_t max_len)
 {
-    char *p = zre_join(e, name);
-    if (!p)
-        return -ENOMEM;
-    int rc = zrp_read_file(p, buf, len, max_len);
-    free(p);
-    return rc;
+    return read_local_aux(e, name, buf, len, max_len);
 }
 int zre_remote_meta(zre_engine *e, const char *what, unsigned char m[32], uint64_t *size)
 {
