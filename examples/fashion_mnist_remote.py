@@ -17,7 +17,8 @@ Usage:
 
 URL is http(s)://... (a server that accepts PUT) or s3://bucket/prefix;
 S3 settings come from the AWS environment variables or profile files.
-Exits 1 when the two accuracies differ or fall below 0.80.
+Exits 1 when the two runs differ (losses or accuracy) or the accuracy
+falls below --min-accuracy (0.80).
 """
 import argparse
 import os
@@ -89,6 +90,7 @@ def main(argv=None):
     ap.add_argument("--cache-bytes", default="16M", help="the cache cap (smaller than the data)")
     ap.add_argument("--cache-block", default="16K")
     ap.add_argument("--cache-dir", default=None, help="default: a fresh temporary folder")
+    ap.add_argument("--min-accuracy", type=float, default=0.80)
     args = ap.parse_args(argv)
     paths = fm.prepare_stores(args.data_dir, args.store_dir)
     work = tempfile.mkdtemp(prefix="fmnist-shards-")
@@ -136,8 +138,8 @@ def main(argv=None):
     if acc_r != acc_l or loss_r != loss_l:
         print(f"fashion_mnist_remote: the runs differ: accuracy {acc_r} vs {acc_l}")
         return 1
-    if acc_r < 0.80:
-        print(f"fashion_mnist_remote: accuracy {acc_r:.4f} is below 0.80")
+    if acc_r < args.min_accuracy:
+        print(f"fashion_mnist_remote: accuracy {acc_r:.4f} is below {args.min_accuracy}")
         return 1
     print("same batches, same losses, same accuracy from the object store as from local disk")
     return 0

@@ -428,3 +428,21 @@ def test_loader_surfaces_a_remote_error_with_its_step(proxy, cache, monkeypatch)
                 next(loader)
         finally:
             loader.close()
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"),
+                    reason="Debian's dataset-fashion-mnist is not installed")
+def test_acceptance_classifier_from_three_s3_shards(s3env, tmp_path, monkeypatch):
+    """The main job's classifier trained through a DataLoader over three
+    shards in the S3 server, with a cache cap under the data: the same
+    losses and test accuracy as from local disk (the example checks both;
+    fewer steps than its default to keep the suite short)."""
+    s3env.make_bucket("fmnist")
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples",
+                           "fashion_mnist_remote.py")
+    r = subprocess.run([sys.executable, example, "s3://fmnist/accept", "--store-dir",
+                        str(tmp_path / "stores"), "--steps", "200", "--cache-bytes", "24M",
+                        "--min-accuracy", "0.70"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=1200)
+    assert r.returncode == 0, r.stdout
+    assert "same batches, same losses, same accuracy" in r.stdout
