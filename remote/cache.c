@@ -312,7 +312,10 @@ static zrr_blk *own_block(zrr_ctx *c, const char *name)
     uint32_t b = (uint32_t)strtoul(q + 1, NULL, 10);
     if (shift != c->cfg.block_shift)
         return NULL;
-    for (zrr_obj *o = c->objs; o; o = o->next)
+    zrp_mutex_lock(&c->lock);
+    zrr_obj *objs = c->objs; /* objects are only added at the head */
+    zrp_mutex_unlock(&c->lock);
+    for (zrr_obj *o = objs; o; o = o->next)
         if (o->key == key && b < o->nblocks)
             return &o->blk[b];
     return NULL;

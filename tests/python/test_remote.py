@@ -446,3 +446,32 @@ def test_acceptance_classifier_from_three_s3_shards(s3env, tmp_path, monkeypatch
                        stderr=subprocess.STDOUT, text=True, timeout=1200)
     assert r.returncode == 0, r.stdout
     assert "same batches, same losses, same accuracy" in r.stdout
+
+
+def _lua_module():
+    """The built Lua module (scripts/test.sh builds it in build/)."""
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    for d in (os.environ.get("ZR_LUA_MODULE_DIR"), os.path.join(root, "build", "bindings", "lua")):
+        if d and os.path.exists(os.path.join(d, "zrecord.so")):
+            return os.path.abspath(d)
+    return None
+
+
+@pytest.mark.skipif(_lua_module() is None or __import__("shutil").which("lua5.4") is None,
+                    reason="the Lua module is built by scripts/test.sh (meson, lua5.4)")
+def test_lua_opens_a_url_through_the_same_c_call(root, nginx, cache):
+    code = f"""
+local zr = require "zrecord"
+local s = zr.open("{nginx.url}/labels", {{readonly = true}})
+assert(s:len() == {N}, "len " .. s:len())
+local r = s:gather({{7, 13, {N - 1}}})
+print(s:len(), #r)
+s:close()
+local ok, err = pcall(zr.open, "{nginx.url}/nothing", {{readonly = true}})
+assert(not ok and tostring(err):find("404"), tostring(err))
+"""
+    env = dict(os.environ, LUA_CPATH=os.path.join(_lua_module(), "?.so") + ";;")
+    r = subprocess.run(["lua5.4", "-e", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[0] == str(N)
