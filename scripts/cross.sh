@@ -32,7 +32,7 @@ for t in "${targets[@]}"; do
     [ -f cross/$t.ini ] || { echo "cross: unknown target '$t' (have: ${ALL[*]})" >&2; exit 2; }
 done
 
-bash scripts/cross_setup.sh || { echo "cross: toolchain setup failed" >&2; exit 1; }
+bash scripts/cross_setup.sh --wheels || { echo "cross: toolchain setup failed" >&2; exit 1; }
 cross_toolchain
 
 declare -A R_BUILT R_SUITES R_FAILED R_TIME
@@ -65,7 +65,10 @@ check_target() {
 run_suites() {
     local t=$1 b=$2
     rm -f "$b/meson-logs/testlog.json"
-    "$MESON" test -C "$b" --suite c --no-rebuild --num-processes "$JOBS" --print-errorlogs \
+    # The peak RSS of the largest suite (GNU time reports the largest
+    # waited-for descendant): bounded under emulation too (QEMU_RESERVED_VA).
+    /usr/bin/time -o "$b/cross-test.rss" -f %M \
+        "$MESON" test -C "$b" --suite c --no-rebuild --num-processes "$JOBS" --print-errorlogs \
         >"$b/cross-test.log" 2>&1
     local counts
     counts=$("$TOOLS/venv/bin/python3" - "$b/meson-logs/testlog.json" <<'EOF'
@@ -83,6 +86,13 @@ EOF
 )
     set -- $counts
     R_SUITES[$t]="$1/$2"
+    local rss
+    rss=$(tail -1 "$b/cross-test.rss" 2>/dev/null)
+    if [ -n "$rss" ] && [ "$rss" -gt "$((2 * 1024 * 1024))" ]; then
+        echo "cross: $t: a suite peaked at $((rss / 1024)) MiB of RSS (bound: 2048 MiB)"
+        R_FAILED[$t]+="rss($((rss / 1024))MiB) "
+        return 1
+    fi
     if [ "$2" -eq 0 ] || [ "$1" -ne "$2" ]; then
         grep -E '^ *[0-9]+/[0-9]+ .*(FAIL|TIMEOUT|ERROR)' "$b/cross-test.log" | sort -u | sed "s/^/cross: $t: /"
         return 1
@@ -129,22 +139,9 @@ PY
 # the targets configure side by side); leaves its status and seconds in
 # $CACHE/setup-$1.rc.
 configure_target() {
-    local t=$1 b=$CACHE/build/$1 t0 rc=0
+    local t=$1 t0 rc=0
     t0=$(date +%s)
-    local opts
-    mapfile -t opts < <(cross_meson_opts "$t")
-    opts+=(-Dpython=disabled -Dtests=true)
-    local setup=()
-    [ ! -f "$b/build.ninja" ] || setup=(--reconfigure)
-    # A dependency's build file changed since this dir was set up (the
-    # stamp is from cross_setup.sh): reconfigure.
-    # ... or the options changed since.
-    if [ ! -f "$b/build.ninja" ] || [ "$CACHE/reconfigure" -nt "$b/build.ninja" ] ||
-       [ "$(cat "$b/cross-opts" 2>/dev/null)" != "${opts[*]}" ]; then
-        "$MESON" setup "${setup[@]}" "$b" --cross-file "$CACHE/toolchain.ini" --cross-file "cross/$t.ini" \
-            "${opts[@]}" >"$CACHE/setup-$t.log" 2>&1 || rc=1
-        [ $rc != 0 ] || echo "${opts[*]}" > "$b/cross-opts"
-    fi
+    cross_configure "$t" >"$CACHE/setup-$t.log" 2>&1 || rc=1
     echo "$rc $(( $(date +%s) - t0 ))" > "$CACHE/setup-$t.rc"
 }
 
@@ -179,7 +176,7 @@ for t in "${targets[@]}"; do
         if [[ " $RUN " == *" $t "* ]] && [[ " $RUNNABLE " == *" $t "* ]]; then
             run_suites "$t" "$b" || status=1
         fi
-        R_FAILED[$t]=$(check_target "$t" "$b" | tr '\n' ' ')
+        R_FAILED[$t]+=$(check_target "$t" "$b" | tr '\n' ' ')
         if [[ " $RUN " == *" $t "* ]] && [[ " $RUNNABLE " == *" $t "* ]]; then
             R_FAILED[$t]+=$(check_stdout "$t" "$b" | tr '\n' ' ')
         fi

@@ -35,20 +35,73 @@ cross_toolchain() {
     printf "[constants]\nzig = '%s'\n[binaries]\nswig = '%s'\n" "$ZIG" "$TOOLS/venv/bin/swig" > "$CACHE/toolchain.ini"
     export ZIG_GLOBAL_CACHE_DIR=$TOOLS/zig-cache ZIG_LOCAL_CACHE_DIR=$TOOLS/zig-cache
     export WINEPREFIX=$CACHE/wine WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
+    # qemu-user keeps bookkeeping for every guest mapping's pages that it
+    # never frees after munmap, and places each new mapping at a new
+    # address: the engine maps 4 GiB per open file, so a suite that opens
+    # and closes stores grew by about 24 MiB per open (torture_fuzz peaked
+    # at 14.7 GB, torture_store at 7.5 GB). A reserved guest address space
+    # makes qemu reuse the freed ranges, which bounds it (measured: 300
+    # opens of a 4 GiB mapping, 7.4 GB without, 37 MB with). 256 GiB holds
+    # 64 such mappings at once; past that the engine reads with pread.
+    export QEMU_RESERVED_VA=256G
 }
 
-# The meson options every foreign build of target $1 takes: dependencies
-# from the wraps, static and hidden; our code with -Werror, theirs without.
-cross_meson_opts() {
-    local t=$1 sub
-    local opts=(-Dwrap_mode=forcefallback -Dlua=disabled -Dbuildtype=release -Dwerror=true)
+# The Python of target $1 for -Dpython_cross (made once; echoes its path):
+# CPython's headers with the target's pyconfig.h, numpy's headers of numpy's
+# wheel for the target, and on Windows the import library of python3.dll
+# made from CPython's own list of the stable ABI's exports (PC/python3dll.c).
+python_cross_dir() {
+    local t=$1 d=$CACHE/python/target/$1 numpy_version machine
+    numpy_version=$(sed -n 's/^ *"numpy==\([0-9.]*\)".*/\1/p' "$ROOT/pyproject.toml")
+    if [ "$(cat "$d/stamp" 2>/dev/null)" != "$numpy_version" ]; then
+        rm -rf "$d" && mkdir -p "$d/include"
+        cp -r "$CACHE/python/cpython/Include/." "$d/include/"
+        case $t in
+            windows-*) cp "$CACHE/python/cpython/PC/pyconfig.h" "$d/include/pyconfig.h" ;;
+            *) cp /usr/include/x86_64-linux-gnu/python3.11/pyconfig.h "$d/include/pyconfig.h" ;;
+        esac
+        cp -r "$CACHE/python/numpy-$numpy_version/$t/numpy" "$d/numpy"
+        if [[ $t == windows-* ]]; then
+            { echo "LIBRARY python3.dll"; echo "EXPORTS"
+              sed -n 's/^EXPORT_FUNC(\([A-Za-z0-9_]*\)).*/\1/p; s/^EXPORT_DATA(\([A-Za-z0-9_]*\)).*/\1 DATA/p' \
+                  "$CACHE/python/cpython/PC/python3dll.c"; } > "$d/python3.def"
+            machine=i386:x86-64
+            [ "$t" = windows-arm64 ] && machine=arm64
+            "$ZIG" dlltool -m "$machine" -d "$d/python3.def" -l "$d/libpython3.a" >&2
+        fi
+        echo "$numpy_version" > "$d/stamp"
+    fi
+    echo "$d"
+}
+
+# Configure (or reconfigure) the build dir of target $1,
+# $CACHE/build/<target>: one build for scripts/cross.sh (libraries, zr, the
+# C suites) and scripts/wheel.sh (the Python extension, and `meson install`
+# in the wheel's layout: package, libraries and zr in loaderx/). The
+# dependencies come from the wraps, static and hidden; our code builds with
+# -Werror, theirs without.
+cross_configure() {
+    local t=$1 b=$CACHE/build/$1 sub pyx
+    pyx=$(python_cross_dir "$t") || return 1
+    local opts=(-Dwrap_mode=forcefallback -Dlua=disabled -Dbuildtype=release -Dwerror=true
+                -Dtests=true -Dpython=enabled -Dwheel=true "-Dpython_cross=$pyx"
+                --prefix=/ --libdir=loaderx --bindir=loaderx)
     for sub in zstd msgpack-c lmdb json-c cmocka zlib; do opts+=(-D$sub:werror=false); done
     [ "$t" = linux-arm64-musl ] && opts+=(-Dlmdb:robust_mutex=false)
     # musl: a position-independent zr. zig links a non-PIE musl executable
     # with one copy-relocated slot for stdin/stdout/stderr, and zr's stdout
     # then went to stderr (checked: check_stdout in cross.sh).
     case $t in *-musl) opts+=(-Db_pie=true) ;; esac
-    printf '%s\n' "${opts[@]}"
+    local setup=()
+    [ ! -f "$b/build.ninja" ] || setup=(--reconfigure)
+    # Set up when new, when a dependency's build file changed since (the
+    # stamp is from cross_setup.sh), or when the options changed.
+    if [ ! -f "$b/build.ninja" ] || [ "$CACHE/reconfigure" -nt "$b/build.ninja" ] ||
+       [ "$(cat "$b/cross-opts" 2>/dev/null)" != "${opts[*]}" ]; then
+        "$MESON" setup "${setup[@]}" "$b" --cross-file "$CACHE/toolchain.ini" --cross-file "$ROOT/cross/$t.ini" \
+            "${opts[@]}" || return 1
+        echo "${opts[*]}" > "$b/cross-opts"
+    fi
 }
 
 file_pattern() {

@@ -47,7 +47,7 @@ APT=(apt-get -o DPkg::Lock::Timeout=900 -qq)
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed"; }
 
 # 1. Debian packages.
-debs=(qemu-user-static wine64 musl-tools llvm file ninja-build libc6:arm64 musl:arm64)
+debs=(qemu-user-static wine64 musl-tools llvm file ninja-build time unzip libc6:arm64 musl:arm64)
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then
     echo "cross-setup: adding dpkg architecture arm64 (for libc6:arm64 and musl:arm64 only)"
     $SUDO dpkg --add-architecture arm64

@@ -25,10 +25,10 @@
 #
 # 1. The sdist (`python -m build --sdist`: meson dist, the committed files of
 #    HEAD); it builds with any C compiler through meson-python.
-# 2. Per target: a meson build with -Dpython_cross (its own build dir under
-#    .cache/cross/wheel), installed to a staging dir in the wheel's layout
-#    (package, extension, libraries and zr in loaderx/), packed by
-#    scripts/wheel_pack.py.
+# 2. Per target: the build of scripts/cross.sh (.cache/cross/build/TARGET,
+#    which builds the extension with -Dpython_cross too), installed to a
+#    staging dir in the wheel's layout (package, extension, libraries and zr
+#    in loaderx/), packed by scripts/wheel_pack.py.
 # 3. The check of every wheel (check_wheel below): the five libraries, the
 #    extension and zr of its own platform and no other binary; no export of
 #    a dependency's symbols (the extension exports PyInit__zr only); glibc
@@ -80,31 +80,6 @@ if [ ! -x "$work/tools/bin/python" ]; then
     python3 -m venv "$work/tools"
 fi
 "$work/tools/bin/python" -m pip install -q --disable-pip-version-check -r requirements/wheel.txt
-
-# The Python of target $1 for -Dpython_cross: CPython's headers with the
-# target's pyconfig.h, numpy's headers of numpy's wheel for the target, and
-# on Windows the import library of python3.dll made from CPython's own list
-# of the stable ABI's exports (PC/python3dll.c).
-python_cross_dir() {
-    local t=$1 d=$CACHE/python/target/$1 numpy_version
-    numpy_version=$(sed -n 's/^ *"numpy==\([0-9.]*\)".*/\1/p' pyproject.toml)
-    rm -rf "$d" && mkdir -p "$d/include"
-    cp -r "$CACHE/python/cpython/Include/." "$d/include/"
-    case $t in
-        windows-*) cp "$CACHE/python/cpython/PC/pyconfig.h" "$d/include/pyconfig.h" ;;
-        *) cp /usr/include/x86_64-linux-gnu/python3.11/pyconfig.h "$d/include/pyconfig.h" ;;
-    esac
-    cp -r "$CACHE/python/numpy-$numpy_version/$t/numpy" "$d/numpy"
-    if [[ $t == windows-* ]]; then
-        { echo "LIBRARY python3.dll"; echo "EXPORTS"
-          sed -n 's/^EXPORT_FUNC(\([A-Za-z0-9_]*\)).*/\1/p; s/^EXPORT_DATA(\([A-Za-z0-9_]*\)).*/\1 DATA/p' \
-              "$CACHE/python/cpython/PC/python3dll.c"; } > "$d/python3.def"
-        local machine=i386:x86-64
-        [ "$t" = windows-arm64 ] && machine=arm64
-        "$ZIG" dlltool -m "$machine" -d "$d/python3.def" -l "$d/libpython3.a"
-    fi
-    echo "$d"
-}
 
 # Check the unpacked wheel of target $1 in dir $2; prints failed checks.
 check_wheel() {
@@ -160,20 +135,13 @@ status=0
 declare -A W_FILE W_CHECK
 for t in "${targets[@]}"; do
     t0=$(date +%s)
-    b=$CACHE/wheel/$t
+    b=$CACHE/build/$t
     stage=$work/stage/$t
     plat=$(wheel_platform "$t")
-    pyx=$(python_cross_dir "$t")
-    mapfile -t opts < <(cross_meson_opts "$t")
-    opts+=(-Dtests=false -Dpython=enabled -Dwheel=true "-Dpython_cross=$pyx"
-           --prefix=/ --libdir=loaderx --bindir=loaderx)
-    setup=()
-    [ ! -f "$b/build.ninja" ] || setup=(--reconfigure)
     rm -f dist/loaderx-*-"$plat".whl
     W_FILE[$t]="NOT BUILT"
     W_CHECK[$t]=""
-    if ! "$MESON" setup "${setup[@]}" "$b" --cross-file "$CACHE/toolchain.ini" --cross-file "cross/$t.ini" \
-            "${opts[@]}" >"$work/setup-$t.log" 2>&1; then
+    if ! cross_configure "$t" >"$work/setup-$t.log" 2>&1; then
         tail -20 "$work/setup-$t.log"; echo "wheel: $t: meson setup failed ($work/setup-$t.log)"; status=1; continue
     fi
     if ! ninja -C "$b" -j "$JOBS" >"$work/build-$t.log" 2>&1; then

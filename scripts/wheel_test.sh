@@ -24,6 +24,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 . scripts/cross_common.sh
+cross_toolchain  # (wine's prefix, qemu's reserved address space)
 work=${WHEEL_WORK:-$ROOT/build-wheel}
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(linux-x64-gnu)
@@ -96,27 +97,34 @@ test_native() {
     done < <(pythons_here)
 }
 
-# Install the wheel, numpy and pytest for a foreign platform into dir $1.
+# Install the wheel, numpy and pytest into dir $1 for the interpreter of
+# platform tags $2 (space-separated: pip does not widen them) and version $3.
 foreign_site() {
-    local site=$1 plat=$2 pyver=$3 whl=$4
+    local site=$1 plats=() pyver=$3 whl=$4 p
+    for p in $2; do plats+=(--platform "$p"); done
     rm -rf "$site"
     python3 -m pip install -q --disable-pip-version-check --target "$site" --only-binary=:all: \
-        --platform "$plat" --python-version "$pyver" --implementation cp "$numpy_pin" "$pytest_pin" "$whl"
+        "${plats[@]}" --python-version "$pyver" --implementation cp "$numpy_pin" "$pytest_pin" "$whl"
 }
 
 # linux-arm64-gnu: Debian's arm64 CPython 3.11 from its packages, unpacked.
+# (python3.11-minimal and libpython3.11-stdlib with the libraries they depend on,)
 ARM64_DEBS=(python3.11-minimal libpython3.11-minimal libpython3.11-stdlib libexpat1 zlib1g libffi8
-            libbz2-1.0 liblzma5 libmpdec3 libssl3 libsqlite3-0 libuuid1 libcrypt1 libncursesw6
-            libtinfo6 libreadline8 libdb5.3 libgdbm6 libnsl2 libtirpc3)
+            libbz2-1.0 liblzma5 libssl3 libsqlite3-0 libuuid1 libcrypt1 libncursesw6
+            libtinfo6 libreadline8 libdb5.3 libnsl2 libtirpc3
+            libstdc++6 libgcc-s1)  # (numpy's extension modules need the C++ runtime)
 test_arm64() {
     local whl=$1 root=$CACHE/python/arm64-root site=$work/site-arm64 p
-    if [ ! -x "$root/usr/bin/python3.11" ]; then
+    if [ "$(cat "$root.stamp" 2>/dev/null)" != "${ARM64_DEBS[*]}" ]; then
         rm -rf "$root" "$CACHE/python/arm64-debs" && mkdir -p "$root" "$CACHE/python/arm64-debs"
         (cd "$CACHE/python/arm64-debs" && apt-get download -qq "${ARM64_DEBS[@]/%/:arm64}" >/dev/null) ||
             { result linux-arm64-gnu "CPython 3.11 (Debian arm64)" "FAILED (apt-get download)"; status=1; return; }
         for p in "$CACHE"/python/arm64-debs/*.deb; do dpkg-deb -x "$p" "$root"; done
+        echo "${ARM64_DEBS[*]}" > "$root.stamp"
     fi
-    foreign_site "$site" manylinux_2_17_aarch64 3.11 "$whl" ||
+    # (Debian 12's glibc is 2.36: numpy's aarch64 wheels are manylinux_2_28.)
+    foreign_site "$site" "manylinux_2_36_aarch64 manylinux_2_28_aarch64 manylinux_2_17_aarch64 manylinux2014_aarch64" \
+        3.11 "$whl" ||
         { result linux-arm64-gnu "CPython 3.11 (Debian arm64)" "FAILED (install)"; status=1; return; }
     tests_copy "$work/tests-arm64"
     mkdir -p "$work/bin-arm64"

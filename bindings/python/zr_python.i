@@ -331,7 +331,14 @@ static PyObject *zr_py_u64_array_copy(const uint64_t *src, uint64_t n)
 %}
 
 %init %{
+/* numpy's C API. SWIG >= 4.4 runs this in the module's exec slot, which
+ * returns an int; import_array() would return NULL (0, "success") there and
+ * leave its ImportError unreported. */
+#if SWIG_VERSION >= 0x040400
+    import_array1(-1);
+#else
     import_array();
+#endif
 %}
 
 /* Nothing releases the GIL unless listed below. */
