@@ -165,8 +165,12 @@ test_windows() {
     chmod +x "$work/bin-win/zr"
     local py=(env WINEPREFIX="$CACHE/wine" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml=" PYTHONDONTWRITEBYTECODE=1
               PATH="$work/bin-win:$PATH" /usr/lib/wine/wine64 "$emb/cp313/python.exe")
-    if "${py[@]}" -c "$IMPORT_CHECK" &&
-       (cd "$work/tests-win" && "${py[@]}" -m pytest -q -p no:cacheprovider "${EMU_SMOKE[@]}"); then
+    # CPython under wine stops at start-up ("can't initialize sys standard
+    # streams: invalid handle") when its stdin is closed or its stdout is a
+    # regular file: give it /dev/null and a pipe (pipefail keeps its status).
+    winpy() { "${py[@]}" "$@" </dev/null 2>&1 | cat; }
+    if winpy -c "$IMPORT_CHECK" &&
+       (cd "$work/tests-win" && winpy -m pytest -q -p no:cacheprovider "${EMU_SMOKE[@]}"); then
         result windows-x64 "CPython 3.13 (embeddable)" "smoke passed (wine64)"
     else
         result windows-x64 "CPython 3.13 (embeddable)" "FAILED"; status=1
