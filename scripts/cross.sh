@@ -116,6 +116,11 @@ check_stdout() {
     [[ $t == windows-* ]] && zr=$b/tools/zr.exe
     run=$(runner "$t")
     d=$(mktemp -d)
+    # wine finds the DLLs of the build tree through WINEPATH (as meson test
+    # sets it for the suites).
+    local WINEPATH="" l
+    for l in "${LIBS[@]}"; do WINEPATH+="Z:$(echo "$b/lib$l" | tr / '\\');"; done
+    export WINEPATH
     # shellcheck disable=SC2086
     $run "$zr" version >"$d/version.out" 2>"$d/version.err" </dev/null
     grep -q zrengine "$d/version.out" || echo "stdout(zr version wrote $(wc -c <"$d/version.out") bytes to stdout):zr"

@@ -160,6 +160,9 @@ check_file() {
             if [ "$kind" = lib ]; then
                 echo "$hdr" | grep -A3 'cmd LC_ID_DYLIB' | grep -Eq "name @rpath/lib[a-z]+\.[0-9]+\.dylib" \
                     || echo "install-name:$name"
+            elif echo "$hdr" | grep -q 'cmd LC_ID_DYLIB'; then
+                # (the extension, linked as a dylib: its own name @rpath too)
+                echo "$hdr" | grep -A3 'cmd LC_ID_DYLIB' | grep -Eq "name @rpath/" || echo "install-name:$name"
             fi
             # Every dylib of ours it loads is by @rpath, and it has an rpath.
             if echo "$hdr" | grep -A3 'cmd LC_LOAD_DYLIB' | grep -E 'name .*libz' | grep -vq '@rpath/'; then

