@@ -73,5 +73,6 @@ fi
 #    A dependency whose build file here changed since its source was
 #    extracted is extracted again (the build dirs then reconfigure:
 #    scripts/cross.sh sees the stamp .cache/cross/reconfigure).
+mkdir -p $CACHE
 PYTHON=$TOOLS/venv/bin/python3 bash scripts/dep_sources.sh
 echo "cross-setup: ready (zig $($TOOLS/venv/bin/python3 -m ziglang version), meson $($TOOLS/venv/bin/meson --version))"
