@@ -184,11 +184,11 @@ static zmr_status schema_fail(json_object *partial, const char *fmt, ...)
     return zmr_err(ZMR_EINVAL, "%s", buf);
 }
 
-static zmr_status check_schema(zmr_writer *w)
+/* sequence_schema.blocks, rebuilt in the layout's form into w->schema_blocks;
+ * reserved names, column declarations and aligned_with declarations checked. */
+static zmr_status check_schema_blocks(zmr_writer *w)
 {
     json_object *v;
-    if (!json_object_is_type(w->schema, json_type_object))
-        return zmr_err(ZMR_EINVAL, "sequence_schema must be a JSON object");
     if (!json_object_object_get_ex(w->schema, "blocks", &v)) {
         v = json_object_new_object();
         json_object_object_add(w->schema, "blocks", v);
@@ -269,8 +269,14 @@ static zmr_status check_schema(zmr_writer *w)
     }
     json_object_object_add(w->schema, "blocks", nb);
     w->schema_blocks = nb;
-    if (zmr_rule_alignments(nb, ZMR_EINVAL) < 0)
-        return ZMR_EINVAL;
+    return zmr_rule_alignments(nb, ZMR_EINVAL);
+}
+
+/* sequence_schema.meta, every declaration rebuilt as {"dtype", "fill"?}
+ * into w->schema_meta; canonical per-step keys must be f64. */
+static zmr_status check_schema_meta(zmr_writer *w)
+{
+    json_object *v;
     if (!json_object_object_get_ex(w->schema, "meta", &v)) {
         v = json_object_new_object();
         json_object_object_add(w->schema, "meta", v);
@@ -308,6 +314,14 @@ static zmr_status check_schema(zmr_writer *w)
     json_object_object_add(w->schema, "meta", norm);
     w->schema_meta = norm;
     return ZMR_OK;
+}
+
+static zmr_status check_schema(zmr_writer *w)
+{
+    if (!json_object_is_type(w->schema, json_type_object))
+        return zmr_err(ZMR_EINVAL, "sequence_schema must be a JSON object");
+    zmr_status st = check_schema_blocks(w);
+    return st < 0 ? st : check_schema_meta(w);
 }
 
 /* collection.units: {quantity: unit name}, every unit a string. */
