@@ -72,7 +72,7 @@ zmr_status zmr_rule_declared_shape(const struct zmr_block *b, json_object *decl,
 
 zmr_status zmr_rule_alignments(json_object *blocks, zmr_status bad)
 {
-    if (blocks == NULL)
+    if (!json_object_is_type(blocks, json_type_object))
         return ZMR_OK;
     json_object_object_foreach(blocks, name, decl) {
         json_object *t, *td, *t2, *ss, *cols, *tcols;
@@ -136,6 +136,8 @@ zmr_status zmr_rules_aligned(json_object *blocks, const zmr_frame *update, const
                                (unsigned long long)b->count, t->name, (unsigned long long)t->count);
         }
     /* a declared aligned_with */
+    if (!json_object_is_type(blocks, json_type_object))
+        return ZMR_OK;
     json_object_object_foreach(blocks, name, decl) {
         json_object *t;
         if (!json_object_is_type(decl, json_type_object) || !json_object_object_get_ex(decl, "aligned_with", &t) ||

@@ -1840,6 +1840,20 @@ static void test_validate_rules(void **state)
     assert_int_equal(zmr_validate(fx->path, 0), ZMR_ECORRUPT);
     HAS("block g: structural_shape [2,2,3] has product 12 but the block has 8 rows");
     remove_collection(other);
+    /* a file declaring no blocks at all (sequence_schema without "blocks")
+     * is held to the rules that need no declaration */
+    remove_collection(fx->path);
+    write_collection(fx->path);
+    char *meta = raw_meta(fx->path);
+    char *b = strstr(meta, "\"sequence_schema\":{\"blocks\"");
+    assert_non_null(b);
+    memcpy(b + 20, "blockz", 6);
+    raw_put(fx->path, "meta", 4, meta, strlen(meta));
+    free(meta);
+    OK(zmr_validate(fx->path, 0));
+    u = rec2_update(100);
+    expect_f4_invalid(fx->path, u, "steps increase strictly");
+    zmr_frame_free(u);
 }
 
 /* A grid block's shape, declared with its first presentation, is the same
