@@ -1743,6 +1743,18 @@ static void test_validate_declarations(void **state)
  * Each rule the writer holds a record to (ZMR_EINVAL) is the one
  * zmr_validate holds a stored file to (ZMR_ECORRUPT): the same detail. */
 
+/* Overwrite the stored "meta" text at `at` bytes past the first `find`
+ * with `with` (same length: the JSON stays the same size). */
+static void edit_meta(const char *path, const char *find, size_t at, const char *with)
+{
+    char *meta = raw_meta(path);
+    char *p = strstr(meta, find);
+    assert_non_null(p);
+    memcpy(p + at, with, strlen(with));
+    raw_put(path, "meta", 4, meta, strlen(meta));
+    free(meta);
+}
+
 /* Replace f/j of the collection at path with the raw header `hdr` (no
  * payload). */
 static void put_header(const char *path, uint64_t j, const char *hdr)
@@ -1844,12 +1856,7 @@ static void test_validate_rules(void **state)
      * is held to the rules that need no declaration */
     remove_collection(fx->path);
     write_collection(fx->path);
-    char *meta = raw_meta(fx->path);
-    char *b = strstr(meta, "\"sequence_schema\":{\"blocks\"");
-    assert_non_null(b);
-    memcpy(b + 20, "blockz", 6);
-    raw_put(fx->path, "meta", 4, meta, strlen(meta));
-    free(meta);
+    edit_meta(fx->path, "\"sequence_schema\":{\"blocks\"", 20, "blockz");
     OK(zmr_validate(fx->path, 0));
     u = rec2_update(100);
     expect_f4_invalid(fx->path, u, "steps increase strictly");
@@ -1925,12 +1932,7 @@ static void test_validate_grid_and_alignment(void **state)
     HAS("record 0 frame 1 (at f/1)");
     HAS("block rho has structural shape [4,2,1], sequence_schema declares [2,2,2]");
     /* a declaration whose aligned_with names no other block */
-    char *meta = raw_meta(fx->path);
-    char *a = strstr(meta, "\"aligned_with\":\"atoms\"");
-    assert_non_null(a);
-    memcpy(a + 16, "tags\" ", 6);
-    raw_put(fx->path, "meta", 4, meta, strlen(meta));
-    free(meta);
+    edit_meta(fx->path, "\"aligned_with\":\"atoms\"", 16, "tags\" ");
     assert_int_equal(zmr_validate(fx->path, 0), ZMR_ECORRUPT);
     HAS("sequence_schema.blocks.tags: aligned_with \"tags\" is no other declared block");
     /* and the writer refuses that declaration */
