@@ -34,6 +34,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,100 +107,115 @@ static void trailer(const zrr_obj *o, uint32_t b, const unsigned char *data, uin
     put32(t + 28, crc(t, 28));
 }
 
-/* Publish a mapping of block b (map lock held by the caller's protocol:
- * only one thread maps a given block, see map_lock below). */
-static zrp_mutex *map_lock(zrr_obj *o) { return &o->ctx->lock; }
-
-static void publish(zrr_blk *k, const unsigned char *map, uint64_t len)
+/* Publish bytes of block b: a mapping of its cache file, or (heap) a
+ * copy kept only for the tickets that hold it. Only when nobody mapped it
+ * first and it is not being unmapped (ctx lock): 1 published, 0 not (the
+ * caller keeps `map`). */
+static int publish(zrr_obj *o, zrr_blk *k, const unsigned char *map, uint64_t len, bool heap)
 {
-    k->map = map;
-    k->map_len = len;
-    uint64_t now = zrp_now_ns();
-    k->touched_ns = now;
-    k->checked_ns = now;
-    atomic_fetch_or_explicit(&k->st, ZRR_MAPPED, memory_order_release);
+    int done = 0;
+    zrp_mutex_lock(&o->ctx->lock);
+    uint64_t s = atomic_load(&k->st);
+    if ((s & (ZRR_MAPPED | ZRR_DYING)) == 0) {
+        k->map = map;
+        k->map_len = len;
+        uint64_t now = zrp_now_ns();
+        k->touched_ns = now;
+        k->checked_ns = now;
+        atomic_fetch_or_explicit(&k->st, ZRR_MAPPED | (heap ? ZRR_HEAP : 0), memory_order_release);
+        done = 1;
+    }
+    zrp_mutex_unlock(&o->ctx->lock);
+    return done;
 }
 
-/* Unmap block b if nobody reads it: 1 unmapped, 0 not (in use or not
- * mapped). */
-static int try_unmap(zrr_blk *k)
+int zrr_blk_unmap(zrr_blk *k)
 {
-    uint32_t s = atomic_load(&k->st);
+    uint64_t s = atomic_load(&k->st);
     for (;;) {
         if (!(s & ZRR_MAPPED) || (s & ZRR_REFS) || (s & ZRR_DYING))
             return 0;
         if (atomic_compare_exchange_weak(&k->st, &s, (s & ~ZRR_MAPPED) | ZRR_DYING))
             break;
     }
-    zrp_unmap((void *)k->map, k->map_len);
+    if (s & ZRR_HEAP)
+        free((void *)k->map);
+    else
+        zrp_unmap((void *)k->map, k->map_len);
     k->map = NULL;
     k->map_len = 0;
-    atomic_fetch_and(&k->st, ~ZRR_DYING);
+    atomic_fetch_and(&k->st, ~(ZRR_DYING | ZRR_HEAP));
     return 1;
 }
 
-/* Open and map a block file, checking its trailer (and, with `verify`,
- * its bytes). 1 mapped into *map, 0 absent or invalid (an invalid file is
- * deleted: it is a torn or damaged block of ours). */
-static int map_file(zrr_obj *o, uint32_t b, bool verify, const unsigned char **map, uint64_t *mlen)
+/* The trailer of a block file of o at b is right (and, with `verify`, so
+ * is the CRC-32 of its bytes). */
+static bool block_ok(const zrr_obj *o, uint32_t b, const unsigned char *m, uint64_t size,
+                     bool verify)
 {
+    uint32_t len = zrr_block_len(o, b);
+    if (size != (uint64_t)len + TRAILER)
+        return false;
+    const unsigned char *t = m + len;
+    return memcmp(t, "ZRB1", 4) == 0 && get32(t + 4) == len && get64(t + 8) == o->key &&
+           get32(t + 16) == b && get32(t + 20) == o->ctx->cfg.block_shift &&
+           get32(t + 28) == crc(t, 28) && (!verify || get32(t + 24) == crc(m, len));
+}
+
+int zrr_cache_map(zrr_obj *o, uint32_t b)
+{
+    zrr_blk *k = &o->blk[b];
+    if (atomic_load(&k->st) & ZRR_MAPPED)
+        return 1;
+    /* A file of the cache this ctx did not write (another process's, or
+     * one left from before): every byte is checked before it is served,
+     * and an invalid one (torn by a power loss, damaged on disk) deleted. */
     char path[4096];
     block_path(o, b, path, sizeof path);
     zrp_file f;
     if (zrp_open(&f, path, ZRP_READ) < 0)
         return 0;
-    uint32_t len = zrr_block_len(o, b);
     uint64_t size = 0;
     void *m = NULL;
-    bool ok = zrp_file_size(f, &size) == 0 && size == (uint64_t)len + TRAILER &&
+    bool ok = zrp_file_size(f, &size) == 0 && size == (uint64_t)zrr_block_len(o, b) + TRAILER &&
               zrp_map_readonly(f, size, &m) == 0;
     zrp_close(&f);
-    if (ok) {
-        const unsigned char *t = (const unsigned char *)m + len;
-        ok = memcmp(t, "ZRB1", 4) == 0 && get32(t + 4) == len && get64(t + 8) == o->key &&
-             get32(t + 16) == b && get32(t + 20) == o->ctx->cfg.block_shift &&
-             get32(t + 28) == crc(t, 28) && (!verify || get32(t + 24) == crc(m, len));
-    }
+    if (ok)
+        ok = block_ok(o, b, m, size, true);
     if (!ok) {
         if (m)
             zrp_unmap(m, size);
         (void)zrp_unlink(path);
         return 0;
     }
-    *map = m;
-    *mlen = size;
-    return 1;
+    if (!publish(o, k, m, size, false))
+        zrp_unmap(m, size); /* another thread mapped it first */
+    return (atomic_load(&k->st) & ZRR_MAPPED) != 0;
 }
 
-/* Map block b's file (checking its bytes with `verify`) and publish the
- * mapping unless another thread did first: 1 mapped, 0 no valid file. */
-static int map_and_publish(zrr_obj *o, uint32_t b, bool verify)
+/* A cache write failed: count it, keep the first message. */
+static void note_failure(zrr_ctx *c, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void note_failure(zrr_ctx *c, const char *fmt, ...)
 {
-    const unsigned char *m;
-    uint64_t mlen;
-    if (!map_file(o, b, verify, &m, &mlen))
-        return 0;
-    zrr_blk *k = &o->blk[b];
-    zrp_mutex_lock(map_lock(o));
-    uint32_t s = atomic_load(&k->st);
-    if ((s & (ZRR_MAPPED | ZRR_DYING)) == 0) {
-        publish(k, m, mlen);
-        m = NULL;
+    zrp_mutex_lock(&c->lock);
+    if (c->cache_failures++ == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->cache_failure, sizeof c->cache_failure, fmt, ap);
+        va_end(ap);
     }
-    zrp_mutex_unlock(map_lock(o));
-    if (m)
-        zrp_unmap((void *)m, mlen); /* another thread mapped it first */
-    return 1;
+    zrp_mutex_unlock(&c->lock);
 }
 
-int zrr_cache_map(zrr_obj *o, uint32_t b)
-{
-    if (atomic_load(&o->blk[b].st) & ZRR_MAPPED)
-        return 1;
-    return map_and_publish(o, b, true);
-}
-
-int zrr_cache_store(zrr_obj *o, uint32_t b, const unsigned char *data, uint32_t len)
+/* Write block b's file under tmp/, map it through the same descriptor (so
+ * the mapping is ours whatever happens to the name later) and rename it
+ * into b/. 0 and *map, or a negative platform code (nothing left behind). */
+static int write_block(zrr_obj *o, uint32_t b, const unsigned char *data, uint32_t len,
+                       void **map)
 {
     zrr_ctx *c = o->ctx;
     char name[64], tmp[4096], path[4096];
@@ -211,34 +227,76 @@ int zrr_cache_store(zrr_obj *o, uint32_t b, const unsigned char *data, uint32_t 
     snprintf(path, sizeof path, "%s/b/%s", c->cfg.cache_root, name);
     unsigned char t[TRAILER];
     trailer(o, b, data, len, t);
+    *map = NULL;
+    /* The name is this process's own (pid, sequence); one left by a dead
+     * process of the same pid is replaced. */
+    const unsigned mode = ZRP_READ | ZRP_WRITE | ZRP_CREATE | ZRP_EXCLUSIVE;
     zrp_file f;
-    int rc = zrp_create_fresh(&f, tmp);
-    if (rc == 0) {
-        rc = zrp_pwrite_all(f, data, len, 0);
-        if (rc == 0)
-            rc = zrp_pwrite_all(f, t, TRAILER, len);
-        int crc_ = zrp_close(&f);
-        if (rc == 0)
-            rc = crc_;
-        if (rc == 0)
-            rc = zrp_rename(tmp, path);
-        if (rc < 0)
-            (void)zrp_unlink(tmp);
-    }
+    int rc = zrp_open(&f, tmp, mode);
+    if (rc == -EEXIST && zrp_unlink(tmp) == 0)
+        rc = zrp_open(&f, tmp, mode);
     if (rc < 0)
-        return zr_set_error(ZR_EIO, "remote cache: cannot write block %u of %s to %s: %s", b, o->url,
-                            c->cfg.cache_root, zr_os_strerror(rc));
-    /* Map what was just written (its bytes were checked on arrival). */
-    (void)map_and_publish(o, b, false);
-    return ZR_OK;
+        return rc;
+    rc = zrp_pwrite_all(f, data, len, 0);
+    if (rc == 0)
+        rc = zrp_pwrite_all(f, t, TRAILER, len);
+    if (rc == 0) {
+        rc = zrp_map_readonly(f, (uint64_t)len + TRAILER, map);
+        if (rc == 0 && !block_ok(o, b, *map, (uint64_t)len + TRAILER, false))
+            rc = -EIO; /* what reads back is not what was written */
+    }
+    int crc_ = zrp_close(&f);
+    if (rc == 0)
+        rc = crc_;
+    if (rc == 0)
+        rc = zrp_rename(tmp, path);
+    if (rc < 0) {
+        if (*map)
+            zrp_unmap(*map, (uint64_t)len + TRAILER);
+        *map = NULL;
+        (void)zrp_unlink(tmp);
+    }
+    return rc;
+}
+
+int zrr_cache_store(zrr_obj *o, uint32_t b, const unsigned char *data, uint32_t len, bool nocache)
+{
+    zrr_ctx *c = o->ctx;
+    zrr_blk *k = &o->blk[b];
+    if (!nocache) {
+        void *map = NULL;
+        int rc = write_block(o, b, data, len, &map);
+        if (rc == 0) {
+            if (!publish(o, k, map, (uint64_t)len + TRAILER, false))
+                zrp_unmap(map, (uint64_t)len + TRAILER);
+            return 0;
+        }
+        note_failure(c, "remote cache: cannot write block %u of %s to %s: %s (blocks are served "
+                     "from memory instead)", b, o->url, c->cfg.cache_root, zr_os_strerror(rc));
+    }
+    /* Not cached: a copy for the requests that hold the block (the last
+     * one to let go frees it); nobody holds it, nothing to keep. */
+    if ((atomic_load(&k->st) & ZRR_REFS) == 0)
+        return 1;
+    unsigned char *copy = malloc(len ? len : 1);
+    if (!copy)
+        return 1; /* its waiter finds it missing and downloads it again */
+    memcpy(copy, data, len);
+    if (!publish(o, k, copy, len, true))
+        free(copy);
+    return 1;
 }
 
 void zrr_cache_release(zrr_obj *o)
 {
     for (uint32_t b = 0; b < o->nblocks; b++) {
         zrr_blk *k = &o->blk[b];
-        if (k->map)
-            zrp_unmap((void *)k->map, k->map_len);
+        if (k->map) {
+            if (atomic_load(&k->st) & ZRR_HEAP)
+                free((void *)k->map);
+            else
+                zrp_unmap((void *)k->map, k->map_len);
+        }
         k->map = NULL;
         atomic_store(&k->st, 0);
     }
@@ -362,7 +420,7 @@ static void evict(zrr_ctx *c)
                     total -= es[i].size;
                     zrr_blk *k = own_block(c, es[i].name);
                     if (k)
-                        (void)try_unmap(k);
+                        (void)zrr_blk_unmap(k);
                 }
             }
         }
@@ -384,8 +442,13 @@ void zrr_cache_upkeep(zrr_ctx *c, bool force_scan)
     for (zrr_obj *o = objs; o; o = o->next) {
         for (uint32_t b = 0; b < o->nblocks; b++) {
             zrr_blk *k = &o->blk[b];
-            if (!(atomic_load_explicit(&k->st, memory_order_relaxed) & ZRR_MAPPED))
+            uint64_t st = atomic_load_explicit(&k->st, memory_order_relaxed);
+            if (!(st & ZRR_MAPPED))
                 continue;
+            if (st & ZRR_HEAP) { /* a copy whose holders are gone */
+                (void)zrr_blk_unmap(k);
+                continue;
+            }
             uint64_t used = atomic_load_explicit(&k->used_ns, memory_order_relaxed);
             int rc = 1;
             if (used > k->touched_ns && now - k->touched_ns >= SEC) {
@@ -400,13 +463,17 @@ void zrr_cache_upkeep(zrr_ctx *c, bool force_scan)
                     k->checked_ns = now;
             }
             if (rc < 0) /* evicted (or damaged) elsewhere: give the space back */
-                (void)try_unmap(k);
+                (void)zrr_blk_unmap(k);
         }
     }
-    if (force_scan || c->fresh_bytes >= c->cfg.cache_bytes / 16 ||
-        (c->fresh_bytes > 0 && now - c->last_scan_ns >= 30 * SEC)) {
+    zrp_mutex_lock(&c->lock);
+    bool scan = force_scan || c->fresh_bytes >= c->cfg.cache_bytes / 16 ||
+                (c->fresh_bytes > 0 && now - c->last_scan_ns >= 30 * SEC);
+    if (scan) {
         c->fresh_bytes = 0;
         c->last_scan_ns = now;
-        evict(c);
     }
+    zrp_mutex_unlock(&c->lock);
+    if (scan)
+        evict(c);
 }

@@ -519,7 +519,8 @@ struct zrr_job {
     zrr_job *anext, **aprev; /* the running list (worker only) */
     zrr_obj *obj;
     uint32_t b0, n;
-    zrr_ticket *ticket;
+    zrr_ticket *ticket;   /* NULL for a prefetch */
+    bool nocache;         /* its ticket streams through (see zrr_cache_store) */
     unsigned attempt;
     uint64_t due_ns;
     uint64_t seed;
@@ -543,11 +544,34 @@ int zrr_job_queue(zrr_ctx *c, zrr_obj *o, uint32_t b0, uint32_t n, zrr_ticket *t
     if (j->hi > o->size)
         j->hi = o->size;
     j->seed = zrp_now_ns() ^ ((uint64_t)b0 << 20);
-    if (t)
+    if (t) {
         t->pending++;
+        j->nocache = t->nocache;
+    }
     j->next = c->queue;
     c->queue = j;
     return ZR_OK;
+}
+
+/* Nobody wants the job any more: its ticket was released (its waiter was
+ * interrupted) or the store's interrupt is set. Read by the worker without
+ * the lock (a ticket lives until its last job is over). */
+static bool job_unwanted(const zrr_ctx *c, const zrr_job *j)
+{
+    if (c->interrupt && atomic_load_explicit(c->interrupt, memory_order_relaxed))
+        return true;
+    return j->ticket && atomic_load_explicit(&j->ticket->gone, memory_order_relaxed);
+}
+
+static int on_job_progress(void *arg, curl_off_t a, curl_off_t b, curl_off_t c2, curl_off_t d)
+{
+    (void)a;
+    (void)b;
+    (void)c2;
+    (void)d;
+    zrr_job *j = arg;
+    zrr_ctx *c = j->obj->ctx;
+    return atomic_load_explicit(&c->stop, memory_order_relaxed) || job_unwanted(c, j);
 }
 
 static int job_start(zrr_ctx *c, zrr_job *j)
@@ -582,6 +606,8 @@ static int job_start(zrr_ctx *c, zrr_job *j)
     if (j->hdrs)
         curl_easy_setopt(j->h, CURLOPT_HTTPHEADER, j->hdrs);
     curl_easy_setopt(j->h, CURLOPT_PRIVATE, j);
+    curl_easy_setopt(j->h, CURLOPT_XFERINFOFUNCTION, on_job_progress);
+    curl_easy_setopt(j->h, CURLOPT_XFERINFODATA, j);
     curl_multi_add_handle((CURLM *)c->multi, j->h);
     c->active++;
     j->anext = c->running;
@@ -617,13 +643,38 @@ static void job_finish(zrr_ctx *c, zrr_job *j, const zrr_err_buf *err)
 {
     for (uint32_t b = j->b0; b < j->b0 + j->n; b++)
         atomic_fetch_and(&j->obj->blk[b].st, ~ZRR_FETCHING);
-    if (j->ticket) {
-        if (err && err->status < 0 && j->ticket->err.status == 0)
-            j->ticket->err = *err;
-        j->ticket->pending--;
+    zrr_ticket *t = j->ticket;
+    if (t) {
+        if (err && err->status < 0 && t->err.status == 0)
+            t->err = *err;
+        if (--t->pending == 0 && t->abandoned)
+            zrr_ticket_free(t);
     }
     zrp_cond_broadcast(&c->cond);
     free(j);
+}
+
+int zrr_job_store_one(zrr_ctx *c)
+{
+    zrr_job *j = c->done;
+    if (!j)
+        return 0;
+    c->done = j->next;
+    zrp_mutex_unlock(&c->lock);
+    zrr_obj *o = j->obj;
+    uint64_t bytes = 0;
+    for (uint32_t b = 0; b < j->n; b++) {
+        uint64_t at = ((uint64_t)(j->b0 + b) << c->cfg.block_shift) - j->lo;
+        uint32_t len = zrr_block_len(o, j->b0 + b);
+        if (zrr_cache_store(o, j->b0 + b, j->r.buf + at, len, j->nocache) == 0)
+            bytes += len;
+    }
+    free(j->r.buf);
+    j->r.buf = NULL;
+    zrp_mutex_lock(&c->lock);
+    c->fresh_bytes += bytes;
+    job_finish(c, j, NULL);
+    return 1;
 }
 
 /* A transfer ended: check the response and store the blocks, or retry. */
@@ -660,24 +711,22 @@ static void job_done(zrr_ctx *c, zrr_job *j, CURLcode cc)
         k = R_FAIL;
     }
     if (k == R_OK) {
-        int rc = ZR_OK;
-        for (uint32_t b = 0; b < j->n && rc == 0; b++) {
-            uint64_t at = ((uint64_t)(j->b0 + b) << c->cfg.block_shift) - j->lo;
-            rc = zrr_cache_store(o, j->b0 + b, j->r.buf + at, zrr_block_len(o, j->b0 + b));
-        }
-        if (rc < 0)
-            zrr_err_set(&e, rc, "%s", zr_last_error());
-        c->fresh_bytes += want;
+        /* Checked: its blocks are written by a thread waiting for a ticket
+         * (or by this one when none waits), so the transfers go on. */
+        unsigned char *buf = j->r.buf;
+        j->r.buf = NULL;
         job_release_handle(c, j);
+        j->r.buf = buf;
         zrp_mutex_lock(&c->lock);
-        job_finish(c, j, rc < 0 ? &e : NULL);
+        j->next = c->done;
+        c->done = j;
+        zrp_cond_broadcast(&c->cond);
         zrp_mutex_unlock(&c->lock);
         return;
     }
     unsigned retry_after = j->r.retry_after_s;
     job_release_handle(c, j);
-    if (k == R_RETRY && j->attempt < c->cfg.retries &&
-        !(c->interrupt && atomic_load(c->interrupt))) {
+    if (k == R_RETRY && j->attempt < c->cfg.retries && !job_unwanted(c, j)) {
         j->attempt++;
         j->due_ns = zrp_now_ns() + (uint64_t)backoff_ms(j->attempt, retry_after, &j->seed) * 1000000u;
         zrp_mutex_lock(&c->lock);
@@ -706,7 +755,7 @@ static void worker_main(void *arg)
         zrr_job **pp = &c->queue;
         while (*pp) {
             zrr_job *j = *pp;
-            if (c->interrupt && atomic_load(c->interrupt)) {
+            if (job_unwanted(c, j)) {
                 *pp = j->next;
                 zrr_err_buf e = {0};
                 zrr_err_set(&e, ZR_EINTR, "GET %s: interrupted", j->obj->url);
@@ -744,6 +793,12 @@ static void worker_main(void *arg)
             CURLcode cc = msg->data.result;
             job_done(c, j, cc);
         }
+        /* Downloaded blocks nobody is free to write (prefetches, or every
+         * waiter busy): written here. */
+        zrp_mutex_lock(&c->lock);
+        while (c->done && c->idle_waiters == 0 && !atomic_load(&c->stop))
+            (void)zrr_job_store_one(c);
+        zrp_mutex_unlock(&c->lock);
         now = zrp_now_ns();
         if (now - c->last_upkeep_ns > 1000000000u) {
             c->last_upkeep_ns = now;
@@ -760,6 +815,15 @@ static void worker_main(void *arg)
     }
     /* Closing: abort what runs, fail what waits. */
     zrp_mutex_lock(&c->lock);
+    while (c->done) {
+        zrr_job *j = c->done;
+        c->done = j->next;
+        free(j->r.buf);
+        j->r.buf = NULL;
+        zrr_err_buf e = {0};
+        zrr_err_set(&e, ZR_ECLOSED, "GET %s: the store is being closed", j->obj->url);
+        job_finish(c, j, &e);
+    }
     while (c->queue) {
         zrr_job *j = c->queue;
         c->queue = j->next;

@@ -190,13 +190,14 @@ int zrr_get_small(zrr_ctx *c, const char *name, void **buf, size_t *len, size_t 
     return rc < 0 ? fail(rc) : rc;
 }
 
-/* ------------------------------------------------------------ pins */
+/* ------------------------------------------------------- references */
 
+/* A reader's pin: only on a mapped block that is not being unmapped. */
 static bool pin(zrr_blk *k)
 {
-    uint32_t s = atomic_load_explicit(&k->st, memory_order_acquire);
+    uint64_t s = atomic_load_explicit(&k->st, memory_order_acquire);
     for (;;) {
-        if ((s & (ZRR_MAPPED | ZRR_DYING)) != ZRR_MAPPED || (s & ZRR_REFS) == ZRR_REFS)
+        if ((s & (ZRR_MAPPED | ZRR_DYING)) != ZRR_MAPPED)
             return false;
         if (atomic_compare_exchange_weak_explicit(&k->st, &s, s + 1, memory_order_acquire,
                                                   memory_order_acquire))
@@ -204,217 +205,295 @@ static bool pin(zrr_blk *k)
     }
 }
 
-static void unpin(zrr_blk *k) { atomic_fetch_sub_explicit(&k->st, 1, memory_order_release); }
+void zrr_blk_ref(zrr_blk *k) { atomic_fetch_add_explicit(&k->st, 1, memory_order_acquire); }
+
+void zrr_blk_unref(zrr_blk *k)
+{
+    uint64_t s = atomic_fetch_sub_explicit(&k->st, 1, memory_order_acq_rel) - 1;
+    if ((s & ZRR_REFS) == 0 && (s & ZRR_HEAP))
+        (void)zrr_blk_unmap(k); /* a copy kept only for its holders */
+}
+
+uint64_t zrr_cache_failures(zrr_ctx *c, char *msg, size_t cap)
+{
+    zrp_mutex_lock(&c->lock);
+    uint64_t n = c->cache_failures;
+    if (msg && cap)
+        snprintf(msg, cap, "%s", c->cache_failure);
+    zrp_mutex_unlock(&c->lock);
+    return n;
+}
 
 /* ------------------------------------------------------ downloads */
 
-static int range_cmp(const void *a, const void *b)
+static int held_add(zrr_held **v, size_t *n, size_t *cap, zrr_obj *o, uint32_t b)
 {
-    const zrr_range *x = a, *y = b;
-    if (x->obj != y->obj)
-        return (uintptr_t)x->obj < (uintptr_t)y->obj ? -1 : 1;
-    return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : 0;
-}
-
-static int ticket_wait_add(zrr_ticket *t, zrr_obj *o, uint32_t b)
-{
-    if (t->nwait == t->wait_cap) {
-        size_t cap = t->wait_cap ? 2 * t->wait_cap : 16;
-        void *p = realloc(t->wait, cap * sizeof *t->wait);
+    if (*n == *cap) {
+        size_t nc = *cap ? 2 * *cap : 16;
+        void *p = realloc(*v, nc * sizeof **v);
         if (!p)
             return -1;
-        t->wait = p;
-        t->wait_cap = cap;
+        *v = p;
+        *cap = nc;
     }
-    t->wait[t->nwait].obj = o;
-    t->wait[t->nwait].b = b;
-    t->nwait++;
+    (*v)[*n].obj = o;
+    (*v)[*n].b = b;
+    ++*n;
     return 0;
+}
+
+static int held_cmp(const void *a, const void *b)
+{
+    const zrr_held *x = a, *y = b;
+    if (x->obj != y->obj)
+        return (uintptr_t)x->obj < (uintptr_t)y->obj ? -1 : 1;
+    return x->b < y->b ? -1 : x->b > y->b ? 1 : 0;
+}
+
+void zrr_ticket_free(zrr_ticket *t)
+{
+    free(t->held);
+    free(t->miss);
+    free(t);
 }
 
 /* Longest request, in bytes: big enough to run at link speed, small
  * enough that the parallel connections share a batch. */
 #define MAX_REQUEST ((uint64_t)8 << 20)
 
-static int fetch_start(zrr_ctx *c, const zrr_range *in, size_t n, zrr_ticket **ticket, bool wait)
+/* Queue downloads of the blocks t->miss[0, n) (sorted) that are neither
+ * mapped nor already being downloaded, as runs of adjacent blocks (lock
+ * held). With t == NULL (a prefetch) the jobs carry no ticket. */
+static int queue_missing(zrr_ctx *c, zrr_ticket *t, const zrr_held *miss, size_t n, bool *queued)
 {
-    if (ticket)
-        *ticket = NULL;
-    if (n == 0)
-        return ZR_OK;
-    zrr_range *r = malloc(n * sizeof *r);
-    if (!r)
-        return zr_set_error(ZR_ENOMEM, "remote: out of memory for %zu ranges", n);
-    memcpy(r, in, n * sizeof *r);
-    qsort(r, n, sizeof *r, range_cmp);
+    const unsigned shift = c->cfg.block_shift;
+    const uint32_t run_max = (uint32_t)(MAX_REQUEST >> shift) ? (uint32_t)(MAX_REQUEST >> shift) : 1;
+    zrr_obj *run_obj = NULL;
+    uint32_t run_b0 = 0, run_n = 0;
+    int rc = ZR_OK;
+    if (!c->worker_started)
+        rc = zrr_worker_start(c); /* the download thread starts with the first download */
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        zrr_obj *o = miss[i].obj;
+        uint32_t b = miss[i].b;
+        zrr_blk *k = &o->blk[b];
+        if (atomic_load(&k->st) & (ZRR_MAPPED | ZRR_FETCHING))
+            continue; /* there, or another request brings it (its ticket's waits see it) */
+        atomic_fetch_or(&k->st, ZRR_FETCHING);
+        if (run_obj == o && b == run_b0 + run_n && run_n < run_max) {
+            run_n++;
+            continue;
+        }
+        if (run_obj)
+            rc = zrr_job_queue(c, run_obj, run_b0, run_n, t);
+        run_obj = o;
+        run_b0 = b;
+        run_n = 1;
+    }
+    if (run_obj && rc == 0)
+        rc = zrr_job_queue(c, run_obj, run_b0, run_n, t);
+    if (run_obj)
+        *queued = true;
+    return rc;
+}
+
+/* Hold (with a ticket) every block of the ranges, map those another
+ * process has cached, and queue downloads of the rest. */
+static int fetch_start(zrr_ctx *c, const zrr_range *r, size_t n, const volatile int *interrupt,
+                       zrr_ticket **ticket)
+{
+    *ticket = NULL;
+    zrr_ticket *t = calloc(1, sizeof *t);
+    if (!t)
+        return zr_set_error(ZR_ENOMEM, "remote: out of memory");
+    t->interrupt = interrupt;
     const unsigned shift = c->cfg.block_shift;
     const uint64_t now = zrp_now_ns();
-    /* Blocks on disk but not mapped here are mapped first (no lock). */
+    /* The same block is held once per ticket: ranges of one batch fall in
+     * few blocks, often not in order (a table entry per index). */
+    struct { zrr_obj *obj; uint32_t b; } seen[256];
+    memset(seen, 0, sizeof seen);
+    uint64_t bytes = 0;
+    int rc = ZR_OK;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        zrr_obj *o = r[i].obj;
+        uint64_t hi = r[i].hi < o->size ? r[i].hi : o->size;
+        if (r[i].lo >= hi)
+            continue;
+        for (uint64_t b = r[i].lo >> shift; b <= (hi - 1) >> shift; b++) {
+            unsigned h = (unsigned)((((uintptr_t)o >> 4) * 31u + b) & 255u);
+            if (seen[h].obj == o && seen[h].b == b)
+                continue;
+            seen[h].obj = o;
+            seen[h].b = (uint32_t)b;
+            zrr_blk *k = &o->blk[b];
+            if (held_add(&t->held, &t->nheld, &t->held_cap, o, (uint32_t)b) < 0) {
+                rc = zr_set_error(ZR_ENOMEM, "remote: out of memory");
+                break;
+            }
+            zrr_blk_ref(k);
+            bytes += zrr_block_len(o, (uint32_t)b);
+            if (atomic_load_explicit(&k->used_ns, memory_order_relaxed) != now)
+                atomic_store_explicit(&k->used_ns, now, memory_order_relaxed);
+            uint64_t s = atomic_load(&k->st);
+            if ((s & ZRR_MAPPED) || (!(s & ZRR_FETCHING) && zrr_cache_map(o, (uint32_t)b)))
+                continue;
+            if (held_add(&t->miss, &t->nmiss, &t->miss_cap, o, (uint32_t)b) < 0)
+                rc = zr_set_error(ZR_ENOMEM, "remote: out of memory");
+        }
+    }
+    /* More than the cap for one request: its blocks stream through memory
+     * (held until released) instead of evicting each other. */
+    t->nocache = bytes > c->cfg.cache_bytes;
+    if (rc == 0 && t->nmiss > 0) {
+        qsort(t->miss, t->nmiss, sizeof *t->miss, held_cmp);
+        bool queued = false;
+        zrp_mutex_lock(&c->lock);
+        rc = queue_missing(c, t, t->miss, t->nmiss, &queued);
+        zrp_mutex_unlock(&c->lock);
+        if (queued)
+            zrr_worker_wake(c);
+    }
+    *ticket = t; /* released by the caller, whatever happened */
+    return rc;
+}
+
+int zrr_fetch_start(zrr_ctx *c, const zrr_range *r, size_t n, const volatile int *interrupt,
+                    zrr_ticket **ticket)
+{
+    int rc = fetch_start(c, r, n, interrupt, ticket);
+    return rc < 0 ? fail(rc) : rc;
+}
+
+void zrr_fetch_release(zrr_ctx *c, zrr_ticket *t)
+{
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->nheld; i++)
+        zrr_blk_unref(&t->held[i].obj->blk[t->held[i].b]);
+    free(t->held);
+    free(t->miss);
+    t->held = t->miss = NULL;
+    t->nheld = t->nmiss = 0;
+    zrp_mutex_lock(&c->lock);
+    bool free_now = t->pending == 0;
+    if (!free_now) {
+        /* Its jobs are still queued or running: the last one frees it, and
+         * the worker aborts those nobody else waits for. */
+        t->abandoned = true;
+        atomic_store(&t->gone, true);
+    }
+    zrp_mutex_unlock(&c->lock);
+    if (free_now)
+        zrr_ticket_free(t);
+    zrr_worker_wake(c);
+}
+
+void zrr_prefetch(zrr_ctx *c, const zrr_range *r, size_t n)
+{
+    /* No holds: a hint. Blocks already there or on the way are skipped;
+     * more than the cap at once would only evict itself, so it is not
+     * prefetched at all. */
+    const unsigned shift = c->cfg.block_shift;
+    zrr_held *miss = NULL;
+    size_t nmiss = 0, cap = 0;
+    uint64_t bytes = 0;
     for (size_t i = 0; i < n; i++) {
         zrr_obj *o = r[i].obj;
         uint64_t hi = r[i].hi < o->size ? r[i].hi : o->size;
         if (r[i].lo >= hi)
             continue;
         for (uint64_t b = r[i].lo >> shift; b <= (hi - 1) >> shift; b++) {
-            zrr_blk *k = &o->blk[b];
-            atomic_store_explicit(&k->used_ns, now, memory_order_relaxed);
-            uint32_t s = atomic_load(&k->st);
-            if (!(s & (ZRR_MAPPED | ZRR_FETCHING)))
-                (void)zrr_cache_map(o, (uint32_t)b);
+            uint64_t s = atomic_load(&o->blk[b].st);
+            if ((s & (ZRR_MAPPED | ZRR_FETCHING)) || zrr_cache_map(o, (uint32_t)b))
+                continue;
+            bytes += zrr_block_len(o, (uint32_t)b);
+            if (held_add(&miss, &nmiss, &cap, o, (uint32_t)b) < 0)
+                goto out;
         }
     }
-    zrr_ticket *t = calloc(1, sizeof *t);
-    if (!t) {
-        free(r);
-        return zr_set_error(ZR_ENOMEM, "remote: out of memory");
-    }
-    int rc = ZR_OK;
-    zrp_mutex_lock(&c->lock);
-    /* The download thread starts with the first download. */
-    if (!c->worker_started)
-        rc = zrr_worker_start(c);
-    zrr_obj *run_obj = NULL;
-    uint32_t run_b0 = 0, run_n = 0;
-    const uint32_t run_max = (uint32_t)(MAX_REQUEST >> shift) ? (uint32_t)(MAX_REQUEST >> shift) : 1;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        zrr_obj *o = r[i].obj;
-        uint64_t hi = r[i].hi < o->size ? r[i].hi : o->size;
-        if (r[i].lo >= hi)
-            continue;
-        for (uint64_t b = r[i].lo >> shift; b <= (hi - 1) >> shift && rc == 0; b++) {
-            zrr_blk *k = &o->blk[b];
-            uint32_t s = atomic_load(&k->st);
-            if (s & ZRR_MAPPED)
-                continue;
-            if (s & ZRR_FETCHING) {
-                bool mine = run_obj == o && b >= run_b0 && b < (uint64_t)run_b0 + run_n;
-                if (!mine && wait && ticket_wait_add(t, o, (uint32_t)b) < 0)
-                    rc = zr_set_error(ZR_ENOMEM, "remote: out of memory");
-                continue;
-            }
-            atomic_fetch_or(&k->st, ZRR_FETCHING);
-            if (run_obj == o && b == (uint64_t)run_b0 + run_n && run_n < run_max) {
-                run_n++;
-                continue;
-            }
-            if (run_obj)
-                rc = zrr_job_queue(c, run_obj, run_b0, run_n, wait ? t : NULL);
-            run_obj = o;
-            run_b0 = (uint32_t)b;
-            run_n = 1;
-        }
-    }
-    if (run_obj && rc == 0)
-        rc = zrr_job_queue(c, run_obj, run_b0, run_n, wait ? t : NULL);
-    zrp_mutex_unlock(&c->lock);
-    zrr_worker_wake(c);
-    free(r);
-    if (!wait || (t->pending == 0 && t->nwait == 0 && rc == 0)) {
-        /* Nothing to wait for (jobs of a prefetch carry no ticket). */
+    if (nmiss > 0 && bytes <= c->cfg.cache_bytes / 2) {
+        qsort(miss, nmiss, sizeof *miss, held_cmp);
+        bool queued = false;
         zrp_mutex_lock(&c->lock);
-        bool idle = t->pending == 0;
+        (void)queue_missing(c, NULL, miss, nmiss, &queued);
         zrp_mutex_unlock(&c->lock);
-        if (idle) {
-            free(t->wait);
-            free(t);
-            t = NULL;
-        }
+        if (queued)
+            zrr_worker_wake(c);
     }
-    if (ticket)
-        *ticket = t;
-    else if (t) {
-        /* cannot happen: without a ticket pointer jobs carry no ticket */
-        free(t->wait);
-        free(t);
-    }
-    return rc;
+out:
+    free(miss);
 }
 
-int zrr_fetch_start(zrr_ctx *c, const zrr_range *r, size_t n, zrr_ticket **ticket)
+static bool stopped(zrr_ctx *c, const zrr_ticket *t)
 {
-    int rc = fetch_start(c, r, n, ticket, true);
-    return rc < 0 ? fail(rc) : rc;
+    return atomic_load(&c->stop) || (c->interrupt && atomic_load(c->interrupt)) ||
+           (t->interrupt && *t->interrupt);
 }
 
-void zrr_prefetch(zrr_ctx *c, const zrr_range *r, size_t n)
+/* Wait until the ticket's jobs are over and none of its missing blocks is
+ * being downloaded, writing downloaded blocks meanwhile (lock held). */
+static int wait_jobs(zrr_ctx *c, zrr_ticket *t)
 {
-    (void)fetch_start(c, r, n, NULL, false);
-}
-
-static int wait_ticket(zrr_ctx *c, zrr_ticket *t, int depth)
-{
-    zrp_mutex_lock(&c->lock);
     for (;;) {
-        bool busy = t->pending > 0;
-        for (size_t i = 0; !busy && i < t->nwait; i++)
-            busy = (atomic_load(&t->wait[i].obj->blk[t->wait[i].b].st) & ZRR_FETCHING) != 0;
-        if (!busy)
-            break;
-        (void)zrp_cond_timedwait(&c->cond, &c->lock, 100000000u);
-    }
-    zrp_mutex_unlock(&c->lock);
-    int rc = ZR_OK;
-    if (t->err.status < 0)
-        rc = zr_set_error(t->err.status, "%s", t->err.msg);
-    /* Blocks another request was downloading: if that one failed (or they
-     * were evicted since), download them for this caller. */
-    zrr_range *again = NULL;
-    size_t nagain = 0;
-    for (size_t i = 0; rc == 0 && i < t->nwait; i++) {
-        zrr_obj *o = t->wait[i].obj;
-        uint32_t b = t->wait[i].b;
-        if ((atomic_load(&o->blk[b].st) & ZRR_MAPPED) || zrr_cache_map(o, b))
+        if (stopped(c, t))
+            return atomic_load(&c->stop) ? ZR_ECLOSED : ZR_EINTR;
+        if (zrr_job_store_one(c))
             continue;
-        if (!again && !(again = malloc(t->nwait * sizeof *again))) {
-            rc = zr_set_error(ZR_ENOMEM, "remote: out of memory");
-            break;
-        }
-        again[nagain].obj = o;
-        again[nagain].lo = (uint64_t)b << c->cfg.block_shift;
-        again[nagain].hi = again[nagain].lo + zrr_block_len(o, b);
-        nagain++;
+        bool busy = t->pending > 0;
+        for (size_t i = 0; !busy && i < t->nmiss; i++)
+            busy = (atomic_load(&t->miss[i].obj->blk[t->miss[i].b].st) & ZRR_FETCHING) != 0;
+        if (!busy)
+            return ZR_OK;
+        c->idle_waiters++;
+        (void)zrp_cond_timedwait(&c->cond, &c->lock, 50000000u);
+        c->idle_waiters--;
     }
-    free(t->wait);
-    free(t);
-    if (rc == 0 && nagain > 0) {
-        if (depth >= 3) {
-            rc = zr_set_error(ZR_EIO, "remote: %zu block(s) of %s could not be kept in the cache "
-                              "(downloaded, then evicted, %d times): is ZR_CACHE_BYTES too small "
-                              "for one batch?", nagain, again[0].obj->url, depth);
-        } else {
-            zrr_ticket *t2 = NULL;
-            rc = fetch_start(c, again, nagain, &t2, true);
-            if (rc == 0 && t2)
-                rc = wait_ticket(c, t2, depth + 1);
-        }
-    }
-    free(again);
-    return rc;
 }
 
 int zrr_fetch_wait(zrr_ctx *c, zrr_ticket *t)
 {
-    if (!t)
+    if (!t || t->nmiss == 0)
         return ZR_OK;
-    int rc = wait_ticket(c, t, 0);
-    return rc < 0 ? fail(rc) : rc;
+    for (;;) {
+        zrp_mutex_lock(&c->lock);
+        int rc = wait_jobs(c, t);
+        zrr_err_buf err = t->err;
+        zrp_mutex_unlock(&c->lock);
+        if (rc < 0)
+            return fail(zr_set_error(rc, "remote: %s %s", zrr_url(c),
+                                     rc == ZR_ECLOSED ? "is being closed" : "interrupted"));
+        if (err.status < 0)
+            return fail(zr_set_error(err.status, "%s", err.msg));
+        /* Blocks another request was downloading: if that one failed (or
+         * could not keep them), download them for this one. */
+        size_t left = 0;
+        for (size_t i = 0; i < t->nmiss; i++) {
+            zrr_obj *o = t->miss[i].obj;
+            uint32_t b = t->miss[i].b;
+            if (!(atomic_load(&o->blk[b].st) & ZRR_MAPPED) && !zrr_cache_map(o, b))
+                t->miss[left++] = t->miss[i];
+        }
+        t->nmiss = left;
+        if (left == 0)
+            return ZR_OK;
+        if (++t->rounds > 3)
+            return fail(zr_set_error(ZR_EIO, "remote: block %u of %s: other requests' downloads "
+                                     "of it ended %u times without it (the last by one that failed "
+                                     "or was interrupted); giving up", t->miss[0].b,
+                                     t->miss[0].obj->url, t->rounds - 1));
+        bool queued = false;
+        zrp_mutex_lock(&c->lock);
+        rc = queue_missing(c, t, t->miss, t->nmiss, &queued);
+        zrp_mutex_unlock(&c->lock);
+        if (queued)
+            zrr_worker_wake(c);
+        if (rc < 0)
+            return fail(rc);
+    }
 }
 
-/* Make block b readable (mapped) in this process. */
-static int ensure(zrr_obj *o, uint32_t b)
-{
-    if (zrr_cache_map(o, b))
-        return ZR_OK;
-    zrr_range r = {o, (uint64_t)b << o->ctx->cfg.block_shift, 0};
-    r.hi = r.lo + zrr_block_len(o, b);
-    zrr_ticket *t = NULL;
-    int rc = fetch_start(o->ctx, &r, 1, &t, true);
-    if (rc == 0 && t)
-        rc = wait_ticket(o->ctx, t, 0);
-    return rc;
-}
-
-int zrr_pread(zrr_obj *o, void *buf, size_t len, uint64_t off)
+int zrr_pread(zrr_obj *o, void *buf, size_t len, uint64_t off, const volatile int *interrupt)
 {
     if (off > o->size || len > o->size - off)
         return fail(ZRP_ESHORT);
@@ -427,17 +506,22 @@ int zrr_pread(zrr_obj *o, void *buf, size_t len, uint64_t off)
         if (take > len)
             take = len;
         zrr_blk *k = &o->blk[b];
-        for (int tries = 0; !pin(k); tries++) {
-            if (tries >= 4)
-                return fail(zr_set_error(ZR_EIO, "remote: block %u of %s was evicted %d times "
-                                         "before it could be read: is ZR_CACHE_BYTES too small?",
-                                         b, o->url, tries));
-            int rc = ensure(o, b);
+        if (pin(k)) {
+            memcpy(dst, k->map + in, (size_t)take);
+            zrr_blk_unref(k);
+        } else {
+            /* Not here: a request of its own holds it until copied. */
+            zrr_range r = {o, (uint64_t)b << shift, ((uint64_t)b << shift) + zrr_block_len(o, b)};
+            zrr_ticket *t = NULL;
+            int rc = fetch_start(o->ctx, &r, 1, interrupt, &t);
+            if (rc == 0)
+                rc = zrr_fetch_wait(o->ctx, t);
+            if (rc == 0)
+                memcpy(dst, k->map + in, (size_t)take); /* held and mapped */
+            zrr_fetch_release(o->ctx, t);
             if (rc < 0)
                 return fail(rc);
         }
-        memcpy(dst, k->map + in, (size_t)take);
-        unpin(k);
         dst += take;
         off += take;
         len -= (size_t)take;

@@ -69,23 +69,39 @@ const char *zrr_obj_url(const zrr_obj *o);
 int zrr_get_small(zrr_ctx *c, const char *name, void **buf, size_t *len, size_t max_len);
 
 /* Read bytes [off, off + len) of the object through the cache: blocks not
- * yet cached are downloaded (and kept) first. Thread-safe. */
-int zrr_pread(zrr_obj *o, void *buf, size_t len, uint64_t off);
+ * yet cached are downloaded (and kept) first. Thread-safe. `interrupt` as
+ * for zrr_fetch_start. */
+int zrr_pread(zrr_obj *o, void *buf, size_t len, uint64_t off, const volatile int *interrupt);
 
-/* Byte ranges wanted soon. zrr_fetch_start groups their missing blocks
- * into coalesced range requests (adjacent blocks of one object, at most
- * 8 MiB each) that run in parallel on the ctx's worker; zrr_fetch_wait
- * waits for them (all of one call's ranges must belong to one ctx) and
- * returns the first error. A NULL ticket (nothing missing) is fine. With
- * wait = 0 (zrr_prefetch) nothing is reported: a later read retries. */
+/* Byte ranges a gather is about to read. zrr_fetch_start holds every
+ * block of them (no eviction can take one away until zrr_fetch_release)
+ * and groups the missing ones into coalesced range requests (adjacent
+ * blocks of one object, at most 8 MiB each) that run in parallel on the
+ * ctx's worker; zrr_fetch_wait waits for them and returns the first error
+ * (all of one call's ranges must belong to one ctx). When the blocks of
+ * one request exceed the cache's cap they are kept in memory for it and
+ * not cached (they stream through). `interrupt`, when not NULL, is the
+ * requester's own stop flag: a non-zero value makes zrr_fetch_wait return
+ * ZR_EINTR and aborts the transfers only this request wanted (other
+ * requests of the same ctx go on). zrr_fetch_release drops the holds
+ * (always call it after zrr_fetch_start succeeded, whatever the wait
+ * said; NULL is a no-op). zrr_prefetch (no wait, no holds) downloads in
+ * the background; nothing is reported: a later read retries. */
 typedef struct zrr_range {
     zrr_obj *obj;
     uint64_t lo, hi;
 } zrr_range;
 typedef struct zrr_ticket zrr_ticket;
-int zrr_fetch_start(zrr_ctx *c, const zrr_range *r, size_t n, zrr_ticket **ticket);
+int zrr_fetch_start(zrr_ctx *c, const zrr_range *r, size_t n, const volatile int *interrupt,
+                    zrr_ticket **ticket);
 int zrr_fetch_wait(zrr_ctx *c, zrr_ticket *ticket);
+void zrr_fetch_release(zrr_ctx *c, zrr_ticket *ticket);
 void zrr_prefetch(zrr_ctx *c, const zrr_range *r, size_t n);
+
+/* Cache writes of this ctx that failed (a full disk, an I/O error) since
+ * it opened; the blocks were served from memory instead. *msg (may be
+ * NULL) gets the first failure's message. */
+uint64_t zrr_cache_failures(zrr_ctx *c, char *msg, size_t cap);
 
 /* Fraction of the object's blocks cached on this node (0..1), from up to
  * `samples` blocks spread over it. */

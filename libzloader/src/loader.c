@@ -256,6 +256,9 @@ struct zld_loader {
     uint64_t next_take;  /* next step the consumer gets */
     unsigned consumers;  /* threads inside zld_next */
     int stop;
+    /* Set while stopping: the workers' waits on stores at URLs end at once
+     * (ZR_EINTR), this loader's only (zre_thread_interrupt). */
+    _Atomic int net_stop;
 
     int failed;
     uint64_t fail_step;
@@ -481,6 +484,7 @@ static int auto_wants_hints(const zld_stream *streams, size_t nstreams);
 static void worker_main(void *arg)
 {
     zld_loader *l = arg;
+    zre_thread_interrupt((const volatile int *)&l->net_stop);
     zrp_mutex_lock(&l->mu);
     for (;;) {
         while (!l->stop && !l->failed && l->next_claim < l->steps &&
@@ -603,10 +607,10 @@ static void stop_workers(zld_loader *l)
     zrp_mutex_unlock(&l->mu);
     /* Stores at URLs: a worker waiting on a download stops at once
      * (ZR_EINTR) instead of after its retries, so closing never waits for
-     * the network; local stores are left alone. */
-    for (size_t s = 0; n > 0 && s < l->nstreams; s++) zld__stream_interrupt(&l->streams[s], 1);
+     * the network; other loaders of the same stores go on. */
+    atomic_store(&l->net_stop, 1);
     for (unsigned i = 0; i < n; i++) zrp_thread_join(l->threads[i]);
-    for (size_t s = 0; n > 0 && s < l->nstreams; s++) zld__stream_interrupt(&l->streams[s], 0);
+    atomic_store(&l->net_stop, 0);
 }
 
 /* Store adapters: the loader's indices are < length <= INT64_MAX (checked
@@ -629,10 +633,6 @@ static int store_advise(void *user, const uint64_t *index, uint64_t count)
 {
     return zrs_advise(user, (const int64_t *)index, count);
 }
-
-/* For shards.c: whether a stream is zld_stream_from_store's. */
-int zld__is_store_stream(const zld_stream *st);
-int zld__is_store_stream(const zld_stream *st) { return st->advise == store_advise; }
 
 /* ZLD_READAHEAD_AUTO: hint unless the hinted streams' bytes are already in
  * the page cache. Where the OS reports residency, hints go on when less

@@ -399,27 +399,3 @@ int zld__stream_bytes(const zld_stream *st, uint64_t *bytes, double *resident, i
     *resident_rc = zrs_concat_resident_fraction(c, resident);
     return 1;
 }
-
-/* ------------------------------------------------ interrupting reads */
-
-static void interrupt_store(zrs_store *st, int on)
-{
-    zre_engine *e = zrs_engine(st);
-    if (e != NULL && zre_is_remote(zre_path(e)))
-        zre_interrupt(e, on);
-}
-
-int zld__is_store_stream(const zld_stream *st);
-
-void zld__stream_interrupt(const zld_stream *st, int on)
-{
-    zrs_concat *c = NULL;
-    if (st->advise == concat_advise)
-        c = st->user;
-    else if (st->advise == mix_advise)
-        c = ((const mix_stream *)st->user)->all;
-    else if (zld__is_store_stream(st))
-        interrupt_store(st->user, on);
-    for (size_t k = 0; c != NULL && k < zrs_concat_count(c); k++)
-        interrupt_store(zrs_concat_shard(c, k), on);
-}

@@ -13,9 +13,4 @@
  * 0 for any other stream. */
 int zld__stream_bytes(const zld_stream *st, uint64_t *bytes, double *resident, int *resident_rc);
 
-/* zre_interrupt(on) on every engine behind stream `st` (a store, a
- * concatenation or a mixture) that is a store at a URL; nothing for local
- * stores or other streams (shards.c). */
-void zld__stream_interrupt(const zld_stream *st, int on);
-
 #endif

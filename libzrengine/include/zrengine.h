@@ -436,6 +436,16 @@ ZRE_API int zre_gather_multi(zre_engine *const *engines, size_t nengines, const 
  * status, timeout, short body) after the retries; a build without libcurl
  * refuses URLs with ZR_EUNSUPPORTED. */
 
+/* Interrupting one caller's network waits (stores at a URL). After
+ * zre_thread_interrupt(flag), the gathers and reads that the calling thread
+ * makes fail with ZR_EINTR within about 50 ms once *flag is non-zero, and
+ * the downloads only they were waiting for are aborted; other threads'
+ * reads of the same stores go on (zre_interrupt, by contrast, stops every
+ * call on its store). `flag` is the caller's (a loader's stop flag), must
+ * stay valid while set, and is read without a lock: write it with an
+ * atomic store. NULL clears it. Without remote support it does nothing. */
+ZRE_API void zre_thread_interrupt(const volatile int *flag);
+
 /* 1 when this build opens stores at URLs (it was built with libcurl). */
 ZRE_API int zre_remote_supported(void);
 

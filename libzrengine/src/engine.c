@@ -1313,8 +1313,9 @@ ZRE_API int zre_record_sizes(zre_engine *e, const uint64_t *index, uint64_t coun
         if (index[i] >= length)
             rc = zr_set_error(ZR_ERANGE, "record_sizes: index %" PRIu64 " out of range for store "
                               "of %" PRIu64 " records (position %" PRIu64 ")", index[i], length, i);
+    zre_rhold *held = NULL;
     if (rc == 0 && e->remote)
-        rc = zre_remote_prepare(&e, NULL, index, count, 1);
+        rc = zre_remote_prepare(&e, NULL, index, count, 1, &held);
     for (uint64_t b = 0; b < count && rc == 0; b += ZRE_LOCS_AT_MAX) {
         zre_loc l[ZRE_LOCS_AT_MAX];
         uint64_t n = count - b < ZRE_LOCS_AT_MAX ? count - b : ZRE_LOCS_AT_MAX;
@@ -1322,6 +1323,7 @@ ZRE_API int zre_record_sizes(zre_engine *e, const uint64_t *index, uint64_t coun
         for (uint64_t i = 0; rc == 0 && i < n; i++)
             sizes[b + i] = l[i].logic_length;
     }
+    zre_remote_release(held);
     zre_leave_read(e);
     return rc;
 }

@@ -209,9 +209,13 @@ int zre_remote_open_numbered(zre_engine *e, zre_fdtab *t, uint64_t id, const cha
  * max_len, another negative platform code, or ZRE_EREMOTE. */
 int zre_read_aux(const zre_engine *e, const char *name, void **buf, size_t *len, size_t max_len);
 /* Before a gather: download, in parallel, what the batch needs of every
- * remote engine among `engines` (record-table blocks, then record bytes). */
+ * remote engine among `engines` (record-table blocks, then record bytes),
+ * and hold it in memory until zre_remote_release(*hold) (always called,
+ * whatever prepare returned; NULL is a no-op). */
+typedef struct zre_rhold zre_rhold;
 int zre_remote_prepare(zre_engine *const *engines, const uint32_t *which, const uint64_t *index,
-                       uint64_t count, int locs_only);
+                       uint64_t count, int locs_only, zre_rhold **hold);
+void zre_remote_release(zre_rhold *hold);
 /* zre_advise's merged ranges of chunk files, for a remote store: a
  * background download. */
 void zre_remote_prefetch(zre_engine *e, const uint32_t *chunk, const uint64_t *lo,

@@ -529,10 +529,13 @@ static int gather_checked(zre_engine *const *engines, const uint32_t *which, con
     /* A store at a URL: the batch's table entries and record bytes are
      * downloaded first, in parallel range requests; the reads below then
      * come from the node's cache. */
+    zre_rhold *held = NULL;
     if (any_remote) {
-        int prc = zre_remote_prepare(engines, which, index, count, 0);
-        if (prc < 0)
+        int prc = zre_remote_prepare(engines, which, index, count, 0, &held);
+        if (prc < 0) {
+            zre_remote_release(held);
             return prc;
+        }
     }
     gjob j = {engines, which, index, count, dst, record_size, dst_bounds, order, 1, all_raw, 0, NULL};
     zre_err one = {0};
@@ -564,6 +567,7 @@ static int gather_checked(zre_engine *const *engines, const uint32_t *which, con
     }
     if (j.errs != &one)
         free(j.errs);
+    zre_remote_release(held);
     return rc;
 }
 

@@ -122,9 +122,14 @@ int zre_remote_status(void)
     return s < 0 && s > -100 ? s : ZR_EIO;
 }
 
+/* The calling thread's own stop flag (zre_thread_interrupt). */
+static _Thread_local const volatile int *thread_stop;
+
+ZRE_API void zre_thread_interrupt(const volatile int *flag) { thread_stop = flag; }
+
 int zre_remote_pread(struct zrr_obj *o, void *buf, size_t len, uint64_t off)
 {
-    int rc = zrr_pread(o, buf, len, off);
+    int rc = zrr_pread(o, buf, len, off, thread_stop);
     return rc == 0 ? 0 : rc == ZRP_ESHORT ? ZRP_ESHORT : ZRE_EREMOTE;
 }
 
@@ -195,8 +200,26 @@ typedef struct rbatch {
     zre_engine *e;
     zrr_range *r;
     size_t n, cap;
-    zrr_ticket *t;
 } rbatch;
+
+/* The requests whose blocks a gather holds until it has read them. */
+struct zre_rhold {
+    size_t n, cap;
+    struct {
+        zrr_ctx *c;
+        zrr_ticket *t;
+    } *v;
+};
+
+void zre_remote_release(zre_rhold *h)
+{
+    if (!h)
+        return;
+    for (size_t i = 0; i < h->n; i++)
+        zrr_fetch_release(h->v[i].c, h->v[i].t);
+    free(h->v);
+    free(h);
+}
 
 static int add_range(rbatch *b, struct zrr_obj *o, uint64_t lo, uint64_t hi)
 {
@@ -216,27 +239,43 @@ static int add_range(rbatch *b, struct zrr_obj *o, uint64_t lo, uint64_t hi)
 }
 
 /* Start every engine's downloads, then wait for all: the engines' worker
- * threads run side by side. */
-static int run_all(rbatch *bs, size_t nb)
+ * threads run side by side. The requests join `h`. */
+static int run_all(rbatch *bs, size_t nb, zre_rhold *h)
 {
     int rc = ZR_OK;
-    for (size_t k = 0; k < nb; k++) {
-        bs[k].t = NULL;
-        if (rc == 0)
-            rc = zrr_fetch_start(bs[k].e->remote, bs[k].r, bs[k].n, &bs[k].t);
+    size_t first = h->n;
+    if (h->cap - h->n < nb) {
+        size_t cap = h->n + nb + 4;
+        void *p = realloc(h->v, cap * sizeof *h->v);
+        if (!p)
+            return zr_set_error(ZR_ENOMEM, "gather: out of memory planning downloads");
+        h->v = p;
+        h->cap = cap;
     }
-    for (size_t k = 0; k < nb; k++) {
-        int w = zrr_fetch_wait(bs[k].e->remote, bs[k].t);
+    for (size_t k = 0; k < nb && rc == 0; k++) {
+        zrr_ticket *t = NULL;
+        rc = zrr_fetch_start(bs[k].e->remote, bs[k].r, bs[k].n, thread_stop, &t);
+        if (t) {
+            h->v[h->n].c = bs[k].e->remote;
+            h->v[h->n++].t = t;
+        }
+    }
+    for (size_t i = first; i < h->n; i++) {
+        int w = zrr_fetch_wait(h->v[i].c, h->v[i].t);
         if (rc == 0)
             rc = w;
-        bs[k].n = 0;
     }
+    for (size_t k = 0; k < nb; k++)
+        bs[k].n = 0;
     return rc;
 }
 
 int zre_remote_prepare(zre_engine *const *engines, const uint32_t *which, const uint64_t *index,
-                       uint64_t count, int locs_only)
+                       uint64_t count, int locs_only, zre_rhold **hold)
 {
+    *hold = calloc(1, sizeof **hold);
+    if (!*hold)
+        return zr_set_error(ZR_ENOMEM, "gather: out of memory planning downloads");
     /* The remote engines among the batch's (a concatenation names each
      * shard's engine; a plain gather has one). */
     size_t ne = 0;
@@ -262,7 +301,6 @@ int zre_remote_prepare(zre_engine *const *engines, const uint32_t *which, const 
     }
     int rc = ZR_OK;
     /* 1. The table entries: the 16-byte entry of each index. */
-    size_t *pos = NULL; /* which rbatch each record's engine is */
     for (uint64_t i = 0; i < count && rc == 0; i++) {
         uint32_t w = which ? which[i] : 0;
         zre_engine *e = engines[w];
@@ -287,10 +325,9 @@ int zre_remote_prepare(zre_engine *const *engines, const uint32_t *which, const 
         uint64_t at = (index[i] % ZRE_INT_SEG_ENTRIES) * ZRE_LOC_ENTRY_SIZE;
         rc = add_range(&bs[k], ent->obj, at, at + ZRE_LOC_ENTRY_SIZE);
     }
-    (void)pos;
     if (rc == 0)
-        rc = run_all(bs, ne);
-    /* 2. The records' bytes, from the entries now cached. */
+        rc = run_all(bs, ne, *hold);
+    /* 2. The records' bytes, from the entries now held in memory. */
     if (rc == 0 && !locs_only) {
         for (uint64_t i = 0; i < count && rc == 0; i++) {
             uint32_t w = which ? which[i] : 0;
@@ -309,7 +346,7 @@ int zre_remote_prepare(zre_engine *const *engines, const uint32_t *which, const 
             rc = add_range(&bs[k], ent->obj, l.offset, (uint64_t)l.offset + l.phys_length);
         }
         if (rc == 0)
-            rc = run_all(bs, ne);
+            rc = run_all(bs, ne, *hold);
     }
     for (size_t k = 0; k < ne; k++)
         free(bs[k].r);
@@ -573,15 +610,18 @@ int zre_remote_meta(zre_engine *e, const char *what, unsigned char m[32], uint64
     return zre_remote_attach(e);
 }
 int zre_remote_prepare(zre_engine *const *engines, const uint32_t *which, const uint64_t *index,
-                       uint64_t count, int locs_only)
+                       uint64_t count, int locs_only, zre_rhold **hold)
 {
     (void)engines;
     (void)which;
     (void)index;
     (void)count;
     (void)locs_only;
+    *hold = NULL;
     return ZR_OK;
 }
+void zre_remote_release(zre_rhold *hold) { (void)hold; }
+ZRE_API void zre_thread_interrupt(const volatile int *flag) { (void)flag; }
 void zre_remote_prefetch(zre_engine *e, const uint32_t *chunk, const uint64_t *lo,
                          const uint64_t *hi, size_t n)
 {
