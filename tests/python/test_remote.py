@@ -260,6 +260,41 @@ def test_cache_cap_evicts_lru_and_spares_foreign_files(root, nginx, cache, monke
         assert f.read_text() == "not the cache's"
 
 
+def test_cap_smaller_than_one_batch_streams_through(root, nginx, cache, monkeypatch):
+    # 128 KiB of cache, a batch that needs every block of the 1.8 MB chunk:
+    # the batch's blocks stream through memory and are not cached.
+    monkeypatch.setenv("ZR_CACHE_BYTES", "128K")
+    with DenseStore.open(f"{nginx.url}/images", readonly=True) as s, \
+            DenseStore.open(root / "images", readonly=True) as local:
+        np.testing.assert_array_equal(s[0:N], local[0:N])
+        idx = np.random.default_rng(0).permutation(N)[:2000]
+        np.testing.assert_array_equal(s[idx], local[idx])
+        a = DataLoader({"x": s}, batch_size=1500, seed=3, num_workers=2)
+        b = DataLoader({"x": local}, batch_size=1500, seed=3, num_workers=2)
+        try:
+            for _ in range(3):
+                np.testing.assert_array_equal(next(a)["x"], next(b)["x"])
+        finally:
+            a.close()
+            b.close()
+        total = sum(p.stat().st_size for p in cached_blocks(cache))
+        assert total <= 128 * 1024, total
+
+
+def test_failed_cache_writes_are_served_from_memory(root, nginx, cache):
+    # The cache folder stops taking files after the open (its tmp/ is a
+    # file now): every read is still right, and nothing is cached.
+    import shutil
+    with DenseStore.open(f"{nginx.url}/images", readonly=True) as s, \
+            DenseStore.open(root / "images", readonly=True) as local:
+        shutil.rmtree(cache / "tmp")
+        (cache / "tmp").write_text("not a folder")
+        for k in range(0, N, 700):
+            np.testing.assert_array_equal(s[k:k + 700], local[k:k + 700])
+        assert cached_blocks(cache) == []
+    assert (cache / "tmp").read_text() == "not a folder"
+
+
 def test_torn_or_damaged_block_is_never_served(root, nginx, cache):
     url = f"{nginx.url}/labels"
     with DenseStore.open(url, readonly=True) as s:
@@ -415,6 +450,26 @@ def test_loader_close_does_not_wait_for_the_network(proxy, cache, monkeypatch):
         assert time.monotonic() - t0 < 10
         proxy.clear()
         assert s[0:3].shape == (3, 28, 28)  # the store still reads afterwards
+
+
+def test_closing_one_loader_leaves_another_on_the_same_store(root, nginx, cache):
+    # Two loaders share one store handle over a slow link; closing the
+    # first while both wait on downloads must not interrupt the second.
+    with FaultProxy(nginx.port, rate=400_000) as slow, \
+            DenseStore.open(f"{slow.url}/images", readonly=True) as s, \
+            DenseStore.open(root / "images", readonly=True) as local:
+        first = DataLoader({"x": s}, batch_size=256, seed=0, num_workers=2, readahead=0)
+        second = DataLoader({"x": s}, batch_size=256, seed=1, num_workers=2, readahead=0)
+        want = DataLoader({"x": local}, batch_size=256, seed=1, num_workers=2, readahead=0)
+        try:
+            time.sleep(0.5)  # both are waiting on the slow downloads now
+            first.close()
+            for _ in range(3):
+                np.testing.assert_array_equal(next(second)["x"], next(want)["x"])
+        finally:
+            first.close()
+            second.close()
+            want.close()
 
 
 def test_loader_surfaces_a_remote_error_with_its_step(proxy, cache, monkeypatch):
