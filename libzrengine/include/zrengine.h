@@ -159,7 +159,7 @@ ZRE_API const char *zre_codec_name(zre_codec codec);
 ZRE_API int zre_codec_parse(const char *name, zre_codec *out);
 
 /* Format limits (from the specification). */
-#define ZRE_META_SIZE 32u
+#define ZRE_META_SIZE 128u /* two 64-byte header copies (older versions: 32 bytes) */
 #define ZRE_LOC_ENTRY_SIZE 16u
 #define ZRE_LOC_SEGMENT_ENTRIES (UINT64_C(1) << 28)  /* entries per N.loc */
 #define ZRE_CHUNK_CAPACITY (UINT64_C(1) << 32)       /* bytes per N.chunk */
