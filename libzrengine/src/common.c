@@ -1,8 +1,8 @@
 /*
  * common.c - what every other engine file uses: the version, codec names,
- * the checksums, the handle's call name and poisoning, the exclusive-use
- * counters of delete and compact, and the zstd context pools. Calls no
- * other engine file but error.c.
+ * the checksums, the handle's accessors, call name and poisoning, the
+ * exclusive-use counters of delete and compact, and the zstd context
+ * pools. Calls no other engine file but error.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -92,6 +92,31 @@ int zre_check_usable(zre_engine *e, const char *what)
     return zr_set_error(ZR_ESTATE, "%s: this handle of %s refuses every call since an earlier "
                         "failure (%s); close it and reopen the store (a writable open finishes "
                         "or undoes what was interrupted)", what, e->path, e->poison_msg);
+}
+
+/* ------------------------------------------------------------- accessors */
+
+ZRE_API int zre_is_readonly(const zre_engine *e) { return e && e->readonly ? 1 : 0; }
+ZRE_API uint32_t zre_identity_tag(const zre_engine *e) { return e ? e->identity_tag : 0; }
+
+ZRE_API uint64_t zre_length(const zre_engine *e)
+{
+    return e ? atomic_load_explicit(&((zre_engine *)e)->length, memory_order_acquire) : 0;
+}
+
+ZRE_API zre_codec zre_get_codec(const zre_engine *e) { return e ? e->codec : ZRE_CODEC_RAW; }
+
+ZRE_API const char *zre_path(const zre_engine *e) { return e ? e->path : NULL; }
+
+ZRE_API uint64_t zre_chunk_bytes(zre_engine *e)
+{
+    if (!e)
+        return 0;
+    /* The frontier is the writer's; a read-only handle never moves it. */
+    zrp_mutex_lock(&e->writer);
+    uint64_t n = (uint64_t)e->tail.chunk * ZRE_CHUNK_USABLE + e->tail.offset;
+    zrp_mutex_unlock(&e->writer);
+    return n;
 }
 
 /* --------------------------------------------------------- exclusive use */

@@ -5,8 +5,8 @@
  * The source files by role (docs/ARCHITECTURE.md, Source map), each
  * calling only those listed before it:
  *
- *   common.c   codecs, checksums, the handle's call name, poisoning and
- *              exclusive-use counters, zstd context pools
+ *   common.c   codecs, checksums, the handle's accessors, call name and
+ *              poisoning, exclusive-use counters, zstd context pools
  *   files.c    the fd tables, numbered files (N.chunk, N.loc), the record
  *              table's I/O and the one table-entry check
  *   meta.c     meta.zr: its two header copies, encode/decode, read,

@@ -527,14 +527,3 @@ ZRE_API int zre_get_stats(zre_engine *e, zre_stats *out)
     *out = s;
     return ZR_OK;
 }
-
-ZRE_API uint64_t zre_chunk_bytes(zre_engine *e)
-{
-    if (!e)
-        return 0;
-    /* The frontier is the writer's; a read-only handle never moves it. */
-    zrp_mutex_lock(&e->writer);
-    uint64_t n = (uint64_t)e->tail.chunk * ZRE_CHUNK_USABLE + e->tail.offset;
-    zrp_mutex_unlock(&e->writer);
-    return n;
-}

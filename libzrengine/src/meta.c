@@ -197,7 +197,9 @@ int zre_meta_read(zre_engine *e, const char *what, zre_header *out)
         memset(m, 0, sizeof m);
         size_t n = size < sizeof m ? (size_t)size : sizeof m;
         rc = zrp_pread_all(e->meta, m, n, 0);
-        if (rc == ZRP_ESHORT) /* shrank between the stat and the read */
+        /* Shorter than at the stat: only a writer of an older version
+         * could do that; a reader tries again. */
+        if (rc == ZRP_ESHORT && e->readonly && zrp_now_ns() - t0 <= META_RETRY_NS)
             continue;
         if (rc < 0)
             return zr_set_error(ZR_EIO, "%s: cannot read %s/meta.zr: %s", what, e->path,

@@ -642,17 +642,3 @@ ZRE_API void zre_forget_after_fork(zre_engine *e)
         return;
     engine_close_files(e, false);
 }
-
-/* ------------------------------------------------------------- accessors */
-
-ZRE_API int zre_is_readonly(const zre_engine *e) { return e && e->readonly ? 1 : 0; }
-ZRE_API uint32_t zre_identity_tag(const zre_engine *e) { return e ? e->identity_tag : 0; }
-
-ZRE_API uint64_t zre_length(const zre_engine *e)
-{
-    return e ? atomic_load_explicit(&((zre_engine *)e)->length, memory_order_acquire) : 0;
-}
-
-ZRE_API zre_codec zre_get_codec(const zre_engine *e) { return e ? e->codec : ZRE_CODEC_RAW; }
-
-ZRE_API const char *zre_path(const zre_engine *e) { return e ? e->path : NULL; }
