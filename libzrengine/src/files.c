@@ -262,14 +262,20 @@ int zre_truncate_numbered(zre_engine *e, zre_fdtab *t, uint64_t id, uint64_t siz
 
 /* ---------------------------------------------------------- record table */
 
+/* The part of entries [first, first+n) that lies in first's segment: the
+ * segment, the entry's place in it, and how many entries (returned). */
+static uint64_t seg_span(uint64_t first, uint64_t n, uint64_t *seg, uint64_t *in_seg)
+{
+    *seg = first / ZRE_INT_SEG_ENTRIES;
+    *in_seg = first % ZRE_INT_SEG_ENTRIES;
+    uint64_t take = ZRE_INT_SEG_ENTRIES - *in_seg;
+    return take < n ? take : n;
+}
+
 int zre_write_locs(zre_engine *e, uint64_t first, const unsigned char *buf, uint64_t n)
 {
     while (n > 0) {
-        uint64_t seg = first / ZRE_INT_SEG_ENTRIES;
-        uint64_t in_seg = first % ZRE_INT_SEG_ENTRIES;
-        uint64_t take = ZRE_INT_SEG_ENTRIES - in_seg;
-        if (take > n)
-            take = n;
+        uint64_t seg, in_seg, take = seg_span(first, n, &seg, &in_seg);
         int rc = zre_ensure_seg(e, seg);
         if (rc < 0)
             return rc;
@@ -297,11 +303,7 @@ int zre_write_loc(zre_engine *e, uint64_t index, const zre_loc *l)
 int zre_read_locs(zre_engine *e, uint64_t first, unsigned char *buf, uint64_t n)
 {
     while (n > 0) {
-        uint64_t seg = first / ZRE_INT_SEG_ENTRIES;
-        uint64_t in_seg = first % ZRE_INT_SEG_ENTRIES;
-        uint64_t take = ZRE_INT_SEG_ENTRIES - in_seg;
-        if (take > n)
-            take = n;
+        uint64_t seg, in_seg, take = seg_span(first, n, &seg, &in_seg);
         const zre_fent *ent = zre_fdtab_ent(&e->locs, seg);
         if (!ent || ent->f.fd < 0)
             return zr_set_error(ZR_ECORRUPT, "record table: segment %s/%" PRIu64

@@ -115,35 +115,17 @@ static zre_header current_header(const zre_engine *e)
  * handle is open, and keeps new ones out until they finish. Handles of
  * older versions (exclusive meta.zr lock for writers, shared for readers)
  * are excluded or counted by the same meta.zr lock. */
-static int lock_writer(zre_engine *e, const char *p)
+static int open_locked(zre_engine *e, zrp_file *f, const char *p, unsigned mode, bool exclusive,
+                       const char *busy)
 {
-    int rc = zrp_open(&e->wlock, p, ZRP_READ | ZRP_WRITE | ZRP_CREATE);
-    if (rc < 0)
-        return zre_open_error(e, p, rc);
-    rc = zrp_lock_exclusive(e->wlock);
-    if (rc == ZRP_EBUSY)
-        return zr_set_error(ZR_EBUSY, "store %s is busy: another writable handle (in this or "
-                            "another process) has it open; open it read-only to read beside that "
-                            "writer", e->path);
-    if (rc < 0)
-        return zr_set_error(ZR_EIO, "%s: cannot lock %s: %s", zre_op(e), p, zr_os_strerror(rc));
-    return ZR_OK;
-}
-
-static int lock_meta(zre_engine *e, const char *p, bool create)
-{
-    unsigned mode = e->readonly ? ZRP_READ
-                                : ZRP_READ | ZRP_WRITE | (create ? ZRP_CREATE | ZRP_EXCLUSIVE : 0u);
-    int rc = zrp_open(&e->meta, p, mode);
-    if (rc == -ENOENT && !create)
+    int rc = zrp_open(f, p, mode);
+    if (rc == -ENOENT && !(mode & ZRP_CREATE))
         return zr_set_error(ZR_ENOTSTORE, "open: %s is not a store: meta.zr is missing", e->path);
     if (rc < 0)
         return zre_open_error(e, p, rc);
-    rc = zrp_lock_shared(e->meta);
+    rc = exclusive ? zrp_lock_exclusive(*f) : zrp_lock_shared(*f);
     if (rc == ZRP_EBUSY)
-        return zr_set_error(ZR_EBUSY, "store %s is busy: a delete or compact is running on it "
-                            "(they need the store to themselves; retry when it ends), or a "
-                            "writable handle of an older version holds it", e->path);
+        return zr_set_error(ZR_EBUSY, "store %s is busy: %s", e->path, busy);
     if (rc < 0)
         return zr_set_error(ZR_EIO, "%s: cannot lock %s: %s", zre_op(e), p, zr_os_strerror(rc));
     return ZR_OK;
@@ -155,9 +137,16 @@ static int open_locks(zre_engine *e, bool create)
     char *m = zre_join(e, "meta.zr");
     int rc = !p || !m ? zr_set_error(ZR_ENOMEM, "%s: out of memory for a path", zre_op(e)) : ZR_OK;
     if (rc == 0 && !e->readonly)
-        rc = lock_writer(e, p);
+        rc = open_locked(e, &e->wlock, p, ZRP_READ | ZRP_WRITE | ZRP_CREATE, true,
+                         "another writable handle (in this or another process) has it open; "
+                         "open it read-only to read beside that writer");
+    unsigned mode = e->readonly ? ZRP_READ
+                                : ZRP_READ | ZRP_WRITE | (create ? ZRP_CREATE | ZRP_EXCLUSIVE : 0u);
     if (rc == 0)
-        rc = lock_meta(e, m, create);
+        rc = open_locked(e, &e->meta, m, mode, false,
+                         "a delete or compact is running on it (they need the store to "
+                         "themselves; retry when it ends), or a writable handle of an older "
+                         "version holds it");
     free(p);
     free(m);
     return rc;

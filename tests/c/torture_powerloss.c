@@ -505,6 +505,24 @@ typedef struct replay {
     size_t np;
 } replay;
 
+/* A replay at the start of segment `s`. */
+static void replay_init(replay *r, const segment *s)
+{
+    memset(r, 0, sizeof *r);
+    fs_copy(&r->cur, &s->base_fs);
+    fs_copy(&r->dur, &s->base_fs);
+    r->pend = malloc((s->log.n + 1) * sizeof *r->pend);
+    r->pino = malloc((s->log.n + 1) * sizeof *r->pino);
+}
+
+static void replay_free(replay *r)
+{
+    free(r->pend);
+    free(r->pino);
+    fs_free(&r->cur);
+    fs_free(&r->dur);
+}
+
 /* The state `dur` plus the pending events `keep` selects. */
 static void build_state(const replay *r, const evlog *L, const unsigned char *keep, fsys *out)
 {
@@ -561,11 +579,7 @@ static void check_segment(const segment *s, const char *out, const char *label)
 {
     const evlog *L = &s->log;
     replay r;
-    memset(&r, 0, sizeof r);
-    fs_copy(&r.cur, &s->base_fs);
-    fs_copy(&r.dur, &s->base_fs);
-    r.pend = malloc((L->n + 1) * sizeof *r.pend);
-    r.pino = malloc((L->n + 1) * sizeof *r.pino);
+    replay_init(&r, s);
     enum { SEEN = 1 << 17 };
     uint64_t *seen = calloc(SEEN, sizeof *seen);
     size_t nseen = 0;
@@ -598,10 +612,7 @@ static void check_segment(const segment *s, const char *out, const char *label)
     }
     free(keep);
     free(seen);
-    free(r.pend);
-    free(r.pino);
-    fs_free(&r.cur);
-    fs_free(&r.dur);
+    replay_free(&r);
 }
 
 /* The state a power loss at the end of segment `s` leaves when meta.zr's
@@ -611,11 +622,7 @@ static void power_loss_state(const segment *s, fsys *out)
 {
     const evlog *L = &s->log;
     replay r;
-    memset(&r, 0, sizeof r);
-    fs_copy(&r.cur, &s->base_fs);
-    fs_copy(&r.dur, &s->base_fs);
-    r.pend = malloc((L->n + 1) * sizeof *r.pend);
-    r.pino = malloc((L->n + 1) * sizeof *r.pino);
+    replay_init(&r, s);
     for (size_t p = 0; p < L->n; p++)
         replay_step(&r, L, p);
     unsigned char *keep = malloc(r.np + 1);
@@ -623,10 +630,7 @@ static void power_loss_state(const segment *s, fsys *out)
         keep[k] = strcmp(L->e[r.pend[k]].name, "meta.zr") == 0;
     build_state(&r, L, keep, out);
     free(keep);
-    free(r.pend);
-    free(r.pino);
-    fs_free(&r.cur);
-    fs_free(&r.dur);
+    replay_free(&r);
 }
 
 /* -------------------------------------------------------------- running */

@@ -182,14 +182,20 @@ uint32_t zt_fnv1a32(const unsigned char *p, size_t n)
     return h;
 }
 
-void zt_meta_copy(unsigned char out[64], const zt_meta *m)
+/* Bytes 0..27, the same in both header forms. */
+static void meta_common(unsigned char *out, const zt_meta *m)
 {
-    memset(out, 0, 64);
     zt_put_le64(out, m->length);
     zt_put_le32(out + 8, m->tail_chunk);
     zt_put_le32(out + 12, m->tail_offset);
     out[16] = m->codec;
     zt_put_le32(out + 24, m->identity_tag);
+}
+
+void zt_meta_copy(unsigned char out[64], const zt_meta *m)
+{
+    memset(out, 0, 64);
+    meta_common(out, m);
     memcpy(out + 28, "ZRM2", 4);
     zt_put_le64(out + 32, m->seq);
     zt_put_le64(out + 40, m->synced_length);
@@ -201,11 +207,7 @@ void zt_meta_copy(unsigned char out[64], const zt_meta *m)
 void zt_meta_legacy(unsigned char out[32], const zt_meta *m)
 {
     memset(out, 0, 32);
-    zt_put_le64(out, m->length);
-    zt_put_le32(out + 8, m->tail_chunk);
-    zt_put_le32(out + 12, m->tail_offset);
-    out[16] = m->codec;
-    zt_put_le32(out + 24, m->identity_tag);
+    meta_common(out, m);
     zt_put_le32(out + 28, zt_fnv1a32(out, 28));
 }
 
