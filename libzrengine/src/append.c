@@ -299,6 +299,39 @@ static int validate(const append_src *s, uint64_t count, uint64_t length)
     return ZR_OK;
 }
 
+/* Place, write and commit `count` records after the `length` committed
+ * ones, then publish them. A failure commits nothing, and the table
+ * entries the call may have written past the length are cleared durably
+ * before it returns: after a sync made them durable, a later append whose
+ * own entries a power loss kept from the disk could otherwise meet them
+ * where its records go and read this call's records, never committed. If
+ * even that fails, the handle refuses every call until reopened. */
+static int append_commit(zre_engine *e, const append_src *s, uint64_t count, uint64_t length)
+{
+    zre_pos at = e->tail;
+    int rc = e->codec == ZRE_CODEC_RAW ? append_raw(e, s, count, length, &at)
+                                       : append_zstd(e, s, count, length, &at);
+    zre_state now = {length + count, at};
+    if (rc == 0)
+        rc = zre_commit_meta(e, &now, &e->synced);
+    if (rc == 0) {
+        /* Committed: publish. */
+        e->tail = at;
+        atomic_store_explicit(&e->length, length + count, memory_order_release);
+        return ZR_OK;
+    }
+    zre_err err;
+    zre_err_capture(&err, rc);
+    e->fsync_failed = false;
+    int crc = zre_clear_locs(e, length, count);
+    if (crc == 0)
+        return zre_err_raise(&err);
+    zre_err clear;
+    zre_err_capture(&clear, crc);
+    zre_err_raise_with(&err, "; clearing its table entries failed too: %s", clear.msg);
+    return zre_poison(e, rc);
+}
+
 ZRE_API int zre_append(zre_engine *e, const void *src, uint64_t record_size, const uint64_t *bounds,
                        uint64_t count, uint64_t *first_index)
 {
@@ -327,21 +360,8 @@ ZRE_API int zre_append(zre_engine *e, const void *src, uint64_t record_size, con
     if (rc == 0 && count > UINT64_MAX - length)
         rc = zr_set_error(ZR_ETOOBIG, "append: %" PRIu64 " more records overflow the length of %s",
                           count, e->path);
-    if (rc == 0 && count > 0) {
-        zre_pos at = e->tail;
-        if (e->codec == ZRE_CODEC_RAW)
-            rc = append_raw(e, &s, count, length, &at);
-        else
-            rc = append_zstd(e, &s, count, length, &at);
-        zre_state now = {length + count, at};
-        if (rc == 0)
-            rc = zre_commit_meta(e, &now, &e->synced);
-        if (rc == 0) {
-            /* Committed: publish. */
-            e->tail = at;
-            atomic_store_explicit(&e->length, length + count, memory_order_release);
-        }
-    }
+    if (rc == 0 && count > 0)
+        rc = append_commit(e, &s, count, length);
     e->op = NULL;
     zrp_mutex_unlock(&e->writer);
     if (rc == 0 && first_index)

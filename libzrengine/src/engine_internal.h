@@ -407,6 +407,10 @@ int zre_truncate_numbered(zre_engine *e, zre_fdtab *t, uint64_t id, uint64_t siz
 int zre_write_locs(zre_engine *e, uint64_t first, const unsigned char *buf, uint64_t n);
 /* Write one entry. */
 int zre_write_loc(zre_engine *e, uint64_t index, const zre_loc *l);
+/* Overwrite entries [first, first+n) with zeros where the segments hold
+ * them, and fsync those segments: a failed append leaves none of its
+ * entries behind (a zero entry is never valid). */
+int zre_clear_locs(zre_engine *e, uint64_t first, uint64_t n);
 /* Read loc entries [first, first+n) into `buf` (16*n bytes). */
 int zre_read_locs(zre_engine *e, uint64_t first, unsigned char *buf, uint64_t n);
 /* Read and decode one entry. */

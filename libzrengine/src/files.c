@@ -300,6 +300,32 @@ int zre_write_loc(zre_engine *e, uint64_t index, const zre_loc *l)
     return zre_write_locs(e, index, enc, 1);
 }
 
+int zre_clear_locs(zre_engine *e, uint64_t first, uint64_t n)
+{
+    static const unsigned char zeros[4096];
+    while (n > 0) {
+        uint64_t seg, in_seg, take = seg_span(first, n, &seg, &in_seg);
+        const zre_fent *ent = zre_fdtab_ent(&e->locs, seg);
+        uint64_t size = ent && ent->f.fd >= 0 ? atomic_load(&ent->size) : 0;
+        /* Only what the file holds: entries past its end were never written. */
+        uint64_t lo = in_seg * ZRE_LOC_ENTRY_SIZE, hi = (in_seg + take) * ZRE_LOC_ENTRY_SIZE;
+        hi = hi < size ? hi : size;
+        for (uint64_t at = lo; at < hi; at += sizeof zeros) {
+            size_t len = hi - at < sizeof zeros ? (size_t)(hi - at) : sizeof zeros;
+            int prc = zrp_pwrite_all(ent->f, zeros, len, at);
+            if (prc < 0)
+                return zr_set_error(ZR_EIO, "%s: clearing entries of %s/%" PRIu64 ".loc failed: %s",
+                                    zre_op(e), e->path, seg, zr_os_strerror(prc));
+        }
+        int rc = lo < hi ? zre_fsync_numbered(e, &e->locs, seg) : ZR_OK;
+        if (rc < 0)
+            return rc;
+        first += take;
+        n -= take;
+    }
+    return ZR_OK;
+}
+
 int zre_read_locs(zre_engine *e, uint64_t first, unsigned char *buf, uint64_t n)
 {
     while (n > 0) {

@@ -512,10 +512,16 @@ static void test_torn_header_write(void **s)
             torn_header = strstr(zr_last_error(), "meta.zr") != NULL;
             if (torn_header)
                 zt_assert_mentions(zr_last_error(), "other copy still holds the last commit");
-            /* The disk stays full: the next commit fails too. */
+            /* The disk stays full: the next commit fails too, and the
+             * handle refuses when it could not clear the torn append's
+             * table entries. */
             assert_int_not_equal(append_n(e, &m, 1), 0);
             zrp_fp_reset();
-            assert_int_equal(zre_sync(e), 0);
+            if (zre_sync(e) == ZR_ESTATE) {
+                zt_assert_mentions(zr_last_error(), "clearing its table entries failed");
+                zre_close(e);
+                e = open_engine(p, 0);
+            }
             check_model(e, &m, "after a torn write");
         }
         assert_true(torn_header);
@@ -535,6 +541,48 @@ static void test_torn_header_write(void **s)
         zre_close(e);
         zt_model_free(&m);
     }
+}
+
+/* An append that fails after writing table entries (here its header
+ * write fails) clears them durably before it returns: a sync could
+ * otherwise make them durable, and after a power loss that kept a later
+ * append's header but not its entries, they would stand where its records
+ * go and read as this append's records, never committed. */
+static void test_failed_append_clears_its_entries(void **s)
+{
+    (void)s;
+    const char *p = sp("clear");
+    zt_model m = {0};
+    make_store(p, ZRE_CODEC_RAW, &m, 50);
+    zre_engine *e = open_engine(p, 0);
+    char lp[800];
+    snprintf(lp, sizeof lp, "%s/0.loc", p);
+    int header_failed = 0;
+    for (uint64_t k = 1; !header_failed && k <= 6; k++) {
+        zt_model tried = {0};
+        zt_model_copy(&tried, &m);
+        zrp_fp_reset();
+        zrp_fp_arm(ZRP_FP_PWRITE, k, -EIO, 0);
+        int rc = append_n(e, &tried, 12);
+        zrp_fp_reset();
+        zt_model_free(&tried);
+        assert_int_not_equal(rc, 0);
+        header_failed = strstr(zr_last_error(), "meta.zr") != NULL;
+        unsigned char t[64 * 16];
+        size_t n = zt_read_file(lp, t, sizeof t);
+        for (size_t i = 50 * 16; i < n; i++)
+            if (t[i])
+                fail_msg("pwrite #%" PRIu64 " failed: entry %zu past the length is not cleared", k,
+                         i / 16);
+    }
+    assert_true(header_failed);
+    assert_int_equal(append_n(e, &m, 4), 0);
+    check_model(e, &m, "after failed appends");
+    assert_int_equal(zre_close(e), 0);
+    e = open_engine(p, ZRE_OPEN_READONLY);
+    check_model(e, &m, "reopened after failed appends");
+    zre_close(e);
+    zt_model_free(&m);
 }
 
 /* A writable open turns the 32-byte meta.zr of an older version into two
@@ -824,6 +872,7 @@ int main(void)
         cmocka_unit_test(test_create_enospc_cleans_up),
         cmocka_unit_test(test_errors_name_the_call),
         cmocka_unit_test(test_torn_header_write),
+        cmocka_unit_test(test_failed_append_clears_its_entries),
         cmocka_unit_test(test_torn_header_conversion),
         cmocka_unit_test(test_damaged_header_refused_at_once),
         cmocka_unit_test(test_sweep_raw),
