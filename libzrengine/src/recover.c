@@ -145,9 +145,8 @@ int zre_check_unsynced(zre_engine *e, const zre_header *h, uint64_t from)
             return zr_set_error(ZR_ENOTSTORE, "%s: %s is malformed: record %" PRIu64 ", appended "
                                 "after the last sync (of %" PRIu64 " records), did not fully reach "
                                 "the disk: %s (%s/%" PRIu64 ".loc entry %" PRIu64 ")", zre_op(e),
-                                e->path, i,
-                                h->synced.length, why, e->path, i / ZRE_INT_SEG_ENTRIES,
-                                i % ZRE_INT_SEG_ENTRIES);
+                                e->path, i, h->synced.length, why, e->path,
+                                i / ZRE_INT_SEG_ENTRIES, i % ZRE_INT_SEG_ENTRIES);
         }
     }
     return ZR_OK;
