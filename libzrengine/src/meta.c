@@ -123,12 +123,11 @@ static int legacy_decode(const unsigned char *m, zre_header *h)
 static int meta_decode(const unsigned char *m, uint64_t size, zre_header *h, char *why, size_t cap)
 {
     h->legacy = false;
+    snprintf(why, cap, "meta.zr checksum is 0x%08x, expected 0x%08x (the header is damaged)",
+             zre_get_u32(m + 28), zre_fnv1a32(m, 28));
     if (size == LEGACY) {
         int rc = legacy_decode(m, h);
-        if (rc == META_BAD)
-            snprintf(why, cap, "meta.zr checksum is 0x%08x, expected 0x%08x (the header is damaged)",
-                     zre_get_u32(m + 28), zre_fnv1a32(m, 28));
-        else if (rc == META_UNSURE)
+        if (rc == META_UNSURE)
             snprintf(why, cap, "meta.zr (a header without checksum) kept changing");
         return rc;
     }

@@ -452,6 +452,16 @@ static void test_malformed_meta(void **state)
     assert_int_equal(zre_length(e), 0);
     assert_int_equal(zre_close(e), 0);
     expect_bad_meta(state, c, 64, "64 bytes");
+    /* A conversion from the 32-byte header interrupted before copy 1 was
+     * whole reads the old header, which must then be whole itself. */
+    memset(c, 0, sizeof c);
+    memcpy(c, good, 32);
+    zt_write_file(mp, c, 96);
+    assert_int_equal(zre_open_ex(&e, p, ZRE_OPEN_READONLY), 0);
+    assert_int_equal(zre_length(e), 3);
+    assert_int_equal(zre_close(e), 0);
+    c[0] ^= 1;
+    expect_bad_meta(state, c, sizeof c, "checksum");
 
     /* Restored to the older version's header, the store opens again: a
      * writable open turns it into the two copies. */
