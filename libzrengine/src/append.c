@@ -77,7 +77,7 @@ static int write_run(zre_engine *e, zre_pos where, const unsigned char *p, uint6
 /* ------------------------------------------------------------------ raw */
 
 static int append_raw(zre_engine *e, const append_src *s, uint64_t count, uint64_t first,
-                      zre_pos *at)
+                      zre_pos *at, uint64_t *entries)
 {
     uint64_t wn = count < RAW_WINDOW_RECORDS ? count : RAW_WINDOW_RECORDS;
     unsigned char *locs = malloc((size_t)wn * ZRE_LOC_ENTRY_SIZE);
@@ -113,8 +113,10 @@ static int append_raw(zre_engine *e, const append_src *s, uint64_t count, uint64
                 run_at = where;
             }
         }
-        if (rc == 0)
+        if (rc == 0) {
+            *entries = b;
             rc = zre_write_locs(e, first + a, locs, b - a);
+        }
     }
     free(locs);
     return rc;
@@ -223,7 +225,7 @@ static size_t zwindow_plan(zjob *j, uint64_t a, uint64_t count)
 }
 
 static int append_zstd(zre_engine *e, const append_src *s, uint64_t count, uint64_t first,
-                       zre_pos *at)
+                       zre_pos *at, uint64_t *entries)
 {
     zjob j;
     memset(&j, 0, sizeof j);
@@ -259,8 +261,10 @@ static int append_zstd(zre_engine *e, const append_src *s, uint64_t count, uint6
             break;
         }
         rc = zwindow_write(e, &j, at, locs);
-        if (rc == 0)
+        if (rc == 0) {
+            *entries = a + j.n;
             rc = zre_write_locs(e, first + a, locs, j.n);
+        }
     }
     free(j.arena);
     free(j.slot);
@@ -309,8 +313,9 @@ static int validate(const append_src *s, uint64_t count, uint64_t length)
 static int append_commit(zre_engine *e, const append_src *s, uint64_t count, uint64_t length)
 {
     zre_pos at = e->tail;
-    int rc = e->codec == ZRE_CODEC_RAW ? append_raw(e, s, count, length, &at)
-                                       : append_zstd(e, s, count, length, &at);
+    uint64_t entries = 0; /* table entries this call wrote (or began to) */
+    int rc = e->codec == ZRE_CODEC_RAW ? append_raw(e, s, count, length, &at, &entries)
+                                       : append_zstd(e, s, count, length, &at, &entries);
     zre_state now = {length + count, at};
     if (rc == 0)
         rc = zre_commit_meta(e, &now, &e->synced);
@@ -320,10 +325,12 @@ static int append_commit(zre_engine *e, const append_src *s, uint64_t count, uin
         atomic_store_explicit(&e->length, length + count, memory_order_release);
         return ZR_OK;
     }
+    if (entries == 0)
+        return rc;
     zre_err err;
     zre_err_capture(&err, rc);
     e->fsync_failed = false;
-    int crc = zre_clear_locs(e, length, count);
+    int crc = zre_clear_locs(e, length, entries);
     if (crc == 0)
         return zre_err_raise(&err);
     zre_err clear;
