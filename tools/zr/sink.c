@@ -24,6 +24,27 @@ int zr_parse_tier(const char *s, zrs_dict_tier *out)
     return 0;
 }
 
+int zr_sink_codec(const zr_command *cmd, const char *codec, const char *tier, const char *dict,
+                  zr_sink_opts *so)
+{
+    so->codec = ZRE_CODEC_ZSTD;
+    so->tier = ZRS_DICT_BALANCED;
+    so->codec_given = codec != NULL;
+    so->dict_path = dict;
+    if (codec && zre_codec_parse(codec, &so->codec) < 0)
+        return zr_usage(cmd, "unknown codec '%s' (raw, zstd or zstd_dict)", codec);
+    if (tier && zr_parse_tier(tier, &so->tier) < 0)
+        return zr_usage(cmd, "unknown tier '%s' (fast, balanced or max)", tier);
+    if ((tier || dict) && so->codec != ZRE_CODEC_ZSTD_DICT) {
+        if (codec)
+            return zr_usage(cmd, "--tier and --dict go with --codec zstd_dict");
+        so->codec = ZRE_CODEC_ZSTD_DICT; /* a dictionary option implies the codec */
+    }
+    if (tier && dict)
+        return zr_usage(cmd, "give --tier or --dict, not both");
+    return 0;
+}
+
 int zr_train_tier(const char *cmd, const char *what, zrs_dict_tier tier, const void *samples,
                   const uint64_t *bounds, uint64_t n, void **dict, uint64_t *dict_size)
 {
@@ -101,7 +122,7 @@ int zr_sink_open(zr_sink *k, zrs_kind kind, zrs_dtype dtype, const uint64_t *sha
         }
         int rc = zrs_open(&k->s, k->path);
         if (rc < 0)
-            return zr_fail(k->cmd, k->path, "cannot open to append", rc);
+            return zr_fail_open(k->cmd, k->path, rc);
         if (!same_identity(k, kind, dtype, shape, ndim)) {
             zrs_close(k->s);
             k->s = NULL;
@@ -137,8 +158,10 @@ int zr_sink_open(zr_sink *k, zrs_kind kind, zrs_dtype dtype, const uint64_t *sha
                                          dict_size)
                  : zrs_create_ragged_dict(&k->s, k->path, dtype, k->o->codec, dict, dict_size);
     free(dict);
-    if (rc < 0)
-        return zr_fail(k->cmd, k->path, "cannot create", rc);
+    if (rc < 0) {
+        zr_error(k->cmd, k->path, "cannot create: %s", zr_last_error());
+        return ZR_EXIT_OPEN;
+    }
     k->created = 1;
     return 0;
 }
