@@ -57,7 +57,9 @@ ZRE_API int zre_get_disk_usage(zre_engine *e, zre_disk_usage *out)
         }
         zrp_file f;
         uint64_t size = 0;
-        prc = zrp_open(&f, p, ZRP_READ);
+        /* Directories are skipped before the open: Windows refuses to open
+         * one as a file (access denied), POSIX with ZRP_ENOTREG. */
+        prc = zrp_is_regular_file(p) ? zrp_open(&f, p, ZRP_READ) : ZRP_ENOTREG;
         if (prc == 0) {
             prc = zrp_file_size(f, &size);
             zrp_close(&f);
