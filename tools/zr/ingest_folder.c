@@ -293,10 +293,16 @@ static int folder_slice(folder *f, zr_sink *k, names_list *nl, size_t i, size_t 
         if (status == 0)
             zr_interrupt_install();
     }
+    const uint64_t had = k->added;
     if (status == 0)
         status = zr_sink_append(k, packed, bounds, j - i, sum);
-    if (status == 0)
-        status = names_write(nl, f->names, i, j);
+    /* The names of what was committed: all of the slice, or (should an
+     * append commit part of it) that part, so the list never falls out
+     * of step with the store while zr runs. */
+    if (k->added > had) {
+        int ns = names_write(nl, f->names, i, i + (size_t)(k->added - had));
+        status = status ? status : ns;
+    }
     return status;
 }
 
