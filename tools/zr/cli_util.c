@@ -84,12 +84,17 @@ int zr_fail(const char *cmd, const char *file, const char *what, int status)
     return zr_exit_from_status(status);
 }
 
+int zr_exit_from_open(int status)
+{
+    return status == ZR_OK ? ZR_EXIT_OK : status == ZR_ECORRUPT ? ZR_EXIT_FAILED : ZR_EXIT_OPEN;
+}
+
 int zr_fail_open(const char *cmd, const char *file, int status)
 {
     zr_error(cmd, file, "cannot open: %s", zr_last_error());
     if (strstr(zr_last_error(), "ZRE_OPEN_RECOVER") && file)
         fprintf(stderr, "zr: to recover it: zr recover %s\n", file);
-    return status == ZR_OK ? ZR_EXIT_OK : ZR_EXIT_OPEN;
+    return zr_exit_from_open(status);
 }
 
 int zr_fail_detail(const char *cmd, const char *file, const char *detail, int exit_status)

@@ -160,7 +160,7 @@ int zr_sink_open(zr_sink *k, zrs_kind kind, zrs_dtype dtype, const uint64_t *sha
     free(dict);
     if (rc < 0) {
         zr_error(k->cmd, k->path, "cannot create: %s", zr_last_error());
-        return ZR_EXIT_OPEN;
+        return zr_exit_from_open(rc);
     }
     k->created = 1;
     return 0;

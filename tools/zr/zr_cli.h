@@ -42,9 +42,15 @@
  * zmr_status has the same values): ZR_OK -> 0; ZR_EBUSY, ZR_EEXIST and
  * ZR_ENOTSTORE (ZMR_ENOTCOLL) -> ZR_EXIT_OPEN; ZR_ERANGE ->
  * ZR_EXIT_NOT_FOUND; ZR_EINTR -> ZR_EXIT_INTERRUPTED; anything else,
- * ZR_EIO included, -> ZR_EXIT_FAILED. A failed open or create is
- * ZR_EXIT_OPEN whatever its status: report it with zr_fail_open. */
+ * ZR_EIO included, -> ZR_EXIT_FAILED. A failed open or create has its
+ * own rule: zr_exit_from_open. */
 int zr_exit_from_status(int status);
+
+/* The exit status of an open or a create that failed: ZR_EXIT_FAILED when
+ * what it read is damaged (ZR_ECORRUPT: the data, found while opening),
+ * else ZR_EXIT_OPEN whatever the cause (missing, unreadable, busy, not a
+ * store or collection, exists, a journal pending, an I/O error). */
+int zr_exit_from_open(int status);
 
 /* "Exit status:" and one row a status, as every --help ends. */
 void zr_print_exit_table(FILE *out);
@@ -62,9 +68,8 @@ void zr_error(const char *cmd, const char *file, const char *fmt, ...)
 /* zr_error(cmd, file, "WHAT: <zr_last_error()>") and return
  * zr_exit_from_status(status). For a failed library call. */
 int zr_fail(const char *cmd, const char *file, const char *what, int status);
-/* A store that could not be opened or created: zr_error(cmd, file,
- * "cannot open: <zr_last_error()>") and ZR_EXIT_OPEN whatever the cause
- * (busy, not a store, permission, a journal pending recovery). */
+/* A store that could not be opened: zr_error(cmd, file, "cannot open:
+ * <zr_last_error()>") and zr_exit_from_open(status). */
 int zr_fail_open(const char *cmd, const char *file, int status);
 /* A failed call whose detail is `detail` (libzmrec's zmr_last_error()):
  * "zr CMD: FILE: DETAIL", FILE left out when DETAIL names it already.
