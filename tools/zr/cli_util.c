@@ -21,8 +21,8 @@ static const struct exit_row {
     const char *what;
 } EXIT_ROWS[] = {
     {ZR_EXIT_OK, "success"},
-    {ZR_EXIT_FAILED, "a check failed or the data is damaged (or the work failed, an I/O\n"
-                     "error included)"},
+    {ZR_EXIT_FAILED, "a check failed or the data is damaged, opening included (or the\n"
+                     "work failed, an I/O error included)"},
     {ZR_EXIT_USAGE, "usage error (bad option, missing or extra argument)"},
     {ZR_EXIT_OPEN, "cannot open, busy, or already exists (or cannot be created)"},
     {ZR_EXIT_NOT_FOUND, "no such record: an INDEX, RECORD or FRAME out of range"},
