@@ -242,3 +242,129 @@ def test_bash_completion_offers_what_help_lists(cmd):
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
     offered = set(out.stdout.split())
     assert offered == set(_help_options(cmd)), (offered, _help_options(cmd))
+
+
+# ------------------------------------------- every command's bad input
+
+# (argv, exit status, words stderr must hold). In argv, {s} is a store of
+# 10 records, {d} a plain folder (not a store), {f} a regular file, {x} a
+# path where nothing is; the other names are files in the same folder.
+BAD_INPUT = [
+    # info / verify / stats / compact / recover: the store itself
+    (["info", "{x}"], OPEN, ["{x}", "cannot open", "does not exist"]),
+    (["info", "{d}"], OPEN, ["{d}", "cannot open"]),
+    (["info", "{f}"], OPEN, ["{f}", "cannot open"]),
+    (["info", "{s}", "--concat", "--concat=1"], USAGE, ["--concat takes no value"]),
+    (["verify", "{x}"], OPEN, ["{x}", "cannot open"]),
+    (["verify", "{s}", "{x}"], OPEN, ["{x}", "cannot open"]),  # the highest status of all
+    (["stats", "{f}"], OPEN, ["{f}", "cannot open"]),
+    (["stats", "{s}", "--sizes=yes"], USAGE, ["--sizes takes no value"]),
+    (["compact", "{x}"], OPEN, ["{x}", "cannot open"]),
+    (["compact"], USAGE, ["missing STORE"]),
+    (["recover", "{d}"], OPEN, ["{d}", "cannot open"]),
+    (["recover", "{s}", "{s}"], USAGE, ["too many arguments"]),
+    # ingest
+    (["ingest", "a.npy", "o", "--codec", "lz4"], USAGE, ["unknown codec 'lz4'"]),
+    (["ingest", "a.npy", "o", "--tier", "huge"], USAGE, ["unknown tier 'huge'"]),
+    (["ingest", "a.npy", "o", "--codec", "raw", "--tier", "fast"], USAGE,
+     ["--tier and --dict go with --codec zstd_dict"]),
+    (["ingest", "tok.npy", "o", "--lengths", "len.npy", "--offsets", "len.npy"], USAGE,
+     ["--lengths or --offsets, not both"]),
+    (["ingest", "a.npy", "o", "--array", "a"], USAGE, ["--array NAME goes with a .npz SRC"]),
+    (["ingest", "{d}", "o", "--array", "a"], USAGE, ["--array", "a folder"]),
+    (["ingest", "{x}", "o"], OPEN, ["{x}", "cannot open"]),
+    (["ingest", "junk.npy", "o"], FAILED, ["junk.npy", "not an input zr ingest reads"]),
+    (["ingest", "z.npz", "o", "--array", "c"], FAILED, ["no array named 'c'"]),
+    (["ingest", "tok.npy", "o", "--lengths", "{x}"], OPEN, ["{x}", "cannot open"]),
+    (["ingest", "tok.npy", "o", "--lengths", "float.npy"], FAILED, ["float.npy", "dtype <f8"]),
+    (["ingest", "tok.npy", "o", "--lengths", "len.npy"], FAILED, ["lengths cover 9 elements"]),
+    (["ingest", "a.npy", "o", "--dict", "{x}"], OPEN, ["{x}", "cannot read the dictionary"]),
+    (["ingest", "a.npy", "{s}"], OPEN, ["{s}"]),
+    (["ingest", "a.npy", "{f}/o"], OPEN, ["{f}/o"]),
+    # export
+    (["export", "{s}"], USAGE, ["missing -o FILE"]),
+    (["export", "{x}", "-o", "e.npy"], OPEN, ["{x}", "cannot open"]),
+    (["export", "{s}", "-o", "{f}"], OPEN, ["{f}"]),
+    (["export", "{s}", "-o", "{d}"], OPEN, ["{d}", "is a directory"]),
+    # cat / dump
+    (["cat", "{s}", "1.5"], USAGE, ["INDEX '1.5' is not an integer or START:STOP"]),
+    (["cat", "{s}", "3:x"], USAGE, ["INDEX '3:x' is not START:STOP"]),
+    (["cat", "{s}", "0", "--raw", "--json"], USAGE, ["give --raw or --json, not both"]),
+    (["cat", "{s}", "10"], NOT_FOUND, ["out of range for 10 records"]),
+    (["dump", "{s}", "-11"], NOT_FOUND, ["out of range for 10 records"]),
+    (["cat", "{x}", "0"], OPEN, ["{x}", "cannot open"]),
+    # delete
+    (["delete", "{s}"], USAGE, ["give INDEX... or --mask FILE"]),
+    (["delete", "{s}", "0", "--mask", "mask.npy"], USAGE, ["give INDEX... or --mask FILE"]),
+    (["delete", "{s}", "zero"], USAGE, ["INDEX 'zero' is not an integer"]),
+    (["delete", "{s}", "3", "10"], NOT_FOUND, ["out of range for 10 records"]),
+    (["delete", "{s}", "--mask", "{x}"], OPEN, ["{x}", "cannot open"]),
+    (["delete", "{s}", "--mask", "short.npy"], USAGE, ["the mask has 3 values, the store 10"]),
+    (["delete", "{s}", "--mask", "float.npy"], USAGE, ["dtype <f8"]),
+    (["delete", "{s}", "--mask", "junk.npy"], USAGE, ["not a .npy file"]),
+    (["delete", "{s}", "--mask", "indices.npy"], USAGE, ["value 7 at 1", "only 0/1"]),
+    (["delete", "{x}", "0"], OPEN, ["{x}", "cannot open"]),
+    # train-dict
+    (["train-dict", "{s}"], USAGE, ["missing -o DICT"]),
+    (["train-dict", "{s}", "-o", "dict", "--tier", "huge"], USAGE, ["unknown tier 'huge'"]),
+    (["train-dict", "{x}", "-o", "dict"], OPEN, ["{x}", "cannot open"]),
+    (["train-dict", "{s}", "-o", "{f}"], OPEN, ["{f}"]),
+    (["train-dict", "{s}", "-o", "dict"], FAILED, ["not enough data to train a dictionary"]),
+    # recode
+    (["recode", "{s}", "r"], USAGE, ["missing --codec"]),
+    (["recode", "{s}", "r", "--codec", "lz4"], USAGE, ["unknown codec 'lz4'"]),
+    (["recode", "{s}", "r", "--codec", "raw", "--dict", "{f}"], USAGE,
+     ["--tier and --dict go with --codec zstd_dict"]),
+    (["recode", "{x}", "r", "--codec", "raw"], OPEN, ["{x}", "cannot open"]),
+    (["recode", "{s}", "{s}", "--codec", "raw"], OPEN, ["{s}", "--resume"]),
+    (["recode", "{s}", "{s}", "--codec", "zstd", "--resume"], OPEN, ["codec is raw, not zstd"]),
+    # version, help, mrec
+    (["version", "extra"], USAGE, ["too many arguments: 'extra' (expected none)"]),
+    (["help", "cat", "dump"], USAGE, ["one COMMAND only"]),
+    (["mrec"], USAGE, ["missing SUBCOMMAND"]),
+    (["mrec", "dump", "{x}", "x"], USAGE, ["RECORD 'x' is not a number"]),
+    (["mrec", "info", "{x}"], OPEN, ["{x}"]),
+    (["mrec", "validate", "{f}"], OPEN, ["{f}"]),
+]
+
+
+@pytest.fixture
+def bad_input_dir(tmp_path):
+    s = _store(tmp_path / "s")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "f").write_bytes(b"a regular file")
+    np.save(tmp_path / "a.npy", np.ones((4, 3), "<i4"))
+    np.savez(tmp_path / "z.npz", a=np.ones((4, 3), "<i4"), b=np.zeros(2, "u1"))
+    np.save(tmp_path / "tok.npy", np.arange(10, dtype="<i4"))
+    np.save(tmp_path / "len.npy", np.array([3, 3, 3], "<i8"))
+    np.save(tmp_path / "float.npy", np.ones(10))
+    np.save(tmp_path / "short.npy", np.ones(3, bool))
+    np.save(tmp_path / "mask.npy", np.zeros(10, bool))
+    np.save(tmp_path / "indices.npy", np.array([0, 7] + [0] * 8, "<i8"))
+    (tmp_path / "junk.npy").write_bytes(b"not an array at all")
+    return tmp_path, s
+
+
+@pytest.mark.parametrize("argv,status,words", BAD_INPUT,
+                         ids=[" ".join(a) for a, _, _ in BAD_INPUT])
+def test_every_command_names_bad_input_with_its_status(bad_input_dir, argv, status, words):
+    tmp_path, s = bad_input_dir
+    names = {"s": s, "d": str(tmp_path / "d"), "f": str(tmp_path / "f"),
+             "x": str(tmp_path / "nothing-here")}
+    argv = [a.format(**names) for a in argv]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    os.chdir(tmp_path)
+    res = zr(*argv)
+    err = res.stderr.decode()
+    assert res.returncode == status, (argv, res.returncode, err)
+    cmd = argv[0] if argv[0] != "mrec" or len(argv) < 2 else "mrec " + argv[1]
+    assert err.startswith(f"zr {cmd}"), err
+    for w in words:
+        assert w.format(**names) in err, (w, err)
+    if status == USAGE:
+        assert res.stdout == b""
+    # Nothing was made, and the store is as it was.
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    with DenseStore.open(s, readonly=True) as st:
+        assert len(st) == 10 and st[:][:, 0].tolist() == list(range(0, 30, 3))
+    assert (tmp_path / "f").read_bytes() == b"a regular file"

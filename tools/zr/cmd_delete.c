@@ -10,6 +10,7 @@
 
 #include "zr_cli.h"
 #include "zr_io.h"
+#include "zr_platform.h"
 
 #define CMD "delete"
 
@@ -37,12 +38,22 @@ static int mask_indices(const char *store, const char *mask, uint64_t n, int64_t
     uint64_t nm;
     if (zr_npy_load_i64(mask, &m, &nm, err) < 0) {
         fprintf(stderr, "zr %s: %s\n", CMD, err);
-        return ZR_EXIT_USAGE;
+        /* A FILE that is not there cannot be opened (3); one that is not a
+         * mask is a bad argument (2). */
+        return zrp_path_exists(mask) ? ZR_EXIT_USAGE : ZR_EXIT_OPEN;
     }
     if (nm != n) {
         zr_error(CMD, mask, "the mask has %" PRIu64 " values, the store %" PRIu64 " records", nm, n);
         free(m);
         return ZR_EXIT_USAGE;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        if (m[i] != 0 && m[i] != 1) { /* indices given as a mask, most likely */
+            zr_error(CMD, mask, "value %" PRId64 " at %" PRIu64 ": a mask holds only 0/1 "
+                     "(false/true); give indices as INDEX arguments", m[i], i);
+            free(m);
+            return ZR_EXIT_USAGE;
+        }
     }
     *del = malloc((n ? n : 1) * sizeof **del);
     if (!*del) {

@@ -180,9 +180,14 @@ static int dispatch(const char *src, const char *store, const ingest_opts *o)
     int status = sniff(src, o, head, sizeof head, &got);
     if (status)
         return status;
-    for (size_t k = 0; k < NINPUTS; k++)
-        if (INPUTS[k].detect(src, head, got, o))
-            return INPUTS[k].ingest(src, store, o);
+    for (size_t k = 0; k < NINPUTS; k++) {
+        if (!INPUTS[k].detect(src, head, got, o))
+            continue;
+        if (o->array && INPUTS[k].ingest != ingest_npz)
+            return zr_usage(&INGEST, "--array NAME goes with a .npz SRC; %s is read as %s", src,
+                            INPUTS[k].name);
+        return INPUTS[k].ingest(src, store, o);
+    }
     char kinds[256] = "";
     for (size_t k = 0; k < NINPUTS; k++)
         snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s%s", k ? ", " : "",
