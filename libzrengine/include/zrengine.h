@@ -368,6 +368,30 @@ ZRE_API int zre_get_stats(zre_engine *e, zre_stats *out);
  * decisions such as the loader's adaptive readahead. 0 for NULL. */
 ZRE_API uint64_t zre_chunk_bytes(zre_engine *e);
 
+/* The store directory's regular files by role, with the sizes the file
+ * system reports for them: what `du --apparent-size` adds up, so a tool
+ * can show what a store costs on disk without knowing its file names.
+ * Chunk files count whole (live records, reclaimable bytes and any tail
+ * past the frontier), unlike zre_stats.chunk_bytes. */
+typedef struct zre_disk_usage {
+    uint64_t chunk_files; /* N.chunk files */
+    uint64_t chunk_bytes; /* their sizes */
+    uint64_t table_bytes; /* N.loc: the record table, 16 bytes a record slot */
+    uint64_t dict_bytes;  /* dict.zr (zstd_dict stores) */
+    uint64_t meta_bytes;  /* meta.zr, store.zr, lock.zr */
+    uint64_t other_bytes; /* journal.zr and any other file in the directory */
+    int journal_pending;  /* journal.zr is present (a delete or compact left it) */
+} zre_disk_usage;
+
+/* Fill *out from a listing of the store's directory (O(files); each file
+ * examined without following a symbolic link, and anything but a regular
+ * file left out). A store at a URL has no listing: its chunk and table
+ * objects count at the sizes seen at open, meta_bytes is meta.zr and
+ * store.zr (one GET of store.zr), other_bytes 0. Errors: ZR_EINVAL (NULL argument), ZR_EIO naming the
+ * directory or the file that cannot be examined, ZR_ECLOSED / ZR_ESTATE
+ * as for a gather. */
+ZRE_API int zre_get_disk_usage(zre_engine *e, zre_disk_usage *out);
+
 /* ============================================================ maintenance */
 
 /* Delete the records at index[0..count) (any order; duplicates count
@@ -473,14 +497,6 @@ ZRE_API int zre_read_side_file(zre_engine *e, const char *name, void **out, size
                                size_t max_len);
 /* Free memory the library returned (zre_read_side_file). NULL is a no-op. */
 ZRE_API void zre_free(void *p);
-
-/* Bytes of the store's files by role, as the engine knows them (file
- * sizes for a local store, object sizes for a store at a URL): chunk
- * files and their bytes, record-table bytes, dictionary bytes. */
-typedef struct zre_file_sizes {
-    uint64_t chunk_files, chunk_bytes, table_bytes, dict_bytes;
-} zre_file_sizes;
-ZRE_API int zre_get_file_sizes(zre_engine *e, zre_file_sizes *out);
 
 /* GET the small object `name` under the folder URL `url` (a shard set's
  * manifest) into a buffer of the library (*out, free with zre_free), at

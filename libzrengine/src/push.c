@@ -1,7 +1,7 @@
 /*
- * push.c - a store's files as the outside sees them: their sizes, a side
- * file beside the engine's (store.zr, shards.zr) read whole from a local
- * folder or a URL, and the upload of a finished local store to a URL.
+ * push.c - a side file beside the engine's (store.zr, shards.zr) read
+ * whole from a local folder or a URL, and the upload of a finished local
+ * store to a URL.
  *
  * A push sends the committed bytes of every chunk and record-table file,
  * then dict.zr and the caller's side files, and meta.zr last: a reader
@@ -31,43 +31,6 @@ ZRE_API int zre_read_side_file(zre_engine *e, const char *name, void **out, size
         return zr_set_error(ZR_ETOOBIG, "%s/%s is larger than %zu bytes", e->path, name, max_len);
     return zr_set_error(zre_io_status(rc, ZR_EIO), "cannot read %s/%s: %s", e->path, name,
                         zr_os_strerror(rc));
-}
-
-/* The open files [0, n) of table t: how many, and their bytes. */
-static int sum_sizes(zre_engine *e, const zre_fdtab *t, uint64_t n, const char *ext,
-                     uint64_t *files, uint64_t *bytes)
-{
-    *files = 0;
-    for (uint64_t id = 0; id < n; id++) {
-        uint64_t size = 0;
-        if (!zre_fent_open(zre_fdtab_ent(t, id)))
-            continue;
-        int rc = zre_fent_size(t, id, &size);
-        if (rc < 0)
-            return zr_set_error(ZR_EIO, "file_sizes: cannot stat %s/%" PRIu64 ".%s: %s", e->path,
-                                id, ext, zr_os_strerror(rc));
-        ++*files;
-        *bytes += size;
-    }
-    return ZR_OK;
-}
-
-ZRE_API int zre_get_file_sizes(zre_engine *e, zre_file_sizes *out)
-{
-    if (!e || !out)
-        return zr_set_error(ZR_EINVAL, "file_sizes: NULL argument");
-    memset(out, 0, sizeof *out);
-    zrp_mutex_lock(&e->writer);
-    const uint32_t tc = e->tail.chunk;
-    const uint64_t nseg = e->locs.count;
-    zrp_mutex_unlock(&e->writer);
-    uint64_t files = 0;
-    int rc = sum_sizes(e, &e->chunks, (uint64_t)tc + 1, "chunk", &files, &out->chunk_bytes);
-    out->chunk_files = files;
-    if (rc == 0)
-        rc = sum_sizes(e, &e->locs, nseg, "loc", &files, &out->table_bytes);
-    out->dict_bytes = e->dict_size;
-    return rc;
 }
 
 #ifdef ZRE_HAVE_REMOTE

@@ -243,12 +243,12 @@ def test_fast_412_keeps_its_error_every_time(proxy, cache):
     # finish before its gather waited, its error was lost with the request,
     # and the gather retried until it gave up with another message (the
     # flaky replaced-object test). Each read is a new request, so the race
-    # is run many times.
+    # is run 200 times.
     from loaderx.errors import CorruptStoreError
     with DenseStore.open(f"{proxy.url}/images", readonly=True) as s:
         s[0:1]  # the table block and the first chunk block stay cached
         proxy.always(412)
-        for k in range(40):
+        for k in range(200):
             lo = N // 2 + (k * 97) % (N // 2 - 10)
             with pytest.raises(CorruptStoreError, match=r"images/0\.chunk.*changed on the server"):
                 s[lo:lo + 10]

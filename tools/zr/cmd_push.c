@@ -16,26 +16,17 @@
 
 #define CMD "push"
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: zr push [OPTIONS] STORE URL\n"
-            "Upload the local store STORE to URL (http://, https:// with PUT, or\n"
-            "s3://bucket/prefix), meta.zr last, so that readers open it there read-only.\n"
-            "S3 credentials, region and endpoint come from the AWS environment variables\n"
-            "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL...)\n"
-            "or profile files. A URL that already holds a store is refused.\n"
-            "\n"
-            "Options:\n"
-            "  --json       a JSON summary on stdout\n"
-            "  -q, --quiet  no progress line (shown only on a terminal)\n"
-            "  -h, --help   this text\n"
-            "\n"
-            "Example:\n"
-            "  zr push train s3://datasets/fashion/train && zr info s3://datasets/fashion/train\n"
-            "\n%s",
-            zr_exit_table);
-}
+static const zr_command PUSH = {
+    .name = CMD,
+    .synopsis = "zr push [OPTIONS] STORE URL",
+    .args = "STORE URL",
+    .about = "Upload the local store STORE to URL (http://, https:// with PUT, or\n"
+             "s3://bucket/prefix), meta.zr last, so that readers open it there read-only.\n"
+             "S3 credentials, region and endpoint come from the AWS environment variables\n"
+             "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL...)\n"
+             "or profile files. A URL that already holds a store is refused.",
+    .example = "zr push train s3://datasets/fashion/train && zr info s3://datasets/fashion/train",
+};
 
 typedef struct push_state {
     zr_progress p;
@@ -65,33 +56,21 @@ static void watch(void *arg)
 
 int zr_cmd_push(int argc, char **argv)
 {
-    if (zr_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
     int json = 0, quiet = 0;
-    const char *store = NULL, *url = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--json"))
-            json = 1;
-        else if (!strcmp(a, "--quiet") || !strcmp(a, "-q"))
-            quiet = 1;
-        else if (a[0] == '-' && a[1])
-            return zr_usage_error(CMD, "unknown option '%s'", a);
-        else if (!store)
-            store = a;
-        else if (!url)
-            url = a;
-        else
-            return zr_usage_error(CMD, "expected STORE URL, got a third argument '%s'", a);
-    }
-    if (!store || !url)
-        return zr_usage_error(CMD, "expected STORE URL");
+    const zr_option options[] = {
+        ZR_OPT_FLAG(NULL, "--json", &json, "a JSON summary on stdout"),
+        ZR_OPT_QUIET(&quiet),
+        ZR_OPT_END,
+    };
+    zr_args args;
+    int rc = zr_parse_args(&PUSH, options, argc, argv, &args);
+    if (rc != ZR_ARGS_GO)
+        return rc;
+    const char *store = args.v[0], *url = args.v[1];
     if (!zre_is_remote(url))
-        return zr_usage_error(CMD, "%s is not an http://, https:// or s3:// URL", url);
+        return zr_usage(&PUSH, "%s is not an http://, https:// or s3:// URL", url);
     zrs_store *s;
-    int rc = zrs_open_ex(&s, store, ZRE_OPEN_READONLY);
+    rc = zrs_open_ex(&s, store, ZRE_OPEN_READONLY);
     if (rc < 0)
         return zr_fail_open(CMD, store, rc);
     push_state st = {.engine = zrs_engine(s)};
