@@ -9,11 +9,13 @@
  *           A scalar record has ndim 0. Zero-byte payloads are refused.
  *
  * The identity lives in store.zr as one msgpack map, exactly:
- *   dense  {"dtype": "<f4", "item_shape": [28, 28]}
- *   ragged {"dtype": "<i4"}
- * with dtype in numpy's string form; any other key, type or dtype is
- * refused on open (ZR_ENOTSTORE). store.zr is written only after the
- * engine's files are durable, so a directory without it is not a store.
+ *   dense  {"dtype": "<f4", "item_shape": [28, 28], "uuid": "..."}
+ *   ragged {"dtype": "<i4", "uuid": "..."}
+ * with dtype in numpy's string form and the store's uuid (see
+ * zrs_get_uuid; absent in stores made before it existed); any other key,
+ * type or dtype is refused on open (ZR_ENOTSTORE). store.zr is written
+ * only after the engine's files are durable, so a directory without it is
+ * not a store.
  *
  * Errors and threads: as in zrengine.h (0 or a negative zr_status, detail
  * in zr_last_error()). Gather and append may run concurrently on one
@@ -125,6 +127,40 @@ ZRS_API int zrs_create_ragged_dict(zrs_store **out, const char *path,
  * "store.zr ... does not match" otherwise). */
 ZRS_API int zrs_open_ex(zrs_store **out, const char *path, unsigned flags);
 
+/* ------------------------------------------------------------ identity
+ *
+ * A store's uuid names its records: a random (RFC 4122 version 4) 128-bit
+ * value written into store.zr at create. Appends, compact and a recode
+ * that copies it (zrs_set_uuid) keep it; delete replaces it. So two
+ * handles with one uuid hold the same records up to the shorter length,
+ * and a loader state saved against a store tells whether it still reads
+ * the same data (zloader.h). Text form: 36 lowercase characters,
+ * 8-4-4-4-12 hex digits (RFC 4122). */
+#define ZRS_UUID_BYTES 16
+#define ZRS_UUID_STR_LEN 36
+
+/* 1 with the store's uuid in out[0..16); 0 (out untouched) for a store
+ * created before uuids existed, which has none until its first delete or
+ * zrs_set_uuid; ZR_EINVAL for NULL arguments. Not concurrently with a
+ * zrs_delete or zrs_set_uuid on the same handle. */
+ZRS_API int zrs_get_uuid(const zrs_store *s, uint8_t out[ZRS_UUID_BYTES]);
+
+/* Give the store this uuid (writable handles only): for a copy that holds
+ * the same records in the same order (a recode to another codec), so a
+ * loader state carries over to it. store.zr is rewritten atomically and
+ * durably; meta.zr is not touched. ZR_EUNSUPPORTED on a read-only handle
+ * or for a store.zr that another tool wrote in a non-canonical form;
+ * ZR_EIO when the file cannot be written (store.zr then holds the old
+ * uuid, or the new one when only the directory sync failed). */
+ZRS_API int zrs_set_uuid(zrs_store *s, const uint8_t uuid[ZRS_UUID_BYTES]);
+
+/* The text form of a uuid into out[0..37) (NUL-terminated). ZR_EINVAL for
+ * NULL arguments. */
+ZRS_API int zrs_uuid_str(const uint8_t uuid[ZRS_UUID_BYTES], char out[ZRS_UUID_STR_LEN + 1]);
+/* Parse the text form (exactly 36 characters, lowercase); ZR_EINVAL
+ * naming the first bad character otherwise. */
+ZRS_API int zrs_uuid_parse(const char *str, size_t len, uint8_t out[ZRS_UUID_BYTES]);
+
 /* Sync and close; the handle is freed whatever the result. NULL: no-op. */
 ZRS_API int zrs_close(zrs_store *s);
 
@@ -172,7 +208,8 @@ ZRS_API int zrs_sync(zrs_store *s);
 
 /* Delete the records at index[0..count) (negatives wrap; duplicates count
  * once) by swap-last, atomically; see zre_delete. ZR_ERANGE (nothing
- * deleted) for an index outside [-length, length). */
+ * deleted) for an index outside [-length, length). The store gets a new
+ * uuid (zrs_get_uuid), written to store.zr before any record moves. */
 ZRS_API int zrs_delete(zrs_store *s, const int64_t *index, uint64_t count);
 
 /* Reclaim deleted bytes in place; see zre_compact. */
