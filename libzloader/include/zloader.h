@@ -92,8 +92,10 @@ typedef struct zld_flip {
 } zld_flip;
 
 /* Loader options. Start from ZLD_OPTIONS_INIT and change what you need.
- * Version 1 callers (without `readahead`) are still accepted and get the
- * default readahead; version 1 and 2 callers get endless steps. */
+ * A caller of an older version is still accepted: its struct ends where
+ * that version's fields end, and every later field takes its default
+ * (version 1: default readahead; versions 1 and 2: endless steps; before
+ * 6: no resume, streams labelled by their names). */
 typedef struct zld_options {
     int version;          /* ZLD_OPTIONS_VERSION */
     uint64_t batch_size;  /* records per batch (per rank), >= 1 */
@@ -149,14 +151,31 @@ typedef struct zld_options {
      * zld_get_state reports the loader's own copy (valid until zld_close). */
     const zld_flip *flips;
     size_t nflips;
+    /* (version 6) The loader state (zld_state_json): `names` labels the
+     * streams in it (nstreams strings, copied at create; NULL = each
+     * stream's name, a store's path). With `resume` (a state text,
+     * borrowed for the call) the loader continues that state: start_step
+     * becomes the state's step (a start_step other than 0 must equal
+     * it), and everything the state records must match this loader's
+     * options and streams, or create fails with ZR_EINVAL naming every
+     * difference (see zld_state_json). resume_flags: ZLD_RESUME_*. */
+    const char *const *names;
+    const char *resume;
+    unsigned resume_flags;
 } zld_options;
 
-#define ZLD_OPTIONS_VERSION 5
+/* Continue a state on streams that grew since it was saved (same store
+ * uuids, more records): the cycle in flight finishes on the old length,
+ * then the sampler draws from the new one (see zld_state_json). Without
+ * it a grown stream is a difference like any other. */
+#define ZLD_RESUME_ALLOW_GROWN 1u
+
+#define ZLD_OPTIONS_VERSION 6
 #define ZLD_READAHEAD_AUTO (~0u)
 #define ZLD_BUCKET_WINDOW_DEFAULT 64u
 #define ZLD_OPTIONS_INIT \
     { ZLD_OPTIONS_VERSION, 256, ZSM_CYCLIC, 0, 0, 0, 1, 0, 0, ZLD_READAHEAD_AUTO, 0, 0, 0, 0, NULL, 0, 0, \
-      NULL, 0 }
+      NULL, 0, NULL, NULL, 0 }
 
 /* ------------------------------------------------------------- streams */
 
@@ -247,8 +266,39 @@ ZLD_API uint64_t zld_steps(const zld_loader *l);
  * *out over the same streams hands out, as its first batch, the batch this
  * loader's next zld_next would return (start_step = zld_next_step; the
  * other fields as resolved at create, readahead included: ZLD_READAHEAD_AUTO
- * comes back as the distance it chose). ZR_EINVAL for NULL arguments. */
+ * comes back as the distance it chose). It checks nothing about the data:
+ * zld_state_json does. ZR_EINVAL for NULL arguments. */
 ZLD_API int zld_get_state(zld_loader *l, zld_options *out);
+
+/* The loader state: what decides its batches, as one JSON object (UTF-8
+ * text, *out malloc'd by the library: free it with zld_state_free). Keys:
+ *   step, seed, mode ("sequential", "iid", "cyclic" or "bucket"),
+ *   batch_size, rank, world_size; window (mode "bucket"); flip (an
+ *   object: stream label -> p); fingerprint: {version (2), streams: [
+ *   {name (the label), length, and the records' identity: "uuid" of a
+ *   store (null for one from before uuids; zrs_get_uuid), or "shards" and
+ *   "shards_id" of a concatenation, or "mixture": {seed, sources: [
+ *   {weight, mode, length, uuid or shards}]}}], pass: {shuffle,
+ *   drop_last, epoch} (a finite pass), bucket: {count, lengths (a digest
+ *   of the lengths)}, schedule (after a resume on grown data)}.
+ * step is the step the next zld_next returns. Give the text as
+ * options.resume (with the same options and streams) to continue exactly
+ * there; a state whose streams, sizes, identities or options differ is
+ * refused, naming what changed. The rule on grown data
+ * (ZLD_RESUME_ALLOW_GROWN): steps continue from the state's step; cyclic
+ * and bucket modes finish the cycle in flight over the old length, then
+ * start a fresh cycle (the next cycle number) over the new length; iid
+ * draws from the new length at once; sequential finishes its pass over the
+ * old records, then starts again at record 0 over all of them; a finite
+ * pass keeps its old length. A mixture does not continue on grown sources.
+ * Thread-safe. ZR_EINVAL for NULL arguments, ZR_ENOMEM. */
+ZLD_API int zld_state_json(zld_loader *l, char **out);
+ZLD_API void zld_state_free(char *text);
+
+/* What a resume did not check, or did besides (e.g. "the state has no
+ * fingerprint (saved by an older version) ..."): "" when nothing; owned by
+ * the loader, valid until zld_close. A binding shows it as a warning. */
+ZLD_API const char *zld_resume_note(const zld_loader *l);
 
 /* 1 if a worker failed (a gather, sizes or transform error), with the
  * failing step in *step (may be NULL); 0 otherwise. The consumer gets
