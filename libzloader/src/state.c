@@ -352,6 +352,23 @@ static void note(zld_plan *p, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The shortest of %.15g, %.16g and %.17g that reads back as v, as
+ * Python's repr does, for messages ("0.7", not "0.69999999999999996"). */
+typedef struct dtext {
+    char s[32];
+} dtext;
+
+static dtext num(double v)
+{
+    dtext t;
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(t.s, sizeof t.s, "%.*g", prec, v);
+        if (strtod(t.s, NULL) == v)
+            break;
+    }
+    return t;
+}
+
 static int malformed(reader *r, const char *fmt, ...)
 {
     va_list ap;
@@ -465,22 +482,25 @@ static int check_options(json_object *root, diffs *d, const zld_stream *streams,
         return -1;
     if (got && p->bucket && window != p->window)
         differ(d, "window: %" PRIu64 " in the state, %" PRIu64 " now", window, p->window);
-    /* Flips, by stream label. */
+    /* Flips, by stream label. A state with a fingerprint lists every
+     * flip (none: no "flip"); an older one never recorded them. */
     json_object *fl = field(root, "flip");
     if (fl != NULL && !json_object_is_type(fl, json_type_object))
         return malformed(r, "'flip' is %s, expected an object", json_object_to_json_string(fl));
+    if (fl == NULL && field(root, "fingerprint") == NULL)
+        return 0;
     for (size_t k = 0; k < p->opt.nflips; k++) {
         const char *name = zld__label(p, streams, p->opt.flips[k].stream);
         json_object *v = fl ? field(fl, name) : NULL;
         double was = 0;
         if (v == NULL)
-            differ(d, "flip: stream '%s' is flipped with p %g now, not in the state", name,
-                   p->opt.flips[k].p);
+            differ(d, "flip: stream '%s' is flipped with p %s now, not in the state", name,
+                   num(p->opt.flips[k].p).s);
         else if (as_double(v, "flip", &was, r) < 0)
             return -1;
         else if (was != p->opt.flips[k].p)
-            differ(d, "flip: stream '%s' with p %.17g in the state, %.17g now", name, was,
-                   p->opt.flips[k].p);
+            differ(d, "flip: stream '%s' with p %s in the state, %s now", name, num(was).s,
+                   num(p->opt.flips[k].p).s);
     }
     if (fl != NULL) {
         json_object_object_foreach(fl, name, v) {
@@ -646,7 +666,8 @@ static int check_mixture(json_object *m, const zld__mix_view *v, const char *who
             opt_u64(e, "length", &len, r) != 1)
             return r->bad[0] ? -1 : malformed(r, "%s has no 'length'", w);
         if (weight != v->weights[k])
-            differ(d, "%s: weight %.17g in the state, %.17g now", w, weight, v->weights[k]);
+            differ(d, "%s: weight %s in the state, %s now", w, num(weight).s,
+                   num(v->weights[k]).s);
         if (strcmp(mode, zsm_mode_name(v->modes[k])) != 0)
             differ(d, "%s: mode '%s' in the state, '%s' now", w, mode,
                    zsm_mode_name(v->modes[k]));
@@ -700,10 +721,7 @@ static int check_stream(json_object *e, const zld_stream *streams, size_t k, uin
     } else if (saved_id || m != NULL) {
         differ(d, "%s is a store or mixture in the state; now it is a stream that cannot be "
                "identified", who);
-    } else {
-        note(d->p, "%s cannot be identified (not a store): only its name and length were "
-             "checked", who);
-    }
+    } /* else a generic stream both times: its name and length are all there is */
     return 0;
 }
 

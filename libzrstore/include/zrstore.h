@@ -277,6 +277,22 @@ ZRS_API int zrs_ragged_decode(const void *record, uint64_t size,
 /* Bytes of the [ndim][dims] prefix for a record of `ndim` dims. */
 #define ZRS_RAGGED_PREFIX_SIZE(ndim) (8u * (1u + (uint64_t)(ndim)))
 
+/* --------------------------------------------------------------- slices
+ *
+ * A long append (or copy) that its caller cuts into committed slices, so
+ * that Ctrl-C is seen between two of them: how big the next slice may be
+ * to take about ZRS_SLICE_TARGET_NS, whatever the codec costs (raw moves
+ * GB/s, zstd_dict's level 19 a few MB/s). The first slice
+ * (last_ns == 0) is ZRS_SLICE_FIRST_BYTES; each next one moves, at the
+ * speed the last one had (last_bytes in last_ns), what fits in the target,
+ * within [ZRS_SLICE_MIN_BYTES, max_bytes] (max_bytes bounds the memory a
+ * slice needs). Slices of a fixed 32 MiB took seconds under zstd_dict;
+ * the Python binding and zr both use this rule. */
+#define ZRS_SLICE_TARGET_NS 100000000ull
+#define ZRS_SLICE_FIRST_BYTES ((uint64_t)256 << 10)
+#define ZRS_SLICE_MIN_BYTES ((uint64_t)64 << 10)
+ZRS_API uint64_t zrs_slice_bytes(uint64_t last_bytes, uint64_t last_ns, uint64_t max_bytes);
+
 /* ========================================================= dictionaries */
 
 /* Dictionary tiers: (dictionary bytes, training sample bytes). A caller

@@ -825,3 +825,17 @@ int zrs_delete(zrs_store *s, const int64_t *index, uint64_t count)
 {
     return index_call(s, "delete", index, count, delete_with_new_uuid, s);
 }
+
+/* -------------------------------------------------------------- slices */
+
+uint64_t zrs_slice_bytes(uint64_t last_bytes, uint64_t last_ns, uint64_t max_bytes)
+{
+    uint64_t next = ZRS_SLICE_FIRST_BYTES;
+    if (last_ns > 0 && last_bytes > 0) {
+        double want = (double)last_bytes * ((double)ZRS_SLICE_TARGET_NS / (double)last_ns);
+        next = want >= (double)UINT64_MAX ? UINT64_MAX : (uint64_t)want;
+        if (next < ZRS_SLICE_MIN_BYTES)
+            next = ZRS_SLICE_MIN_BYTES;
+    }
+    return next < max_bytes ? next : max_bytes;
+}

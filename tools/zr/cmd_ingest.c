@@ -520,7 +520,9 @@ static int ingest_folder(const char *dir, const char *store, const ingest_opts *
             }
             zr_interrupt_install();
         }
+        uint64_t had = k.added;
         status = zr_sink_append(&k, packed, bounds, j - i, sum);
+        j = i + (size_t)(k.added - had); /* fewer after a Ctrl-C */
         /* The names of a slice follow its commit. */
         for (size_t r = i; status == 0 && r < j; r++)
             fprintf(nf, "%s\n", names[r]);

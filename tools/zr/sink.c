@@ -146,16 +146,29 @@ int zr_sink_open(zr_sink *k, zrs_kind kind, zrs_dtype dtype, const uint64_t *sha
 int zr_sink_append(zr_sink *k, const void *data, const uint64_t *bounds, uint64_t count,
                    uint64_t nbytes)
 {
-    uint64_t first;
-    int rc = bounds ? zrs_append_ragged(k->s, data, bounds, count, &first)
-                    : zrs_append_dense(k->s, data, nbytes, count, &first);
-    if (rc < 0) {
-        char what[128];
-        snprintf(what, sizeof what, "append of %" PRIu64 " records after %" PRIu64 " failed",
-                 count, k->before + k->added);
-        return zr_fail(k->cmd, k->path, what, rc);
+    const unsigned char *p = data;
+    const uint64_t rec = bounds || count == 0 ? 0 : nbytes / count;
+    for (uint64_t at = 0, end; at < count && !zr_interrupted(); at = end) {
+        uint64_t want = zrs_slice_bytes(k->last_bytes, k->last_ns, UINT64_MAX), first;
+        if (bounds) {
+            for (end = at + 1; end < count && bounds[end + 1] - bounds[at] <= want; end++)
+                ;
+        } else {
+            end = want / rec > count - at ? count : at + (want / rec ? want / rec : 1);
+        }
+        uint64_t t0 = zrp_now_ns(), bytes = bounds ? bounds[end] - bounds[at] : (end - at) * rec;
+        int rc = bounds ? zrs_append_ragged(k->s, p, bounds + at, end - at, &first)
+                        : zrs_append_dense(k->s, p + at * rec, bytes, end - at, &first);
+        if (rc < 0) {
+            char what[128];
+            snprintf(what, sizeof what, "append of %" PRIu64 " records after %" PRIu64 " failed",
+                     end - at, k->before + k->added);
+            return zr_fail(k->cmd, k->path, what, rc);
+        }
+        k->last_bytes = bytes;
+        k->last_ns = zrp_now_ns() - t0;
+        k->added += end - at;
     }
-    k->added += count;
     return 0;
 }
 

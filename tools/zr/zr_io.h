@@ -141,13 +141,17 @@ typedef struct zr_sink {
     uint64_t added;   /* records appended by this sink */
     uint64_t before;  /* records the store held at open */
     int created;
+    uint64_t last_bytes, last_ns; /* the last committed slice, for zrs_slice_bytes */
 } zr_sink;
 
 /* Returns a ZR_EXIT_* status (0 on success), having printed the error. */
 int zr_sink_open(zr_sink *k, zrs_kind kind, zrs_dtype dtype, const uint64_t *shape, size_t ndim,
                  const void *samples, const uint64_t *bounds, uint64_t nsamples);
 /* Dense: bounds NULL, nbytes = count * record size. Ragged: packed
- * records, bounds[0..count]. One committed slice. */
+ * records, bounds[0..count]. Committed in slices timed by zrs_slice_bytes
+ * (about 0.1 s each, whatever the codec costs), stopping early, with
+ * status 0, once Ctrl-C was pressed (zr_interrupted): k->added says how
+ * many of the records were committed. */
 int zr_sink_append(zr_sink *k, const void *data, const uint64_t *bounds, uint64_t count,
                    uint64_t nbytes);
 int zr_sink_close(zr_sink *k);

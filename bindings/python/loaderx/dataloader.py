@@ -47,11 +47,22 @@ mask) flip together. ``loader.flipped(name, step)`` says which records of a
 step's batch were flipped (e.g. to mirror their boxes). ValueError for a
 ragged, scalar or unknown stream, or ``p`` outside [0, 1].
 
-Resume: ``state()`` is ``{'seed', 'step', 'mode', 'batch_size', 'rank',
-'world_size'}`` with ``step`` the next step; ``DataLoader(streams,
-**state)`` (``step=`` is accepted as ``start_step``) or
-``DataLoader.from_state(streams, state)`` yields exactly the batch that
-would have come next.
+Resume: ``state()`` is a dict of what decides the batches: ``{'step',
+'seed', 'mode', 'batch_size', 'rank', 'world_size'}`` (``'window'`` in mode
+'bucket', ``'flip'`` with flips) and ``'fingerprint'``, which records each
+stream's name, length and store identity (the store's uuid, or its shards),
+a Mixture's sources, weights and modes, and pass options; ``step`` is the
+next step. Plain JSON values: save it with ``json`` or ``torch.save``.
+``DataLoader.from_state(streams, state)`` (or ``DataLoader(streams,
+**state)``, or ``load_state_dict(state)``) yields exactly the batch that
+would have come next, and refuses (ValueError naming every difference) a
+state saved on other data: another store, records deleted, streams renamed
+or reordered, other flips or options. Data that only grew (the same
+stores, records appended) is refused too, unless ``allow_grown=True``:
+then the cycle in flight finishes on the old length and later cycles draw
+from the new one (see docs/PYTHON.md). A state saved by an older version
+(no fingerprint) still loads, with a :class:`ResumeWarning` saying what
+could not be checked.
 
 Readahead: the loader knows its future indices, so for the step
 ``readahead`` steps beyond each one it starts building it asks the OS to
@@ -87,10 +98,12 @@ closing a store closes the loaders reading it first.
 import atexit
 import difflib
 import inspect
+import json
 import os
 import sys
 import threading
 import time
+import warnings
 import weakref
 
 import numpy as np
@@ -101,9 +114,33 @@ from .errors import ClosedError, closed
 from .zrecord import DenseStore, RaggedStore, _unpack_ragged
 from .zsampler import _config, _u64
 
-__all__ = ["DataLoader", "PassLoader", "LoaderError", "TransformInfo", "pad"]
+__all__ = ["DataLoader", "PassLoader", "LoaderError", "ResumeWarning", "TransformInfo", "pad"]
 
 _AUTO = (1 << 32) - 1  # ZLD_READAHEAD_AUTO
+_STATE_KEYS = ("step", "seed", "mode", "batch_size", "rank", "world_size", "window", "flip",
+               "fingerprint")
+
+
+class ResumeWarning(UserWarning):
+    """A resume went ahead but could not check everything (a state saved
+    by an older version, a store from before uuids), or continued on grown
+    data as asked; the message says which."""
+
+
+def _json_value(v):
+    """json.dumps's fallback for numpy scalars in a state dict."""
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    raise TypeError(f"a loader state holds JSON values only, got {type(v).__name__}")
+
+
+def _state_text(state):
+    """A state dict as the JSON text the native resume check reads."""
+    if not hasattr(state, "items"):
+        raise TypeError(f"a loader state is a dict (from state()), got {type(state).__name__}")
+    return json.dumps(dict(state), default=_json_value)
 
 
 class LoaderError(RuntimeError):
@@ -384,7 +421,8 @@ _HINTS = {
 }
 
 _PARAMS = ("streams", "batch_size", "mode", "seed", "num_workers", "prefetch", "transform",
-           "rank", "world_size", "start_step", "readahead", "step", "lengths", "window", "flip")
+           "rank", "world_size", "start_step", "readahead", "step", "lengths", "window", "flip",
+           "fingerprint")
 
 
 def _flips(flip, names, stores):
@@ -522,12 +560,16 @@ class DataLoader(_Closing):
     A DataLoader cannot be pickled (TypeError): it owns native threads.
     Pickle its read-only stores and its ``state()``, and rebuild it with
     ``DataLoader.from_state(streams, state)``.
+
+    ``fingerprint``: the entry of a ``state()`` (given by
+    ``DataLoader(streams, **state)``): the streams must be the data it
+    was saved on (ValueError naming what changed).
     """
 
     def __init__(self, streams, batch_size=256, mode="cyclic", seed=0, num_workers=0,
                  prefetch=0, transform=None, rank=0, world_size=1, start_step=0,
-                 readahead=None, step=None, lengths=None, window=64, flip=None, _pass=None,
-                 **kwargs):
+                 readahead=None, step=None, lengths=None, window=64, flip=None,
+                 fingerprint=None, _pass=None, _resume=None, **kwargs):
         self._native = None
         self._tf = None
         if kwargs:
@@ -599,10 +641,16 @@ class DataLoader(_Closing):
         self._flips = _flips(flip, names, stores)
         self._tbox = _TransformBox(transform) if transform is not None else None
         self._tinfo = transform is not None and _wants_info(transform)
-        self._start()
+        if _resume is None and fingerprint is not None:
+            # DataLoader(streams, **state): the other entries are these
+            # arguments; the fingerprint is checked against the streams.
+            _resume = (_state_text({"step": start_step, "fingerprint": fingerprint}), 0)
+        self._start(*(_resume or (None, 0)))
 
-    def _start(self):
-        """Create the native loader (and transform threads) at self._step."""
+    def _start(self, resume=None, resume_flags=0):
+        """Create the native loader (and transform threads) at self._step,
+        continuing the state text `resume` when given (checked natively
+        against the streams and options; ValueError naming what differs)."""
         cfg = self._cfg
         nthreads = min(self._num_workers, self._prefetch) if self._tbox is not None else 0
         # With a transform, the transform threads hold up to nthreads
@@ -619,6 +667,9 @@ class DataLoader(_Closing):
             options["bucket_lengths"], options["bucket_window"] = self._bucket
         if self._flips:
             options["flips"] = [f[1:] for f in self._flips]
+        options["names"] = [str(n) for n in self._names]
+        if resume is not None:
+            options["resume"], options["resume_flags"] = resume, resume_flags
         handles = [s._handle() for s in self._stores]
         self._slot = [None]
         if all(isinstance(s, (DenseStore, RaggedStore)) for s in self._stores):
@@ -627,6 +678,12 @@ class DataLoader(_Closing):
             self._native = _Native(_zr.zsh_py_loader_create(handles, options), self._stores)
         else:  # generic streams (zld_create_streams), stores mixed in as they are
             self._native = _Native(_zr.zmr_py_loader_create(handles, options), self._stores)
+        h = self._native.hslot[0]
+        # The state as the native loader records it; state() sets the step.
+        self._state_json = _zr.zld_state_json(h)
+        note = _zr.zld_resume_note(h)
+        if note:
+            warnings.warn(f"DataLoader resume: {note}", ResumeWarning, stacklevel=4)
         _OPEN.add(self)
         if nthreads:
             names, decoders = self._names, self._decoders
@@ -646,14 +703,28 @@ class DataLoader(_Closing):
                                     weakref.ref(self._tbox), nthreads, info)
 
     @classmethod
-    def from_state(cls, streams, state, **options):
+    def from_state(cls, streams, state, allow_grown=False, **options):
         """A loader over ``streams`` that continues from ``state`` (a dict
-        from :meth:`state`); ``options`` (num_workers, prefetch, transform,
-        readahead) do not change the batches."""
+        from :meth:`state`): its first batch is the one that would have
+        come next. ``options`` (num_workers, prefetch, transform,
+        readahead) do not change the batches; any option that does
+        (seed, batch_size, flip, ...) must agree with the state.
+
+        Raises ValueError, naming every difference, when the streams are
+        not the data the state was saved on (another store or shard set,
+        records deleted, streams renamed, reordered, added or removed) or an
+        option differs. Streams that grew since (the same stores, records
+        appended) are a difference too, unless ``allow_grown=True``: the
+        cycle in flight finishes on the old length, then the sampler draws
+        from the new one (iid: at once; sequential: after the pass in
+        flight; a finite pass keeps its length). A state from an older
+        version (no fingerprint) loads with a :class:`ResumeWarning`."""
         kw = dict(state)
+        kw.pop("fingerprint", None)
         kw.setdefault("start_step", kw.pop("step", 0))
         kw.update(options)
-        return cls(streams, **kw)
+        flags = _zr.ZLD_RESUME_ALLOW_GROWN if allow_grown else 0
+        return cls(streams, _resume=(_state_text(state), flags), **kw)
 
     # ----------------------------------------------------------- batches
 
@@ -668,7 +739,9 @@ class DataLoader(_Closing):
         native.closing = True  # never touch the parent's threads
         self._native = None
         self._tf = None
-        self._start()
+        # Rebuilt over the reopened stores at the current step, checked
+        # against the loader's own state (a grown resume keeps its schedule).
+        self._start(_state_text(self.state()), 0)
         return self._native, self._tf
 
     def _stream_names(self, message):
@@ -761,17 +834,18 @@ class DataLoader(_Closing):
         raise KeyError(f"stream {name!r} has no flip (flip= names {[f[0] for f in self._flips]})")
 
     def state(self):
-        """What resumes this run exactly: ``{'seed', 'step', 'mode',
-        'batch_size', 'rank', 'world_size'}`` with ``step`` the next step,
-        plus ``'window'`` in mode 'bucket' (whose ``lengths`` are not
-        copied into the state: pass them again).
-        ``DataLoader(streams, **state)`` continues with that batch."""
-        cfg = self._cfg
-        state = {"seed": cfg["seed"], "step": self._step, "mode": self._mode.name.lower(),
-                 "batch_size": cfg["batch_size"], "rank": cfg["rank"],
-                 "world_size": cfg["world_size"]}
-        if self._bucket is not None:  # the lengths themselves are the caller's to pass again
-            state["mode"], state["window"] = "bucket", self._bucket[1]
+        """What resumes this run exactly, as the native loader records it
+        (a fresh dict of JSON values): ``{'step', 'seed', 'mode',
+        'batch_size', 'rank', 'world_size', 'fingerprint'}`` with ``step``
+        the next step, plus ``'window'`` in mode 'bucket' (whose ``lengths``
+        are not copied into the state, only a digest of them: pass them
+        again) and ``'flip'`` (``{name: p}``) with flips. ``'fingerprint'``
+        holds each stream's name, length and identity (its store's uuid,
+        or its shards), a Mixture's sources, weights and modes, and the
+        pass options. :meth:`from_state` continues with that batch, and
+        refuses other data, naming what changed."""
+        state = json.loads(self._state_json)
+        state["step"] = self._step
         return state
 
     def state_dict(self):
@@ -780,14 +854,17 @@ class DataLoader(_Closing):
         or json)."""
         return self.state()
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state, allow_grown=False):
         """Continue from ``state`` (from :meth:`state` / :meth:`state_dict`):
         the next batch is the one that followed it. The streams, workers,
-        prefetch and transform stay; seed, mode, batch_size, rank and
-        world_size are taken from ``state``. Prefetched batches are
-        dropped."""
+        prefetch and transform stay; seed, mode, batch_size, rank,
+        world_size and flips are taken from ``state``, and its fingerprint
+        is checked against the streams as in :meth:`from_state` (ValueError
+        naming what changed; ``allow_grown`` as there). Prefetched batches
+        are dropped."""
+        text = _state_text(state)
         state = dict(state)
-        unknown = set(state) - {"seed", "step", "mode", "batch_size", "rank", "world_size", "window"}
+        unknown = set(state) - set(_STATE_KEYS)
         if unknown:
             raise ValueError(f"load_state_dict: unknown keys {sorted(unknown)}; expected the "
                              "dict of state()")
@@ -809,9 +886,11 @@ class DataLoader(_Closing):
                                 state.get("rank", cfg["rank"]),
                                 state.get("world_size", cfg["world_size"]))
         step = _u64("step", state["step"])
+        flips = _flips(state["flip"], self._names, self._stores) if "flip" in state else self._flips
         self.close()
         self._mode, self._cfg, self._step, self._bucket = mode, new_cfg, step, bucket
-        self._start()
+        self._flips = flips
+        self._start(text, _zr.ZLD_RESUME_ALLOW_GROWN if allow_grown else 0)
 
     # --------------------------------------------------------- lifecycle
 

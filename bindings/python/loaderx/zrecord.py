@@ -56,6 +56,7 @@ import operator
 import os
 import sys
 import threading
+import time
 import weakref
 
 import numpy as np
@@ -396,10 +397,13 @@ class RaggedBatch:
                 f"{self.data.dtype.str})")
 
 
-# Big appends and gathers go to the native library in slices of about this
-# many bytes: the interpreter runs signal handlers between native calls
-# only, so Ctrl-C takes effect within one slice (tens of milliseconds)
-# instead of after the whole call. An interrupted append has committed the
+# Big appends and gathers go to the native library in slices of at most
+# this many bytes: the interpreter runs signal handlers between native
+# calls only, so Ctrl-C takes effect within one slice instead of after the
+# whole call. Gathers take whole slices (a read is fast whatever the
+# codec); appends size each slice by the speed of the last one
+# (zrs_slice_bytes: about 0.1 s each, so zstd_dict's slow level 19 gets
+# small slices and raw big ones). An interrupted append has committed the
 # slices before the interrupt: a prefix of whole records (len() tells how
 # many), never a partial record.
 _SLICE_BYTES = 32 << 20
@@ -408,6 +412,42 @@ _SLICE_BYTES = 32 << 20
 def _slice_records(record_bytes):
     """Records per slice for records of `record_bytes` bytes (>= 1)."""
     return max(1, _SLICE_BYTES // max(1, record_bytes))
+
+
+def _timed_slices(nbytes, bounds=None, count=None):
+    """(first, end) record ranges for an append, each sized by
+    zrs_slice_bytes from the time the previous one took (the caller sends
+    them one by one and reports each duration through the generator's
+    send). Dense: `count` records of nbytes/count bytes; ragged: byte
+    `bounds` (count + 1 offsets). At least one record per range."""
+    n = count if bounds is None else len(bounds) - 1
+    rec = nbytes // n if bounds is None else 0
+    a, last = 0, (0, 0)
+    while a < n:
+        want = _zr.zrs_slice_bytes(last[0], last[1], _SLICE_BYTES)
+        if bounds is None:
+            b = min(n, a + max(1, want // rec))
+        else:
+            b = int(np.searchsorted(bounds, int(bounds[a]) + want, side="right")) - 1
+            b = min(n, max(a + 1, b))
+        took = yield a, b
+        last = ((b - a) * rec if bounds is None else int(bounds[b]) - int(bounds[a]), took)
+        a = b
+
+
+def _send_slices(slices, send):
+    """Run send(a, b) over _timed_slices, timing each; the first result."""
+    first = None
+    try:
+        a, b = next(slices)
+        while True:
+            t0 = time.perf_counter_ns()
+            got = send(a, b)
+            first = got if first is None else first
+            a, b = slices.send(max(1, time.perf_counter_ns() - t0))
+    except StopIteration:
+        pass
+    return first
 
 
 def _byte_slices(bounds):
@@ -619,17 +659,26 @@ class _Store(_Closing):
         """The store directory, as given at create/open."""
         return self._path
 
+    @property
+    def uuid(self):
+        """The store's uuid (str, 36 characters), which names its records:
+        made at create, kept by appends, compact and ``zr recode``,
+        replaced by :meth:`delete`. A loader state records it, so a resume
+        on another store, or after a delete, is refused. None for a store
+        written before uuids existed (until its first delete)."""
+        return _zr.zrs_get_uuid(self._handle())
+
     def __len__(self):
         # Fixed between refresh() calls on a read-only handle; a writable
         # handle's length grows with its own appends.
         return int(_zr.zrs_length(self._handle()))
 
     def info(self):
-        """A dict describing the store: kind, dtype, codec, path, records
-        (and item_shape for a dense store)."""
+        """A dict describing the store: kind, dtype, codec, path, records,
+        uuid (and item_shape for a dense store)."""
         d = {"kind": "dense" if self._kind == _zr.ZRS_DENSE else "ragged",
              "dtype": self._dtype.str, "codec": self._codec, "path": self._path,
-             "records": len(self)}
+             "records": len(self), "uuid": self.uuid}
         if self._kind == _zr.ZRS_DENSE:
             d["item_shape"] = self._item_shape
         return d
@@ -719,14 +768,9 @@ class DenseStore(_Store):
         if count == 0:
             return int(_zr.zrs_length(h))
         arr = np.ascontiguousarray(arr)
-        # In slices, so that Ctrl-C is seen between them (see _SLICE_BYTES).
-        per = _slice_records(arr.nbytes // count)
-        first = None
-        for a in range(0, count, per):
-            part = arr[a:a + per]
-            got = int(_zr.zrs_append_dense(self._handle(), part, len(part)))
-            first = got if first is None else first
-        return first
+        # In timed slices, so that Ctrl-C is seen between them (see _SLICE_BYTES).
+        return _send_slices(_timed_slices(arr.nbytes, count=count), lambda a, b: int(
+            _zr.zrs_append_dense(self._handle(), arr[a:b], b - a)))
 
     def _gather(self, idx, out=None, key=None):
         """Records at the absolute (or, with `key`, not yet checked) int64
@@ -886,13 +930,12 @@ class RaggedStore(_Store):
         packed = np.concatenate(parts)
         bounds = np.zeros(len(sizes) + 1, dtype=np.uint64)
         np.cumsum(np.asarray(sizes, dtype=np.uint64), out=bounds[1:])
-        first = None
-        for a, b in _byte_slices(bounds):
+
+        def send(a, b):
             lo = int(bounds[a])
-            got = int(_zr.zrs_append_ragged(self._handle(), packed[lo:int(bounds[b])],
-                                            bounds[a:b + 1] - np.uint64(lo)))
-            first = got if first is None else first
-        return first
+            return int(_zr.zrs_append_ragged(self._handle(), packed[lo:int(bounds[b])],
+                                             bounds[a:b + 1] - np.uint64(lo)))
+        return _send_slices(_timed_slices(int(bounds[-1]), bounds=bounds), send)
 
     def _gather_buffer(self, idx):
         """(buf, bounds) of the packed records at int64 indices idx."""
