@@ -266,7 +266,7 @@ static int zr_py_loader_options(PyObject *map, zr_bind_options *h)
     zld_options *o = &h->o;
     zld_options init = ZLD_OPTIONS_INIT;
     uint64_t rank = 0, world = 1, workers = 0, prefetch = 0, readahead = ZLD_READAHEAD_AUTO;
-    uint64_t pass = 0, shuffle = 0, drop_last = 0;
+    uint64_t pass = 0, shuffle = 0, drop_last = 0, even = 0;
     if (!PyMapping_Check(map)) {
         PyErr_SetString(PyExc_TypeError, "loader options must be a mapping");
         return -1;
@@ -285,10 +285,11 @@ static int zr_py_loader_options(PyObject *map, zr_bind_options *h)
         zr_py_u64_item(map, "shuffle", 0, 0, &shuffle) < 0 ||
         zr_py_u64_item(map, "drop_last", 0, 0, &drop_last) < 0 ||
         zr_py_u64_item(map, "epoch", 0, 0, &o->epoch) < 0 ||
+        zr_py_u64_item(map, "even_batches", 0, 0, &even) < 0 ||
         zr_py_u32(rank, "rank", &o->rank) < 0 ||
         zr_py_u32(world, "world_size", &o->world_size) < 0)
         return -1;
-    if (workers > 4096 || prefetch > 65536) {
+    if ((workers > 4096 && workers != ZLD_WORKERS_NONE) || prefetch > 65536) {
         PyErr_Format(PyExc_ValueError,
                      "num_workers must be <= 4096 and prefetch <= 65536, got %llu and %llu",
                      (unsigned long long)workers, (unsigned long long)prefetch);
@@ -297,6 +298,7 @@ static int zr_py_loader_options(PyObject *map, zr_bind_options *h)
     o->pass = pass != 0;
     o->shuffle = shuffle != 0;
     o->drop_last = drop_last != 0;
+    o->even_batches = even != 0;
     o->num_workers = (unsigned)workers;
     o->prefetch = (unsigned)prefetch;
     /* readahead: steps ahead to hint; ZLD_READAHEAD_AUTO (the default) or
@@ -624,6 +626,7 @@ ZR_INDEX_TO_U64(sizes)
 %ignore zld_state_json; /* zr_py_state_json */
 %ignore zld_state_free;
 %ignore zrs_get_uuid; /* zr_py_store_uuid */
+%ignore zrs_codec_auto; /* zr_py_codec_auto */
 %ignore zrs_set_uuid;
 %ignore zrs_uuid_str;
 %ignore zrs_uuid_parse;
@@ -694,6 +697,7 @@ ZR_INDEX_TO_U64(sizes)
 %rename(zld_close_slot) zr_py_loader_close_slot;
 %rename(zld_state_json) zr_py_state_json;
 %rename(zrs_get_uuid) zr_py_store_uuid;
+%rename(zrs_codec_auto) zr_py_codec_auto;
 %rename(zld_pad) zr_py_pad;
 %rename(zsm_bucket_indices) zr_py_zsm_bucket_indices;
 %rename(zrs_ragged_arrays) zr_py_ragged_arrays;
@@ -783,6 +787,47 @@ int zr_py_zsm_indices(const zsm_config *cfg, uint64_t step, void *dst, uint64_t 
                             (unsigned long long)cfg->length, (unsigned long long)cfg->batch_size,
                             (int)cfg->mode, (unsigned)cfg->rank, (unsigned)cfg->world_size);
     return 0;
+}
+
+/* zrs_codec_auto over `count` records in the buffer `data`: dense
+ * (bounds None, record_size bytes each) or ragged (bounds: a uint64
+ * buffer of count + 1 byte offsets). Returns (codec, raw bytes, zstd
+ * bytes) of the sample. */
+PyObject *zr_py_codec_auto(PyObject *data, PyObject *bounds, uint64_t record_size,
+                           uint64_t count)
+{
+    Py_buffer dv = {0}, bv = {0};
+    if (zr_py_get_buffer(data, &dv, 0, 0, "zrs_codec_auto", "data") < 0)
+        return NULL;
+    if (bounds != Py_None && zr_py_get_buffer(bounds, &bv, 0, 1, "zrs_codec_auto", "bounds") < 0) {
+        PyBuffer_Release(&dv);
+        return NULL;
+    }
+    uint64_t need = bounds != Py_None ? (count + 1) * 8 : 0;
+    zre_codec codec = ZRE_CODEC_RAW;
+    uint64_t raw = 0, zst = 0;
+    int rc;
+    if (bounds != Py_None && (uint64_t)bv.len < need)
+        rc = zr_set_error(ZR_EINVAL, "codec_auto: bounds holds %zd bytes, %llu needed", bv.len,
+                          (unsigned long long)need);
+    else if (bounds == Py_None && (uint64_t)dv.len < count * record_size)
+        rc = zr_set_error(ZR_EINVAL, "codec_auto: data holds %zd bytes, %llu records of %llu "
+                          "need more", dv.len, (unsigned long long)count,
+                          (unsigned long long)record_size);
+    else {
+        Py_BEGIN_ALLOW_THREADS
+        rc = zrs_codec_auto(dv.buf, bounds != Py_None ? (const uint64_t *)bv.buf : NULL,
+                            record_size, count, &codec, &raw, &zst);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&dv);
+    if (bounds != Py_None)
+        PyBuffer_Release(&bv);
+    if (rc < 0) {
+        zr_py_raise(rc);
+        return NULL;
+    }
+    return Py_BuildValue("(iKK)", (int)codec, (unsigned long long)raw, (unsigned long long)zst);
 }
 
 /* The store's uuid in text form, or None for a store from before uuids. */
@@ -1063,7 +1108,8 @@ PyObject *zr_py_loader_next(zld_loader *l, size_t nstreams, PyObject *slot)
         PyList_SET_ITEM(streams, (Py_ssize_t)k, pair);
     }
     {
-        PyObject *res = Py_BuildValue("(KNN)", (unsigned long long)zld_batch_step(b), indices, streams);
+        PyObject *res = Py_BuildValue("(KNNK)", (unsigned long long)zld_batch_step(b), indices,
+                                      streams, (unsigned long long)zld_batch_valid(b));
         zld_batch_free(b);
         if (res == NULL || slot == Py_None)
             return res;

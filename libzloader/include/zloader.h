@@ -104,7 +104,9 @@ typedef struct zld_options {
     uint64_t start_step;  /* first step handed out */
     uint32_t rank;        /* this process's rank, < world_size */
     uint32_t world_size;  /* ranks sharing each global batch, >= 1 */
-    unsigned num_workers; /* gather threads; 0 = CPU count */
+    unsigned num_workers; /* gather threads; 0 = CPU count; ZLD_WORKERS_NONE = none:
+                           * zld_next gathers each batch on the calling thread
+                           * (torch's num_workers=0), prefetch unused */
     unsigned prefetch;    /* batches prepared ahead; 0 = 2 * num_workers */
     /* (version 2) Readahead distance in steps: when a worker claims step
      * s it hints the OS about the records of step s + readahead (streams
@@ -162,6 +164,16 @@ typedef struct zld_options {
     const char *const *names;
     const char *resume;
     unsigned resume_flags;
+    /* (version 6) A finite pass (`pass`) with the same number of steps,
+     * and full batches, on every rank, so that a collective per batch
+     * (an all-reduce of a metric) cannot wait forever on a rank that ran
+     * out: each rank gets ceil(length / G) steps (length / G with
+     * drop_last), every batch batch_size rows; the rows past a rank's own
+     * records repeat the batch's first record (or, in a step the rank has
+     * none of, the pass's first record), and zld_batch_valid says how many
+     * leading rows are real. As accelerate's even_batches, but masked
+     * instead of counted twice. */
+    int even_batches;
 } zld_options;
 
 /* Continue a state on streams that grew since it was saved (same store
@@ -170,12 +182,15 @@ typedef struct zld_options {
  * it a grown stream is a difference like any other. */
 #define ZLD_RESUME_ALLOW_GROWN 1u
 
+/* num_workers: no worker threads, the consumer builds each batch. */
+#define ZLD_WORKERS_NONE (~0u)
+
 #define ZLD_OPTIONS_VERSION 6
 #define ZLD_READAHEAD_AUTO (~0u)
 #define ZLD_BUCKET_WINDOW_DEFAULT 64u
 #define ZLD_OPTIONS_INIT \
     { ZLD_OPTIONS_VERSION, 256, ZSM_CYCLIC, 0, 0, 0, 1, 0, 0, ZLD_READAHEAD_AUTO, 0, 0, 0, 0, NULL, 0, 0, \
-      NULL, 0, NULL, NULL, 0 }
+      NULL, 0, NULL, NULL, 0, 0 }
 
 /* ------------------------------------------------------------- streams */
 
@@ -321,6 +336,10 @@ ZLD_API uint64_t zld_batch_step(const zld_batch *b);
 /* Records in the batch: batch_size (a finite pass's last batch may hold
  * fewer). */
 ZLD_API uint64_t zld_batch_count(const zld_batch *b);
+/* Leading rows of the batch that are real records: zld_batch_count,
+ * except in an even_batches pass (see zld_options), whose padding rows
+ * follow them. */
+ZLD_API uint64_t zld_batch_valid(const zld_batch *b);
 /* The indices gathered, zld_batch_count values owned by the batch. */
 ZLD_API const uint64_t *zld_batch_indices(const zld_batch *b);
 /* Stream s's bytes (NULL once detached) and their size in *nbytes. */

@@ -46,6 +46,7 @@ typedef struct zld_part {
 struct zld_batch {
     uint64_t step;
     uint64_t count;
+    uint64_t valid;   /* leading real rows (even_batches pads the rest) */
     uint64_t *indices;
     size_t nstreams;
     zld_part parts[]; /* nstreams entries */
@@ -252,6 +253,7 @@ struct zld_loader {
     uint64_t next_hint;  /* first step not hinted yet (readahead) */
     uint64_t next_take;  /* next step the consumer gets */
     unsigned consumers;  /* threads inside zld_next */
+    int building;        /* no workers: a consumer is building next_take */
     int stop;
 
     int failed;
@@ -275,6 +277,7 @@ static void batch_destroy(zld_batch *b)
 
 uint64_t zld_batch_step(const zld_batch *b) { return b ? b->step : 0; }
 uint64_t zld_batch_count(const zld_batch *b) { return b ? b->count : 0; }
+uint64_t zld_batch_valid(const zld_batch *b) { return b ? b->valid : 0; }
 const uint64_t *zld_batch_indices(const zld_batch *b)
 {
     return b ? b->indices : NULL;
@@ -323,11 +326,30 @@ void zld_free(void *buffer)
     buf_release(h);
 }
 
-/* The indices of `step` into out[0..batch_size) and their number: the
- * pass's, or the sampler's over the segment that holds the step. */
-static int step_indices(const zld_loader *l, uint64_t step, uint64_t *out, uint64_t *count)
+/* A finite pass's step: its records, padded to batch_size rows when
+ * even (see zld_options.even_batches); *valid real ones. */
+static int pass_indices(const zld_plan *p, uint64_t step, uint64_t *out, uint64_t *count,
+                        uint64_t *valid)
 {
-    if (l->plan.finite) return zsm_pass_indices(&l->plan.pass, step, out, count);
+    uint64_t n = 0;
+    int rc = step < p->own_steps ? zsm_pass_indices(&p->pass, step, out, &n) : ZSM_OK;
+    *valid = *count = n;
+    if (rc == ZSM_OK && p->even) {
+        for (uint64_t i = n; i < p->cfg.batch_size; i++)
+            out[i] = n > 0 ? out[0] : p->pad_index;
+        *count = p->cfg.batch_size;
+    }
+    return rc;
+}
+
+/* The indices of `step` into out[0..batch_size), their number, and how
+ * many lead as real records: the pass's, or the sampler's over the
+ * segment that holds the step. */
+static int step_indices(const zld_loader *l, uint64_t step, uint64_t *out, uint64_t *count,
+                        uint64_t *valid)
+{
+    if (l->plan.finite) return pass_indices(&l->plan, step, out, count, valid);
+    *valid = l->plan.cfg.batch_size;
     const zld_segment *g = zld__segment(&l->plan, step);
     zsm_config cfg = l->plan.cfg;
     cfg.length = g->length;
@@ -381,7 +403,7 @@ static int build_batch(const zld_loader *l, uint64_t step, zld_batch **out)
         return zr_set_error(ZR_ENOMEM, "loader: out of memory for %llu indices",
                             (unsigned long long)count);
     }
-    if (step_indices(l, step, b->indices, &count) != ZSM_OK) {
+    if (step_indices(l, step, b->indices, &count, &b->valid) != ZSM_OK) {
         batch_destroy(b); /* validated at create: only a bucket scratch allocation can fail */
         return zr_set_error(l->bucket_lengths ? ZR_ENOMEM : ZR_EINVAL,
                             "loader: the sampler refused step %llu%s", (unsigned long long)step,
@@ -461,8 +483,8 @@ static void advise_step(const zld_loader *l, uint64_t step)
 {
     uint64_t *idx = malloc(l->plan.cfg.batch_size * sizeof *idx);
     if (idx == NULL) return;
-    uint64_t count = 0;
-    if (step < l->plan.steps && step_indices(l, step, idx, &count) == ZSM_OK) {
+    uint64_t count = 0, valid = 0;
+    if (step < l->plan.steps && step_indices(l, step, idx, &count, &valid) == ZSM_OK) {
         for (size_t s = 0; s < l->plan.nstreams; s++) {
             if (l->streams[s].advise != NULL)
                 (void)l->streams[s].advise(l->streams[s].user, idx, count);
@@ -480,6 +502,71 @@ static void advise_step(const zld_loader *l, uint64_t step)
 
 static int auto_wants_hints(const zld_stream *streams, size_t nstreams);
 
+/* A claimed step's work besides the gather: the steps it must hint and
+ * whether it re-decides the adaptive readahead. */
+typedef struct zld_claim {
+    uint64_t step;
+    uint64_t hint_lo, hint_hi; /* steps [hint_lo, hint_hi) to hint */
+    int recheck;
+} zld_claim;
+
+/* Claim step l->next_claim (lock held). Steps are claimed one at a time,
+ * in order: one worker (or the inline consumer) each. */
+static zld_claim claim_step(zld_loader *l)
+{
+    zld_claim c = {l->next_claim++, 0, 0, 0};
+    const uint64_t since = c.step - l->plan.opt.start_step;
+    c.recheck = l->readahead_auto && since > 0 && since % ZLD_AUTO_RECHECK_STEPS == 0;
+    /* Steps [hint_lo, hint_hi) are this claim's to hint: up to step +
+     * readahead, from the first one nobody hinted yet. In the steady
+     * state that is step + readahead alone; the first claims also cover
+     * the steps from the start up to there (the ramp), which would
+     * otherwise be read a page fault at a time. */
+    if (l->readahead > 0 && l->any_advise) {
+        uint64_t hi = c.step >= UINT64_MAX - l->readahead ? UINT64_MAX
+                                                          : c.step + l->readahead + 1;
+        if (hi > l->plan.steps) hi = l->plan.steps;
+        uint64_t lo = l->next_hint > c.step ? l->next_hint : c.step;
+        if (lo < hi) {
+            c.hint_lo = lo;
+            c.hint_hi = hi;
+            l->next_hint = hi;
+        }
+    }
+    return c;
+}
+
+/* Do a claim's hints and build its batch (no lock held); on failure msg
+ * says which step and why. */
+static int run_claim(zld_loader *l, const zld_claim *c, zld_batch **b, char *msg, size_t cap)
+{
+    if (c->recheck) { /* outside the lock: it reads every store's residency */
+        unsigned ra = auto_wants_hints(l->streams, l->plan.nstreams) ? l->prefetch : 0;
+        zrp_mutex_lock(&l->mu);
+        l->readahead = ra; /* from the next claim on */
+        zrp_mutex_unlock(&l->mu);
+    }
+    for (uint64_t h = c->hint_lo; h < c->hint_hi; h++)
+        advise_step(l, h);
+    int rc = build_batch(l, c->step, b);
+    if (rc != ZR_OK)
+        snprintf(msg, cap, "step %llu: %s", (unsigned long long)c->step, zr_last_error());
+    return rc;
+}
+
+/* Record the first failing step (lock held); wakes everyone. */
+static void record_failure(zld_loader *l, uint64_t step, int rc, const char *msg)
+{
+    if (!l->failed || step < l->fail_step) {
+        l->failed = 1;
+        l->fail_step = step;
+        l->fail_status = rc;
+        snprintf(l->fail_msg, sizeof l->fail_msg, "%s", msg);
+        zrp_cond_broadcast(&l->space); /* idle workers exit */
+    }
+    zrp_cond_broadcast(&l->ready);
+}
+
 static void worker_main(void *arg)
 {
     zld_loader *l = arg;
@@ -489,57 +576,50 @@ static void worker_main(void *arg)
                l->next_claim - l->next_take >= l->prefetch)
             zrp_cond_wait(&l->space, &l->mu);
         if (l->stop || l->failed || l->next_claim >= l->plan.steps) break;
-        uint64_t step = l->next_claim++;
-        /* Steps are claimed one at a time, in order: one worker each. */
-        const uint64_t since = step - l->plan.opt.start_step;
-        const int recheck = l->readahead_auto && since > 0 && since % ZLD_AUTO_RECHECK_STEPS == 0;
-        /* Steps [hint_lo, hint_hi) are this worker's to hint: up to step +
-         * readahead, from the first one nobody hinted yet. In the steady
-         * state that is step + readahead alone; the first claims also
-         * cover the steps from the start up to there (the ramp), which
-         * would otherwise be read a page fault at a time. */
-        uint64_t hint_lo = 0, hint_hi = 0;
-        if (l->readahead > 0 && l->any_advise) {
-            uint64_t hi = step >= UINT64_MAX - l->readahead ? UINT64_MAX
-                                                            : step + l->readahead + 1;
-            if (hi > l->plan.steps) hi = l->plan.steps;
-            hint_lo = l->next_hint > step ? l->next_hint : step;
-            if (hint_lo < hi) {
-                hint_hi = hi;
-                l->next_hint = hi;
-            }
-        }
+        zld_claim c = claim_step(l);
         zrp_mutex_unlock(&l->mu);
 
-        if (recheck) { /* outside the lock: it reads every store's residency */
-            unsigned ra = auto_wants_hints(l->streams, l->plan.nstreams) ? l->prefetch : 0;
-            zrp_mutex_lock(&l->mu);
-            l->readahead = ra; /* from the next claim on */
-            zrp_mutex_unlock(&l->mu);
-        }
-        for (uint64_t h = hint_lo; h < hint_hi; h++)
-            advise_step(l, h);
-
         zld_batch *b = NULL;
-        int rc = build_batch(l, step, &b);
         char msg[ZLD_ERRMSG_MAX];
-        if (rc != ZR_OK)
-            snprintf(msg, sizeof msg, "step %llu: %s", (unsigned long long)step,
-                     zr_last_error());
+        int rc = run_claim(l, &c, &b, msg, sizeof msg);
 
         zrp_mutex_lock(&l->mu);
         if (rc == ZR_OK) {
-            l->slots[step % l->prefetch] = b;
-        } else if (!l->failed || step < l->fail_step) {
-            l->failed = 1;
-            l->fail_step = step;
-            l->fail_status = rc;
-            memcpy(l->fail_msg, msg, sizeof msg);
-            zrp_cond_broadcast(&l->space); /* idle workers exit */
+            l->slots[c.step % l->prefetch] = b;
+            zrp_cond_broadcast(&l->ready);
+        } else {
+            record_failure(l, c.step, rc, msg);
         }
-        zrp_cond_broadcast(&l->ready);
     }
     zrp_mutex_unlock(&l->mu);
+}
+
+/* Without workers (ZLD_WORKERS_NONE): the consumer builds its step's
+ * batch itself, one call at a time (lock held on entry and return;
+ * released while building). */
+static int take_inline(zld_loader *l, zld_batch **out)
+{
+    l->building = 1;
+    l->next_claim = l->next_take;
+    zld_claim c = claim_step(l);
+    zrp_mutex_unlock(&l->mu);
+    zld_batch *b = NULL;
+    char msg[ZLD_ERRMSG_MAX];
+    int rc = run_claim(l, &c, &b, msg, sizeof msg);
+    zrp_mutex_lock(&l->mu);
+    l->building = 0;
+    zrp_cond_broadcast(&l->ready);
+    if (rc != ZR_OK) {
+        record_failure(l, c.step, rc, msg);
+        return zr_set_error(ZR_ESTATE, "%s", l->fail_msg);
+    }
+    if (l->stop) {
+        batch_destroy(b);
+        return zr_set_error(ZR_ECLOSED, "zld_next: the loader is closed");
+    }
+    *out = b;
+    l->next_take++;
+    return ZR_OK;
 }
 
 /* ---------------------------------------------------------------- create */
@@ -817,6 +897,7 @@ static int copy_options(const zld_options *in, zld_options *o)
         o->names = in->names;
         o->resume = in->resume;
         o->resume_flags = in->resume_flags;
+        o->even_batches = o->pass && in->even_batches != 0;
     }
     return ZR_OK;
 }
@@ -846,7 +927,19 @@ static int plan_sampler(zld_plan *p)
         ps->world_size = o->world_size;
         ps->shuffle = o->shuffle;
         ps->drop_last = o->drop_last;
-        p->steps = zsm_pass_steps(ps);
+        p->steps = p->own_steps = zsm_pass_steps(ps);
+        p->even = o->even_batches;
+        if (p->even) { /* every rank as many steps as rank 0, which has the most */
+            const uint64_t g = ps->batch_size * ps->world_size;
+            p->steps = ps->length / g + (ps->length % g != 0 && !ps->drop_last);
+            zsm_pass first = *ps;
+            uint64_t n = 0;
+            first.rank = 0;
+            first.world_size = 1;
+            first.batch_size = 1;
+            if (zsm_pass_indices(&first, 0, &p->pad_index, &n) != ZSM_OK)
+                return zr_set_error(ZR_EINVAL, "zld_create: the sampler refused the pass");
+        }
     }
     if (o->start_step > p->steps && p->finite)
         return zr_set_error(ZR_EINVAL, "zld_create: start_step %llu is past the pass's %llu steps",
@@ -912,6 +1005,14 @@ static int plan_limits(zld_plan *p, const zld_stream *streams)
 static void plan_threads(zld_plan *p, const zld_stream *streams)
 {
     zld_options *o = &p->opt;
+    if (o->num_workers == ZLD_WORKERS_NONE) { /* the consumer builds its batches */
+        o->prefetch = 1;
+        p->readahead_auto = o->readahead == ZLD_READAHEAD_AUTO;
+        p->readahead = !p->readahead_auto ? o->readahead
+                       : auto_wants_hints(streams, p->nstreams) ? 1 : 0;
+        p->nthreads = 0;
+        return;
+    }
     if (o->num_workers == 0) o->num_workers = zrp_cpu_count();
     if (o->num_workers == 0) o->num_workers = 1;
     if (o->prefetch == 0)
@@ -969,7 +1070,7 @@ static int loader_alloc(zld_loader **out, const zld_plan *p, const zld_stream *s
     l->streams = malloc(n * sizeof *l->streams);
     l->names = malloc(p->names_len);
     l->slots = calloc(p->opt.prefetch, sizeof *l->slots);
-    l->threads = calloc(p->nthreads, sizeof *l->threads);
+    l->threads = calloc(p->nthreads ? p->nthreads : 1, sizeof *l->threads);
     /* Keep enough free buffers per stream for the ring plus the caller's
      * batch in use and one in flight back; beyond that they are freed. */
     unsigned keep = p->opt.prefetch > UINT32_MAX - 2 ? UINT32_MAX : p->opt.prefetch + 2;
@@ -1088,6 +1189,10 @@ static int next_batch(zld_loader *l, zld_batch **out, uint64_t timeout_ns, int t
     for (;;) {
         if (l->stop) {
             rc = zr_set_error(ZR_ECLOSED, "zld_next: the loader is closed");
+            break;
+        }
+        if (l->plan.nthreads == 0 && !l->building && !l->failed && l->next_take < l->plan.steps) {
+            rc = take_inline(l, out);
             break;
         }
         zld_batch **slot = &l->slots[l->next_take % l->prefetch];

@@ -235,6 +235,8 @@ static json_object *fingerprint(builder *b, const zld_plan *p, const zld_stream 
         put(b, ps, "shuffle", json_object_new_boolean(p->pass.shuffle));
         put(b, ps, "drop_last", json_object_new_boolean(p->pass.drop_last));
         put(b, ps, "epoch", json_object_new_uint64(p->pass.epoch));
+        if (p->even)
+            put(b, ps, "even_batches", json_object_new_boolean(1));
         put(b, f, "pass", ps);
     }
     if (p->bucket) {
@@ -889,13 +891,18 @@ static int check_fingerprint(json_object *fp, const zld_stream *streams, uint64_
         differ(d, ps ? "the state is of a finite pass, the loader is endless"
                      : "the state is of an endless loader, the loader is a finite pass");
     } else if (ps != NULL) {
-        int shuffle, drop_last;
+        int shuffle, drop_last, even = 0;
         uint64_t epoch;
         if (!json_object_is_type(ps, json_type_object) ||
             as_bool(field(ps, "shuffle"), "shuffle", &shuffle, r) < 0 ||
             as_bool(field(ps, "drop_last"), "drop_last", &drop_last, r) < 0 ||
-            opt_u64(ps, "epoch", &epoch, r) != 1)
+            opt_u64(ps, "epoch", &epoch, r) != 1 ||
+            (field(ps, "even_batches") && as_bool(field(ps, "even_batches"), "even_batches",
+                                                  &even, r) < 0))
             return r->bad[0] ? -1 : malformed(r, "'pass' lacks shuffle, drop_last or epoch");
+        if (even != p->even)
+            differ(d, "pass even_batches: %s in the state, %s now", even ? "true" : "false",
+                   p->even ? "true" : "false");
         if (shuffle != p->pass.shuffle)
             differ(d, "pass shuffle: %s in the state, %s now", shuffle ? "true" : "false",
                    p->pass.shuffle ? "true" : "false");

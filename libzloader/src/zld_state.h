@@ -34,6 +34,9 @@ typedef struct zld_plan {
     int finite;            /* opt.pass: the steps of `pass` */
     zsm_pass pass;
     uint64_t steps;        /* finite: the pass's steps; endless: UINT64_MAX */
+    int even;              /* finite with opt.even_batches: padded steps */
+    uint64_t own_steps;    /* finite: this rank's own steps (< steps when even pads) */
+    uint64_t pad_index;    /* even: the pass's first record */
     int bucket;            /* length-bucketed steps */
     uint64_t window;       /* bucket window (global batches) */
     unsigned readahead;    /* steps hinted ahead at start */

@@ -6,7 +6,9 @@
  *           dtype: exactly itemsize * prod(item_shape) bytes.
  *   ragged  every record keeps its own shape; the physical record is
  *           [u64le ndim][u64le dims[ndim]][payload], one codec frame.
- *           A scalar record has ndim 0. Zero-byte payloads are refused.
+ *           A scalar record has ndim 0. A dimension may be 0 (a record
+ *           with no elements, e.g. shape (0, 4)): its payload is empty,
+ *           its prefix still holds the shape.
  *
  * The identity lives in store.zr as one msgpack map, exactly:
  *   dense  {"dtype": "<f4", "item_shape": [28, 28], "uuid": "..."}
@@ -240,7 +242,7 @@ ZRS_API int zrs_gather_dense(zrs_store *s, const int64_t *index,
 /* Append `count` packed ragged records from one buffer: record i is
  * packed[bounds[i], bounds[i+1]) and holds [u64le ndim][u64le dims]
  * [payload]. Each record is validated before anything is written:
- * ndim <= ZRS_MAX_NDIM, every dim >= 1, payload length exactly
+ * ndim <= ZRS_MAX_NDIM, payload length exactly
  * itemsize * prod(dims). ZR_EINVAL names the record otherwise. */
 ZRS_API int zrs_append_ragged(zrs_store *s, const void *packed,
                               const uint64_t *bounds, uint64_t count,
@@ -292,6 +294,28 @@ ZRS_API int zrs_ragged_decode(const void *record, uint64_t size,
 #define ZRS_SLICE_FIRST_BYTES ((uint64_t)256 << 10)
 #define ZRS_SLICE_MIN_BYTES ((uint64_t)64 << 10)
 ZRS_API uint64_t zrs_slice_bytes(uint64_t last_bytes, uint64_t last_ns, uint64_t max_bytes);
+
+/* ----------------------------------------------------------- codec auto
+ *
+ * The rule behind codec "auto" (the bindings' create option): look at the
+ * first records a store gets and pick raw unless zstd (level 3, as the
+ * store would write them, frame overhead included) shrinks a sample of
+ * them to at most 100 - ZRS_AUTO_MIN_SAVING_PCT percent of their size.
+ * Small records that zstd cannot shrink (an int64 label: a 21-byte zstd
+ * frame, 37 bytes stored with its table entry, against 24 raw) cost space
+ * and time to decode for nothing. The
+ * sample: up to ZRS_AUTO_SAMPLE_RECORDS records spread evenly over the
+ * `count` given, stopping past ZRS_AUTO_SAMPLE_BYTES. Records as for
+ * append: dense (bounds NULL) count * record_size bytes, or ragged packed
+ * records with bounds[0..count]. *out gets ZRE_CODEC_RAW or
+ * ZRE_CODEC_ZSTD (raw for count 0); raw_bytes and zstd_bytes (may be
+ * NULL) the sample's sizes. ZR_EINVAL for NULL arguments, ZR_ENOMEM. */
+#define ZRS_AUTO_MIN_SAVING_PCT 10
+#define ZRS_AUTO_SAMPLE_RECORDS 256
+#define ZRS_AUTO_SAMPLE_BYTES ((uint64_t)4 << 20)
+ZRS_API int zrs_codec_auto(const void *data, const uint64_t *bounds, uint64_t record_size,
+                           uint64_t count, zre_codec *out, uint64_t *raw_bytes,
+                           uint64_t *zstd_bytes);
 
 /* ========================================================= dictionaries */
 

@@ -152,13 +152,9 @@ int zrs__ragged_check(const unsigned char *rec, uint64_t size,
     int overflow = 0;
     for (uint64_t j = 0; j < ndim; j++) {
         uint64_t d = load_le64(rec + 8 + 8 * j);
-        if (d == 0) {
-            snprintf(why, ZRS_WHY_MAX,
-                     "has a zero-size dimension (dims[%" PRIu64 "] = 0); "
-                     "zero-byte records are not stored", j);
-            return -1;
-        }
-        if (d > UINT64_MAX / expect)
+        /* A zero dimension is a record with no elements (an empty token
+         * list, no boxes: shape (0, 4)); its prefix still holds its shape. */
+        if (expect != 0 && d > UINT64_MAX / expect)
             overflow = 1;
         else
             expect *= d;
@@ -350,8 +346,8 @@ int zrs_open_ex(zrs_store **out, const char *path, unsigned flags)
     int rc = zre_open_ex(&e, path, flags);
     if (rc != ZR_OK) {
         if ((rc == ZR_ENOTSTORE || rc == ZR_EIO) && !zrp_path_exists(path))
-            return zr_set_error(ZR_ENOTSTORE, "open: not a store: %s does not exist",
-                                path);
+            return zr_set_error(ZR_ENOTSTORE, "open: not a store: %s does not exist (%s)",
+                                path, zr_os_strerror(-ENOENT)); /* errno ENOENT */
         return rc;
     }
 

@@ -587,6 +587,43 @@ static void test_store_uuid_lifecycle(void **state)
     assert_msg_contains("'-'");
 }
 
+/* The codec "auto" rule: int64 labels and random bytes stay raw (zstd
+ * cannot shrink them by the margin), repetitive records go zstd; dense
+ * and ragged forms; the sample is bounded. */
+static void test_codec_auto(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    int64_t labels[N];
+    for (int i = 0; i < N; i++)
+        labels[i] = i % 10;
+    zre_codec c = ZRE_CODEC_ZSTD_DICT;
+    uint64_t raw = 0, z = 0;
+    assert_int_equal(zrs_codec_auto(labels, NULL, 8, N, &c, &raw, &z), ZR_OK);
+    assert_int_equal(c, ZRE_CODEC_RAW);
+    /* 250 records sampled (every 4th); each 8-byte record a frame of 21
+     * bytes with zstd 1.5 (header, raw block, checksum). */
+    assert_int_equal(raw, 250 * 8);
+    assert_true(z > 2 * raw && z <= 25 * 250);
+    unsigned char *text = malloc(N * 512);
+    for (size_t i = 0; i < (size_t)N * 512; i++)
+        text[i] = (unsigned char)"the quick brown fox "[i % 20];
+    assert_int_equal(zrs_codec_auto(text, NULL, 512, N, &c, &raw, &z), ZR_OK);
+    assert_int_equal(c, ZRE_CODEC_ZSTD);
+    assert_true(z * 10 <= raw * 9);
+    fill(text, (size_t)N * 512, 9);
+    uint64_t bounds[N + 1];
+    for (int i = 0; i <= N; i++)
+        bounds[i] = (uint64_t)i * 512;
+    assert_int_equal(zrs_codec_auto(text, bounds, 0, N, &c, &raw, &z), ZR_OK);
+    assert_int_equal(c, ZRE_CODEC_RAW);
+    assert_int_equal(zrs_codec_auto(text, NULL, 512, 0, &c, &raw, &z), ZR_OK);
+    assert_int_equal(c, ZRE_CODEC_RAW);
+    assert_int_equal(raw, 0);
+    assert_int_equal(zrs_codec_auto(NULL, NULL, 512, 3, &c, NULL, NULL), ZR_EINVAL);
+    free(text);
+}
+
 /* ------------------------------------------------------ bad store.zr */
 
 typedef struct bad_zr {
@@ -794,21 +831,44 @@ static void test_ragged_append_bad_record(void **state)
     assert_msg_contains("8-byte payload, expected itemsize x prod(dims) = 12");
     assert_int_equal(zrs_length(s), 0);
 
-    /* Zero-size dimensions, 1-D and 2-D: zero-byte records are refused. */
+    /* Zero-size dimensions, 1-D and 2-D: records with no elements are
+     * stored (their prefix keeps the shape) and read back; a payload byte
+     * too many is still refused. */
     len = 0;
     bounds[0] = 0;
     put_ragged(buf, &len, 2, d22, 4, 1);
     bounds[1] = len;
     put_ragged(buf, &len, 1, d0, 4, 2);
     bounds[2] = len;
-    assert_int_equal(zrs_append_ragged(s, buf, bounds, 2, NULL), ZR_EINVAL);
-    assert_msg_contains("record 1 has a zero-size dimension");
-    len = 0;
     put_ragged(buf, &len, 2, d30, 4, 2);
+    bounds[3] = len;
+    assert_int_equal(zrs_append_ragged(s, buf, bounds, 3, NULL), ZR_OK);
+    assert_int_equal(zrs_length(s), 3);
+    {
+        int64_t at[2] = {1, 2};
+        uint64_t sz[2], gb[3] = {0};
+        unsigned char got[64];
+        assert_int_equal(zrs_ragged_sizes(s, at, 2, sz), ZR_OK);
+        assert_int_equal(sz[0], 16);
+        assert_int_equal(sz[1], 24);
+        gb[1] = sz[0];
+        gb[2] = sz[0] + sz[1];
+        assert_int_equal(zrs_gather_ragged(s, at, 2, got, sizeof got, gb), ZR_OK);
+        assert_memory_equal(got, buf + bounds[1], 40);
+        size_t nd = 9;
+        uint64_t dims[ZRS_MAX_NDIM], po = 0;
+        assert_int_equal(zrs_ragged_decode(got + 16, 24, ZRS_INT32, &nd, dims, &po), ZR_OK);
+        assert_true(nd == 2 && dims[0] == 3 && dims[1] == 0 && po == 24);
+    }
+    int64_t all[3] = {0, 1, 2};
+    assert_int_equal(zrs_delete(s, all, 3), ZR_OK);
+    len = 0;
+    put_ragged(buf, &len, 1, d0, 4, 2);
+    buf[len++] = 7;
     bounds[0] = 0;
     bounds[1] = len;
     assert_int_equal(zrs_append_ragged(s, buf, bounds, 1, NULL), ZR_EINVAL);
-    assert_msg_contains("record 0 has a zero-size dimension (dims[1] = 0)");
+    assert_msg_contains("record 0 has a 1-byte payload, expected itemsize x prod(dims) = 0");
     assert_int_equal(zrs_length(s), 0);
 
     /* Empty record, short prefix, ndim too large, prefix longer than the
@@ -1182,6 +1242,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_store_zr_invalid, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_store_zr_uuid_vector, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_store_uuid_lifecycle, setup, zt_dir_teardown),
+        cmocka_unit_test(test_codec_auto),
         cmocka_unit_test_setup_teardown(test_dense_append_wrong_nbytes, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_ragged_append_bad_record, setup, zt_dir_teardown),
         cmocka_unit_test(test_ragged_decode),

@@ -153,13 +153,17 @@ class LoaderError(RuntimeError):
         self.step = step
 
 
-def _decode(parts, decoders, names, count):
+def _decode(parts, decoders, names, count, mask_key=None, valid=0):
+    """A native batch as the dict handed out; an even_batches pass adds its
+    mask under mask_key (True on the first `valid` rows, the real records)."""
     batch = {}
     for name, (dense, dtype, item_shape), (data, bounds) in zip(names, decoders, parts):
         if dense:
             batch[name] = data.view(dtype).reshape((count,) + item_shape)
         else:
             batch[name] = _unpack_ragged(data, bounds, dtype)
+    if mask_key is not None:
+        batch[mask_key] = np.arange(count) < valid
     return batch
 
 
@@ -321,7 +325,7 @@ class _Transformer:
                     self.end_step = native.call(_zr.zld_next_step)
                     self.cv.notify_all()
                 return
-            step, indices, parts = slot[0]
+            step, indices, parts, valid = slot[0]
             slot[0] = None
             box = self.transform_ref()
             if box is None:  # the DataLoader is gone; it closes us
@@ -329,15 +333,8 @@ class _Transformer:
                     self.held -= 1
                 return
             try:
-                batch = self.decode(parts, len(indices))
-                if self.info is None:
-                    out = box.fn(batch)
-                else:
-                    out = box.fn(batch, self.info(step, indices))
-                if out is None:
-                    raise TypeError("the transform returned None; it must return the "
-                                    "(transformed) batch")
-                item = (indices, out, None)
+                batch = self.decode(parts, len(indices), valid)
+                item = (indices, _apply(box.fn, batch, self.info, step, indices), None)
             except BaseException as exc:
                 item = (indices, None, exc)
             del box
@@ -385,6 +382,15 @@ class _Transformer:
                 t.join()
         with self.cv:
             self.results.clear()
+
+
+def _apply(fn, batch, info, step, indices):
+    """The transform fn on one decoded batch (info: None for a one-argument
+    transform, else the TransformInfo factory)."""
+    out = fn(batch) if info is None else fn(batch, info(step, indices))
+    if out is None:
+        raise TypeError("the transform returned None; it must return the (transformed) batch")
+    return out
 
 
 class _TransformBox:
@@ -566,7 +572,7 @@ class DataLoader(_Closing):
     was saved on (ValueError naming what changed).
     """
 
-    def __init__(self, streams, batch_size=256, mode="cyclic", seed=0, num_workers=0,
+    def __init__(self, streams, batch_size=256, mode="cyclic", seed=0, num_workers=None,
                  prefetch=0, transform=None, rank=0, world_size=1, start_step=0,
                  readahead=None, step=None, lengths=None, window=64, flip=None,
                  fingerprint=None, _pass=None, _resume=None, **kwargs):
@@ -578,7 +584,11 @@ class DataLoader(_Closing):
         mixture = streams if getattr(streams, "_zsh_mixture", False) else None  # loaderx.shards
         if mixture is not None:
             streams = mixture._bind(batch_size, mode, seed, world_size)
-        if not hasattr(streams, "items") or len(streams) == 0:
+        if not hasattr(streams, "items"):
+            hint = " (name each stream: {'x': store})" if isinstance(streams, (list, tuple)) else ""
+            raise TypeError("streams must be a dict {name: DenseStore/RaggedStore}, got "
+                            f"{type(streams).__name__}{hint}")
+        if len(streams) == 0:
             raise ValueError("streams must be a non-empty dict {name: DenseStore/RaggedStore}")
         names, stores = [], []
         for name, s in streams.items():
@@ -620,8 +630,10 @@ class DataLoader(_Closing):
         if mixture is not None:
             cfg = mixture._native_cfg(cfg)
         start_step = _u64("start_step", start_step)
-        num_workers = _u64("num_workers", num_workers) or (os.cpu_count() or 1)
-        prefetch = _u64("prefetch", prefetch) or 2 * num_workers
+        # As torch: 0 gathers on the consumer's thread; None is automatic.
+        num_workers = (os.cpu_count() or 1) if num_workers is None else _u64("num_workers",
+                                                                            num_workers)
+        prefetch = 1 if num_workers == 0 else _u64("prefetch", prefetch) or 2 * num_workers
         if readahead is None:
             readahead = _AUTO
         else:
@@ -639,6 +651,10 @@ class DataLoader(_Closing):
         self._slot = [None]  # the native batch of self._step once taken, until handed out
         self.last_indices = None
         self._flips = _flips(flip, names, stores)
+        self._mask_key = None if _pass is None else _pass.pop("mask_key", None)
+        if self._mask_key is not None and self._mask_key in names:
+            raise ValueError(f"even_batches adds the key {self._mask_key!r} to each batch, and a "
+                             "stream has that name; rename the stream")
         self._tbox = _TransformBox(transform) if transform is not None else None
         self._tinfo = transform is not None and _wants_info(transform)
         if _resume is None and fingerprint is not None:
@@ -659,7 +675,8 @@ class DataLoader(_Closing):
         options = {"batch_size": cfg["batch_size"], "mode": cfg["mode"],
                    "seed": cfg["seed"], "rank": cfg["rank"],
                    "world_size": cfg["world_size"], "start_step": self._step,
-                   "num_workers": self._num_workers, "prefetch": native_prefetch,
+                   "num_workers": self._num_workers or _zr.ZLD_WORKERS_NONE,
+                   "prefetch": native_prefetch,
                    "readahead": self._readahead}
         if self._pass is not None:
             options.update(self._pass, **{"pass": 1})
@@ -685,22 +702,23 @@ class DataLoader(_Closing):
         if note:
             warnings.warn(f"DataLoader resume: {note}", ResumeWarning, stacklevel=4)
         _OPEN.add(self)
+        self._info = None
+        if self._tinfo:
+            seed, rank = cfg["seed"], cfg["rank"]
+            epoch = None if self._pass is None else self._pass["epoch"]
+
+            def info(step, indices):
+                return TransformInfo(step, indices.view(np.int64), seed, rank, epoch)
+
+            self._info = info
         if nthreads:
-            names, decoders = self._names, self._decoders
+            names, decoders, mask_key = self._names, self._decoders, self._mask_key
 
-            def decode(parts, count):
-                return _decode(parts, decoders, names, count)
-
-            info = None
-            if self._tinfo:
-                seed, rank = cfg["seed"], cfg["rank"]
-                epoch = None if self._pass is None else self._pass["epoch"]
-
-                def info(step, indices):
-                    return TransformInfo(step, indices.view(np.int64), seed, rank, epoch)
+            def decode(parts, count, valid):  # holds no reference to the DataLoader
+                return _decode(parts, decoders, names, count, mask_key, valid)
 
             self._tf = _Transformer(self._native, len(names), decode,
-                                    weakref.ref(self._tbox), nthreads, info)
+                                    weakref.ref(self._tbox), nthreads, self._info)
 
     @classmethod
     def from_state(cls, streams, state, allow_grown=False, **options):
@@ -788,8 +806,15 @@ class DataLoader(_Closing):
                 if more is False:
                     self.close()
                     raise StopIteration
-            got, indices, parts = slot[0]
-            batch = _decode(parts, self._decoders, self._names, len(indices))
+            got, indices, parts, valid = slot[0]
+            batch = _decode(parts, self._decoders, self._names, len(indices), self._mask_key,
+                            valid)
+            if self._tbox is not None:  # num_workers=0: the transform runs here
+                try:
+                    batch = _apply(self._tbox.fn, batch, self._info, step, indices)
+                except Exception as exc:
+                    self.close()
+                    raise LoaderError(step, f"{type(exc).__name__}: {exc}") from exc
         indices = indices.view(np.int64)  # a fresh copy already; indices < 2**63
         # Hand the batch out: plain stores only from here to the return,
         # so an interrupt either keeps the batch for the next call or
@@ -957,7 +982,8 @@ class DataLoader(_Closing):
 
 
 _PASS_PARAMS = ("streams", "batch_size", "shuffle", "seed", "epoch", "drop_last", "rank",
-                "world_size", "num_workers", "prefetch", "transform", "readahead")
+                "world_size", "num_workers", "prefetch", "transform", "readahead",
+                "even_batches")
 
 
 class PassLoader:
@@ -965,8 +991,8 @@ class PassLoader:
     torch ``DataLoader`` + ``DistributedSampler`` of a test set).
 
     ``PassLoader(streams, batch_size=256, shuffle=False, seed=0, epoch=0,
-    drop_last=False, rank=0, world_size=1, num_workers=0, prefetch=0,
-    transform=None, readahead=None)``
+    drop_last=False, rank=0, world_size=1, num_workers=None, prefetch=0,
+    transform=None, readahead=None, even_batches=False)``
 
     Each ``iter(loader)`` (each ``for batch in loader``) is one pass: every
     record exactly once, in index order, or with ``shuffle`` in an order
@@ -975,6 +1001,9 @@ class PassLoader:
     :class:`DataLoader`, ``batch_size`` records each except the last,
     which is partial unless ``drop_last``. ``len(loader)`` is this rank's
     number of batches, ``loader.num_records`` its number of records.
+    Passes are independent: a second ``iter(loader)`` starts another pass
+    beside the first (each with its own threads), and both run to their
+    end; ``close()`` ends every pass still open.
 
     Ranks: step s of the pass is a global batch of batch_size *
     world_size records and rank r takes its r-th slice, as in the endless
@@ -986,14 +1015,23 @@ class PassLoader:
     summed metrics are exact. With ``drop_last`` the incomplete global
     batch is dropped on every rank.
 
+    ``even_batches=True`` (accelerate's option of that name, masked): every
+    rank gets the same number of batches, all of ``batch_size`` rows, so a
+    collective per batch (an all-reduce of a metric) cannot wait forever on
+    a rank that ran out. The rows past a rank's own records repeat a record
+    and are masked: each batch then has a ``'mask'`` entry, a bool array of
+    shape ``(batch_size,)``, True on the real rows (the leading ones). Sum
+    metrics over ``batch[...][mask]`` and each record still counts once.
+    ``len(loader)`` is then the same on every rank.
+
     The pass runs on the same native gather threads, transform threads
     (a two-argument ``transform(batch, info)`` gets :class:`TransformInfo`)
     and buffer recycling as the endless loader.
     """
 
     def __init__(self, streams, batch_size=256, shuffle=False, seed=0, epoch=0,
-                 drop_last=False, rank=0, world_size=1, num_workers=0, prefetch=0,
-                 transform=None, readahead=None, **kwargs):
+                 drop_last=False, rank=0, world_size=1, num_workers=None, prefetch=0,
+                 transform=None, readahead=None, even_batches=False, **kwargs):
         if kwargs:
             name = next(iter(kwargs))
             if name == "mode":
@@ -1008,7 +1046,8 @@ class PassLoader:
                       "prefetch": prefetch, "transform": transform, "readahead": readahead}
         self._shuffle = bool(shuffle)
         self._drop_last = bool(drop_last)
-        self._current = None
+        self._even = bool(even_batches)
+        self._open = weakref.WeakSet()  # passes not yet closed
         # Validate now (and learn the length) with a loader that is closed
         # straight away; it starts no work beyond its threads.
         probe = self._loader(0)
@@ -1017,10 +1056,11 @@ class PassLoader:
         probe.close()
 
     def _loader(self, start_step):
-        return DataLoader(self._streams, start_step=start_step,
-                          _pass={"shuffle": int(self._shuffle),
-                                 "drop_last": int(self._drop_last), "epoch": self._epoch},
-                          **self._opts)
+        opts = {"shuffle": int(self._shuffle), "drop_last": int(self._drop_last),
+                "epoch": self._epoch}
+        if self._even:
+            opts.update(even_batches=1, mask_key="mask")
+        return DataLoader(self._streams, start_step=start_step, _pass=opts, **self._opts)
 
     def set_epoch(self, epoch):
         """Shuffle the next passes for ``epoch`` (as DistributedSampler's)."""
@@ -1036,7 +1076,8 @@ class PassLoader:
 
     @property
     def num_records(self):
-        """Records this rank sees in a pass."""
+        """Records this rank sees in a pass (its real rows with
+        ``even_batches``)."""
         b, w, r = self._opts["batch_size"], self._opts["world_size"], self._opts["rank"]
         g = b * w
         full = self._length // g
@@ -1047,22 +1088,22 @@ class PassLoader:
 
     def __iter__(self):
         """A new pass (a :class:`DataLoader` that stops after the pass's
-        last batch; closing it ends the pass early). The previous pass's
-        iterator, if still open, is closed."""
+        last batch; closing it ends the pass early). Other passes still
+        open go on, independently."""
         return self.iter_from(0)
 
     def iter_from(self, step):
         """A pass starting at ``step`` (to resume an interrupted pass:
         ``loader.iter_from(it.step)``)."""
-        self.close()
-        self._current = self._loader(_u64("step", step))
-        return self._current
+        it = self._loader(_u64("step", step))
+        self._open.add(it)
+        return it
 
     def close(self):
-        """Close the current pass's iterator (idempotent)."""
-        cur, self._current = self._current, None
-        if cur is not None:
-            cur.close()
+        """Close every pass still open (idempotent)."""
+        for it in list(self._open):
+            it.close()
+        self._open = weakref.WeakSet()
 
     def __enter__(self):
         return self

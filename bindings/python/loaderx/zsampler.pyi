@@ -4,15 +4,20 @@ from typing import Iterator, Union
 import numpy as np
 import numpy.typing as npt
 
-class Mode(enum.Enum):
-    SEQUENTIAL = ...
-    IID = ...
-    CYCLIC = ...
+__all__ = ["Sampler", "BucketSampler"]
 
+class Mode(enum.Enum):
+    SEQUENTIAL = 0
+    IID = 1
+    CYCLIC = 2
+
+# Sampler.Mode is this class; inside the class body the name Mode would be
+# that attribute (not a type), so the annotations there use _Mode.
+_Mode = Mode
 ModeLike = Union[Mode, str, int]
 
 class Sampler:
-    Mode = Mode
+    Mode: type[_Mode]
     def __init__(self, length: int, batch_size: int, mode: ModeLike = ..., seed: int = ...,
                  rank: int = ..., world_size: int = ..., step: int = ...) -> None: ...
     @property
@@ -20,7 +25,7 @@ class Sampler:
     @property
     def batch_size(self) -> int: ...
     @property
-    def mode(self) -> Mode: ...
+    def mode(self) -> _Mode: ...
     @property
     def seed(self) -> int: ...
     @property
