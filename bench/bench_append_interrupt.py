@@ -2,7 +2,9 @@
 an interrupted `append` (Python: KeyboardInterrupt caught; `zr ingest` and
 `zr recode`: the process exit), on incompressible and compressible records.
 Each case runs in its own process, interrupted once its appends are under
-way. Usage: python3 bench/bench_append_interrupt.py [--trials N] [--zr PATH]"""
+way. --fixed-slices reproduces the earlier Python append (fixed 32 MiB
+slices, the same native call) for comparison; --zr picks the zr binary.
+Usage: python3 bench/bench_append_interrupt.py [--trials N] [--zr PATH] [--fixed-slices]"""
 import argparse
 import os
 import shutil
@@ -34,9 +36,14 @@ def fire():
     sent.append(time.monotonic())
     os.kill(os.getpid(), signal.SIGINT)
 threading.Timer(float(sys.argv[6]), fire).start()
+from loaderx import _zr
+def fixed(arr):  # the earlier append loop: 32 MiB slices whatever the codec
+    per = max(1, (32 << 20) // arr.shape[1])
+    for a in range(0, len(arr), per):
+        _zr.zrs_append_dense(st._handle(), arr[a:a + per], len(arr[a:a + per]))
 try:
     for _ in range(1000):
-        st.append(x)
+        fixed(x) if sys.argv[7] == "fixed" else st.append(x)
     print("finished")
 except KeyboardInterrupt:
     print(time.monotonic() - sent[0])
@@ -51,10 +58,10 @@ def data(kind, rng):
     return words[idx].reshape(N, RECORD)
 
 
-def python_latency(tmp, codec, kind, npy, dict_path, delay):
+def python_latency(tmp, codec, kind, npy, dict_path, delay, how):
     path = os.path.join(tmp, f"py-{codec}-{kind}")
     out = subprocess.run([sys.executable, "-c", CHILD, path, codec, kind, dict_path, npy,
-                          str(delay)], capture_output=True, text=True, timeout=600)
+                          str(delay), how], capture_output=True, text=True, timeout=600)
     shutil.rmtree(path, ignore_errors=True)
     if out.returncode != 0 or out.stdout.strip() == "finished":
         raise RuntimeError(out.stdout + out.stderr)
@@ -74,6 +81,8 @@ def zr_latency(argv, wait_for, delay):
     p.wait(timeout=600)
     took = time.monotonic() - sent
     err = p.stderr.read().decode()
+    if p.returncode == 0:  # done before the signal: nothing to measure
+        return None
     if p.returncode != 130:
         raise RuntimeError(f"{argv}: exit {p.returncode}: {err}")
     return took
@@ -83,6 +92,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--zr", default=shutil.which("zr"))
+    ap.add_argument("--fixed-slices", action="store_true")
+    ap.add_argument("--no-zr", action="store_true")
     a = ap.parse_args()
     rng = np.random.default_rng(0)
     tmp = tempfile.mkdtemp()
@@ -96,14 +107,14 @@ def main():
             with open(dict_path, "wb") as f:
                 f.write(utils.train_dict([bytes(r) for r in x[:2000]], tier="fast"))
             src = os.path.join(tmp, f"src-{kind}")
-            with DenseStore.create(src, "uint8", (RECORD,), codec="raw") as st:
-                for _ in range(4):
-                    st.append(x)
+            if a.zr and not a.no_zr:  # by that zr, so its own build can read it back
+                subprocess.run([a.zr, "ingest", "-q", "--codec", "raw", npy, src], check=True)
             for codec in ("raw", "zstd", "zstd_dict"):
-                py = [python_latency(tmp, codec, kind, npy, dict_path, 0.5 + 0.1 * t)
+                how = "fixed" if a.fixed_slices else "timed"
+                py = [python_latency(tmp, codec, kind, npy, dict_path, 0.5 + 0.1 * t, how)
                       for t in range(a.trials)]
                 zi, zc = [], []
-                if a.zr:
+                if a.zr and not a.no_zr:
                     for t in range(a.trials):
                         dst = os.path.join(tmp, f"zi-{t}")
                         extra = ["--dict", dict_path] if codec == "zstd_dict" else []
@@ -117,9 +128,14 @@ def main():
                                              0.3 + 0.1 * t))
                         shutil.rmtree(dst, ignore_errors=True)
                 rows.append((codec, kind, py, zi, zc))
-                print(f"{codec:9s} {kind:14s}  append max {max(py) * 1e3:6.0f} ms"
-                      + (f"   zr ingest max {max(zi) * 1e3:6.0f} ms   zr recode max "
-                         f"{max(zc) * 1e3:6.0f} ms" if zi else ""), flush=True)
+
+                def worst(v):
+                    v = [t for t in v if t is not None]
+                    return f"{max(v) * 1e3:6.0f} ms" if v else "  (done before the signal)"
+
+                print(f"{codec:9s} {kind:14s}  append max {worst(py)}"
+                      + (f"   zr ingest max {worst(zi)}   zr recode max {worst(zc)}"
+                         if zi else ""), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -287,10 +287,10 @@ ZRS_API int zrs_ragged_decode(const void *record, uint64_t size,
  * GB/s, zstd_dict's level 19 a few MB/s). The first slice
  * (last_ns == 0) is ZRS_SLICE_FIRST_BYTES; each next one moves, at the
  * speed the last one had (last_bytes in last_ns), what fits in the target,
- * within [ZRS_SLICE_MIN_BYTES, max_bytes] (max_bytes bounds the memory a
- * slice needs). Slices of a fixed 32 MiB took seconds under zstd_dict;
+ * at most 4 times the last one, within [ZRS_SLICE_MIN_BYTES, max_bytes]
+ * (max_bytes bounds the memory a slice needs). Slices of a fixed 32 MiB took seconds under zstd_dict;
  * the Python binding and zr both use this rule. */
-#define ZRS_SLICE_TARGET_NS 100000000ull
+#define ZRS_SLICE_TARGET_NS 50000000ull
 #define ZRS_SLICE_FIRST_BYTES ((uint64_t)256 << 10)
 #define ZRS_SLICE_MIN_BYTES ((uint64_t)64 << 10)
 ZRS_API uint64_t zrs_slice_bytes(uint64_t last_bytes, uint64_t last_ns, uint64_t max_bytes);

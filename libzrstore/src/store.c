@@ -829,6 +829,10 @@ uint64_t zrs_slice_bytes(uint64_t last_bytes, uint64_t last_ns, uint64_t max_byt
     uint64_t next = ZRS_SLICE_FIRST_BYTES;
     if (last_ns > 0 && last_bytes > 0) {
         double want = (double)last_bytes * ((double)ZRS_SLICE_TARGET_NS / (double)last_ns);
+        /* At most 4 times the last slice: one fast slice (the CPU briefly
+         * to itself, data that compresses fast) must not size a slow one. */
+        double cap = 4.0 * (double)last_bytes;
+        want = want < cap ? want : cap;
         next = want >= (double)UINT64_MAX ? UINT64_MAX : (uint64_t)want;
         if (next < ZRS_SLICE_MIN_BYTES)
             next = ZRS_SLICE_MIN_BYTES;

@@ -81,6 +81,19 @@ static char *state_of(zld_loader *l)
     return t;
 }
 
+/* The state of a loader over stores s[0..n) with options o after `steps`
+ * batches (their indices into `taken`, may be NULL); the loader closed. */
+static char *state_after(zrs_store *const *s, size_t n, zld_options o, uint64_t steps,
+                         uint64_t *taken)
+{
+    zld_loader *l = NULL;
+    assert_int_equal(zld_create(&l, s, n, &o), ZR_OK);
+    take(l, steps, o.batch_size, taken);
+    char *t = state_of(l);
+    zld_close(l);
+    return t;
+}
+
 /* A loader over stores resuming `text` with options o: the status. */
 static int resume(zld_loader **l, zrs_store *const *s, size_t n, zld_options o, const char *text)
 {
@@ -146,11 +159,8 @@ static void test_differences_are_named(void **state)
     const char *names[2] = {"x", "y"};
     zld_options o = opts(10, ZSM_CYCLIC, 3);
     o.names = names;
-    zld_loader *l = NULL, *r = NULL;
-    assert_int_equal(zld_create(&l, s, 2, &o), ZR_OK);
-    take(l, 4, 10, NULL);
-    char *t = state_of(l);
-    zld_close(l);
+    zld_loader *r = NULL;
+    char *t = state_after(s, 2, o, 4, NULL);
 
     /* Other options: each named, with both values. */
     zld_options o2 = o;
@@ -269,12 +279,9 @@ static void test_grown_cyclic_finishes_the_cycle(void **state)
     fixture *fx = *state;
     zrs_store *s[1] = {make_store(zt_dir_at(fx, "a"), 100, 0)};
     zld_options o = opts(10, ZSM_CYCLIC, 11);
-    zld_loader *l = NULL, *r = NULL;
-    assert_int_equal(zld_create(&l, s, 1, &o), ZR_OK);
+    zld_loader *r = NULL;
     uint64_t first[3 * 10];
-    take(l, 3, 10, first);
-    char *t = state_of(l);
-    zld_close(l);
+    char *t = state_after(s, 1, o, 3, first);
     append(s[0], 25, 100);
 
     o.resume_flags = ZLD_RESUME_ALLOW_GROWN;
@@ -342,16 +349,10 @@ static void test_grown_iid_and_sequential(void **state)
     fixture *fx = *state;
     zrs_store *s[1] = {make_store(zt_dir_at(fx, "a"), 95, 0)};
     zld_options o = opts(10, ZSM_IID, 2);
-    zld_loader *l = NULL, *r = NULL;
-    assert_int_equal(zld_create(&l, s, 1, &o), ZR_OK);
-    take(l, 4, 10, NULL);
-    char *ti = state_of(l);
-    zld_close(l);
+    zld_loader *r = NULL;
+    char *ti = state_after(s, 1, o, 4, NULL);
     o.mode = ZSM_SEQUENTIAL;
-    assert_int_equal(zld_create(&l, s, 1, &o), ZR_OK);
-    take(l, 4, 10, NULL);
-    char *ts = state_of(l);
-    zld_close(l);
+    char *ts = state_after(s, 1, o, 4, NULL);
     append(s[0], 50, 95);
 
     o.mode = ZSM_IID;
@@ -393,12 +394,9 @@ static void test_grown_pass_keeps_its_length(void **state)
     zrs_store *s[1] = {make_store(zt_dir_at(fx, "a"), 50, 0)};
     zld_options o = opts(8, ZSM_SEQUENTIAL, 0);
     o.pass = 1;
-    zld_loader *l = NULL, *r = NULL;
-    assert_int_equal(zld_create(&l, s, 1, &o), ZR_OK);
-    take(l, 2, 8, NULL);
-    char *t = state_of(l);
+    zld_loader *r = NULL;
+    char *t = state_after(s, 1, o, 2, NULL);
     zt_assert_mentions(t, "\"pass\":{");
-    zld_close(l);
     append(s[0], 30, 50);
     o.resume_flags = ZLD_RESUME_ALLOW_GROWN;
     assert_int_equal(resume(&r, s, 1, o, t), ZR_OK);

@@ -149,7 +149,7 @@ int zr_sink_open(zr_sink *k, zrs_kind kind, zrs_dtype dtype, const uint64_t *sha
                  const void *samples, const uint64_t *bounds, uint64_t nsamples);
 /* Dense: bounds NULL, nbytes = count * record size. Ragged: packed
  * records, bounds[0..count]. Committed in slices timed by zrs_slice_bytes
- * (about 0.1 s each, whatever the codec costs), stopping early, with
+ * (about 50 ms each, whatever the codec costs), stopping early, with
  * status 0, once Ctrl-C was pressed (zr_interrupted): k->added says how
  * many of the records were committed. */
 int zr_sink_append(zr_sink *k, const void *data, const uint64_t *bounds, uint64_t count,

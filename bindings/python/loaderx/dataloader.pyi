@@ -3,13 +3,13 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 import numpy as np
 import numpy.typing as npt
 
-from .zsampler import ModeLike
+from .zsampler import _ModeLike
 
 __all__ = ["DataLoader", "PassLoader", "LoaderError", "ResumeWarning", "TransformInfo", "pad"]
 
-Batch = dict[str, Any]
-Transform = Union[Callable[[Batch], Any], Callable[[Batch, "TransformInfo"], Any]]
-State = dict[str, Any]
+_Batch = dict[str, Any]
+_Transform = Union[Callable[[_Batch], Any], Callable[[_Batch, "TransformInfo"], Any]]
+_State = dict[str, Any]
 
 class LoaderError(RuntimeError):
     step: int
@@ -30,9 +30,9 @@ class TransformInfo:
 
 class DataLoader:
     last_indices: Optional[npt.NDArray[np.int64]]
-    def __init__(self, streams: Mapping[str, Any], batch_size: int = ..., mode: ModeLike = ...,
+    def __init__(self, streams: Mapping[str, Any], batch_size: int = ..., mode: _ModeLike = ...,
                  seed: int = ..., num_workers: Optional[int] = ..., prefetch: int = ...,
-                 transform: Optional[Transform] = ..., rank: int = ..., world_size: int = ...,
+                 transform: Optional[_Transform] = ..., rank: int = ..., world_size: int = ...,
                  start_step: int = ..., readahead: Optional[int] = ...,
                  step: Optional[int] = ..., lengths: Optional[npt.ArrayLike] = ...,
                  window: int = ..., flip: Optional[Mapping[str, float]] = ...,
@@ -51,8 +51,8 @@ class DataLoader:
     def batch_size(self) -> int: ...
     @property
     def names(self) -> list[str]: ...
-    def state(self) -> State: ...
-    def state_dict(self) -> State: ...
+    def state(self) -> _State: ...
+    def state_dict(self) -> _State: ...
     def load_state_dict(self, state: Mapping[str, Any], allow_grown: bool = ...) -> None: ...
     @property
     def closed(self) -> bool: ...
@@ -64,7 +64,7 @@ class PassLoader:
     def __init__(self, streams: Mapping[str, Any], batch_size: int = ..., shuffle: bool = ...,
                  seed: int = ..., epoch: int = ..., drop_last: bool = ..., rank: int = ...,
                  world_size: int = ..., num_workers: Optional[int] = ..., prefetch: int = ...,
-                 transform: Optional[Transform] = ..., readahead: Optional[int] = ...,
+                 transform: Optional[_Transform] = ..., readahead: Optional[int] = ...,
                  even_batches: bool = ..., **kwargs: Any) -> None: ...
     def set_epoch(self, epoch: int) -> None: ...
     @property

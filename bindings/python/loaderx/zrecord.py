@@ -407,7 +407,7 @@ class RaggedBatch:
 # calls only, so Ctrl-C takes effect within one slice instead of after the
 # whole call. Gathers take whole slices (a read is fast whatever the
 # codec); appends size each slice by the speed of the last one
-# (zrs_slice_bytes: about 0.1 s each, so zstd_dict's slow level 19 gets
+# (zrs_slice_bytes: about 50 ms each, so zstd_dict's slow level 19 gets
 # small slices and raw big ones). An interrupted append has committed the
 # slices before the interrupt: a prefix of whole records (len() tells how
 # many), never a partial record.

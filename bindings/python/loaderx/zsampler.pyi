@@ -14,11 +14,11 @@ class Mode(enum.Enum):
 # Sampler.Mode is this class; inside the class body the name Mode would be
 # that attribute (not a type), so the annotations there use _Mode.
 _Mode = Mode
-ModeLike = Union[Mode, str, int]
+_ModeLike = Union[Mode, str, int]
 
 class Sampler:
     Mode: type[_Mode]
-    def __init__(self, length: int, batch_size: int, mode: ModeLike = ..., seed: int = ...,
+    def __init__(self, length: int, batch_size: int, mode: _ModeLike = ..., seed: int = ...,
                  rank: int = ..., world_size: int = ..., step: int = ...) -> None: ...
     @property
     def length(self) -> int: ...
