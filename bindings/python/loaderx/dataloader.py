@@ -1,15 +1,17 @@
 """DataLoader: the endless, step-based prefetching loader.
 
 ``DataLoader(streams, batch_size=256, mode='cyclic', seed=0,
-num_workers=0, prefetch=0, transform=None, rank=0, world_size=1,
+num_workers=None, prefetch=0, transform=None, rank=0, world_size=1,
 start_step=0, readahead=None)`` reads a dict of index-aligned streams
 (open DenseStore / RaggedStore objects of equal length, or other stream
 objects speaking the same protocol, such as :func:`loaderx.mrec.lmdb_streams`
 reading an LMDB collection directly). Step ``k`` draws
 the sampler's indices for ``k`` (see :mod:`loaderx.zsampler`; ``mode`` is a
 name or a ``Sampler.Mode``), gathers every stream at those same indices on
-native worker threads without the GIL (``num_workers``, 0 = CPU count; up
-to ``prefetch`` batches ahead, 0 = 2 * num_workers) and yields
+native worker threads without the GIL (``num_workers``, None = CPU count;
+0 = no worker threads, as torch: each batch is gathered, and transformed,
+on the thread calling ``next()``; up to ``prefetch`` batches ahead, 0 = 2 *
+num_workers) and yields
 ``{name: value}`` in the dict's order:
 
 * dense stream: an ndarray of shape ``(batch_size, *item_shape)`` and the
