@@ -120,6 +120,8 @@ def test_flips_are_in_the_state(tmp_path):
         DataLoader.from_state({"x": img}, state, flip={"x": 0.7})
     with pytest.raises(ValueError, match="flip: stream 'x' is flipped in the state, not now"):
         DataLoader.from_state({"x": img}, state, flip=None)
+    with DataLoader({"x": img}, **state) as dl:  # the state's own flips, checked
+        np.testing.assert_array_equal(next(dl)["x"], want)
 
 
 def test_mixture_sources_weights_and_modes(tmp_path):

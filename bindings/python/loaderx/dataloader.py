@@ -662,7 +662,10 @@ class DataLoader(_Closing):
         if _resume is None and fingerprint is not None:
             # DataLoader(streams, **state): the other entries are these
             # arguments; the fingerprint is checked against the streams.
-            _resume = (_state_text({"step": start_step, "fingerprint": fingerprint}), 0)
+            saved = {"step": start_step, "fingerprint": fingerprint}
+            if flip:  # a state lists its flips; none given means none saved
+                saved["flip"] = dict(flip)
+            _resume = (_state_text(saved), 0)
         self._start(*(_resume or (None, 0)))
 
     def _start(self, resume=None, resume_flags=0):
