@@ -73,6 +73,17 @@ static void take(zld_loader *l, uint64_t steps, uint64_t batch, uint64_t *out)
     }
 }
 
+/* got[k * batch_size ...] holds the sampler's steps from..from+steps-1 of c. */
+static void expect_steps(const zsm_config *c, uint64_t from, uint64_t steps, const uint64_t *got)
+{
+    uint64_t want[64];
+    assert_true(c->batch_size <= 64);
+    for (uint64_t k = 0; k < steps; k++) {
+        assert_int_equal(zsm_indices(c, from + k, want), ZSM_OK);
+        assert_memory_equal(got + k * c->batch_size, want, c->batch_size * sizeof *want);
+    }
+}
+
 static char *state_of(zld_loader *l)
 {
     char *t = NULL;
@@ -303,24 +314,16 @@ static void test_grown_cyclic_finishes_the_cycle(void **state)
         assert_int_equal(seen[i], 1);
     /* The same steps as a loader that never saw the growth. */
     zsm_config c = {100, 10, 11, ZSM_CYCLIC, 0, 1};
-    for (uint64_t k = 0; k < 7; k++) {
-        uint64_t want[10];
-        assert_int_equal(zsm_indices(&c, 3 + k, want), ZSM_OK);
-        assert_memory_equal(rest + k * 10, want, sizeof want);
-    }
+    expect_steps(&c, 3, 7, rest);
     /* Cycle 1 over 125 records: the sampler's cycle 1 of that length. */
     char *t2 = state_of(r);
     zt_assert_mentions(t2, "\"schedule\"");
     take(r, 12, 10, next);
     memset(seen, 0, sizeof seen);
     zsm_config c2 = {125, 10, 11, ZSM_CYCLIC, 0, 1};
-    for (uint64_t k = 0; k < 12; k++) {
-        uint64_t want[10];
-        assert_int_equal(zsm_indices(&c2, 12 + k, want), ZSM_OK);
-        assert_memory_equal(next + k * 10, want, sizeof want);
-        for (size_t i = 0; i < 10; i++)
-            assert_int_equal(seen[next[k * 10 + i]]++, 0);
-    }
+    expect_steps(&c2, 12, 12, next);
+    for (size_t i = 0; i < 12 * 10; i++)
+        assert_int_equal(seen[next[i]]++, 0);
     /* Saved before the switch, or after it, and resumed on the same data:
      * the same steps again. */
     zld_loader *r2 = NULL;
@@ -361,11 +364,7 @@ static void test_grown_iid_and_sequential(void **state)
     uint64_t got[3 * 10];
     take(r, 3, 10, got);
     zsm_config c = {145, 10, 2, ZSM_IID, 0, 1};
-    for (uint64_t k = 0; k < 3; k++) {
-        uint64_t want[10];
-        assert_int_equal(zsm_indices(&c, 4 + k, want), ZSM_OK);
-        assert_memory_equal(got + k * 10, want, sizeof want);
-    }
+    expect_steps(&c, 4, 3, got);
     zld_close(r);
 
     /* Sequential at step 4 over 95: window 40..49; the pass over 95 ends
