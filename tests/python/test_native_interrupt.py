@@ -137,18 +137,20 @@ def test_ctrl_c_during_a_zstd_dict_append(tmp_path, kind):
 def _zr_interrupted(argv, store, timeout=600):
     """Run zr with argv, SIGINT it once `store` holds committed records;
     (seconds from the signal to its exit, exit status, stderr)."""
-    import os
     import signal
     import time
+    from loaderx.zrecord import DenseStore
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    meta = os.path.join(store, "meta.zr")
     t0 = time.monotonic()
     while p.poll() is None and time.monotonic() - t0 < timeout:
-        if os.path.exists(os.path.join(store, "store.zr")) and os.path.getsize(meta) == 32:
-            with open(meta, "rb") as f:
-                if int.from_bytes(f.read(8), "little") > 0:
+        # A reader beside the writer sees each committed piece.
+        try:
+            with DenseStore.open(store, readonly=True) as st:
+                if len(st) > 0:
                     break
+        except (OSError, ValueError):  # not created yet, or mid-create
+            pass
         time.sleep(0.02)
     sent = time.monotonic()
     p.send_signal(signal.SIGINT)
