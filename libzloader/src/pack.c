@@ -112,8 +112,15 @@ static int learn_item(zld_packer *p, const zld_stream *st, size_t s, const uint6
         return zr_set_error(ZR_ENOMEM, "pack: out of memory for a record of %llu bytes",
                             (unsigned long long)size);
     int rc = st->gather(st->user, &best, 1, rec, size, bounds);
+    if (rc != ZR_OK) {
+        char cause[512];
+        snprintf(cause, sizeof cause, "%s", zr_last_error());
+        free(rec);
+        return zr_set_error(rc < 0 ? rc : ZR_EINVAL, "pack: stream %zu (%s): reading record %llu "
+                            "for its shape: %s", s, sname(st), (unsigned long long)best, cause);
+    }
     uint64_t ndim = 0, dims[MAX_ITEM_DIMS + 1], at = 0;
-    if (rc == ZR_OK) rc = decode_prefix(rec, size, st, s, best, &ndim, dims, &at);
+    rc = decode_prefix(rec, size, st, s, best, &ndim, dims, &at);
     free(rec);
     if (rc != ZR_OK) return rc;
     if (dims[0] == 0 || size == at || (size - at) % dims[0] != 0)
@@ -577,6 +584,11 @@ static int gather_docs(const zld_packer *p, const zld_stream *st, size_t s, cons
         rc = *buf ? st->gather(st->user, docs, nu, *buf, total, bounds)
                   : zr_set_error(ZR_ENOMEM, "pack: out of memory for %llu bytes of records",
                                  (unsigned long long)total);
+    }
+    if (rc != ZR_OK && rc != ZR_ENOMEM) { /* a callback's error: say which stream */
+        char cause[512];
+        snprintf(cause, sizeof cause, "%s", zr_last_error());
+        rc = zr_set_error(rc < 0 ? rc : ZR_EINVAL, "stream %zu (%s): %s", s, sname(st), cause);
     }
     for (uint64_t u = 0; rc == ZR_OK && u < nu; u++) {
         uint64_t ndim, dims[MAX_ITEM_DIMS + 1], off;

@@ -521,6 +521,116 @@ static void test_detach(void **state)
     close_corpus(s);
 }
 
+/* ------------------------------------------------- failing streams */
+
+/* A generic ragged stream of n documents (doc d: d % 13 + 1 int32 tokens)
+ * that can fail its gather at one record, or lie about a record's shape
+ * after the loader planned it. */
+typedef struct fake {
+    uint64_t n;
+    uint64_t fail_at;  /* gather of this record fails (UINT64_MAX: never) */
+    uint64_t lie_at;   /* this record's prefix says one token more */
+} fake;
+
+static uint64_t fake_len(uint64_t d) { return d % 13 + 1; }
+
+static int fake_sizes(void *user, const uint64_t *index, uint64_t count, uint64_t *sizes)
+{
+    (void)user;
+    for (uint64_t i = 0; i < count; i++) sizes[i] = 16 + 4 * fake_len(index[i]);
+    return ZR_OK;
+}
+
+static int fake_gather(void *user, const uint64_t *index, uint64_t count, void *dst,
+                       uint64_t cap, const uint64_t *bounds)
+{
+    const fake *f = user;
+    (void)cap;
+    for (uint64_t i = 0; i < count; i++) {
+        if (index[i] == f->fail_at)
+            return zr_set_error(ZR_EIO, "fake: record %llu cannot be read",
+                                (unsigned long long)index[i]);
+        unsigned char *rec = (unsigned char *)dst + bounds[i];
+        uint64_t n = fake_len(index[i]);
+        zt_put_le64(rec, 1);
+        zt_put_le64(rec + 8, n + (index[i] == f->lie_at));
+        for (uint64_t j = 0; j < n; j++) zt_put_le32(rec + 16 + 4 * j, (uint32_t)TOKEN(index[i], j));
+    }
+    return ZR_OK;
+}
+
+static zld_stream fake_stream(fake *f)
+{
+    zld_stream st;
+    memset(&st, 0, sizeof st);
+    st.user = f;
+    st.name = "fake";
+    st.length = f->n;
+    st.kind = ZLD_STREAM_RAGGED;
+    st.gather = fake_gather;
+    st.sizes = fake_sizes;
+    return st;
+}
+
+/* A failing gather, or a record that no longer matches the plan, stops the
+ * loader at the step that needs it: earlier steps are delivered, then
+ * ZR_ESTATE naming the step and the cause. */
+static void test_failures_surface_at_their_step(void **state)
+{
+    (void)state;
+    for (int lie = 0; lie <= 1; lie++) {
+        fake f = {200, UINT64_MAX, UINT64_MAX};
+        zld_stream st = fake_stream(&f);
+        zld_options o = pack_opts(ZSM_PACK_BEST_FIT, ZSM_PACK_SPLIT, 2, 0);
+        o.pass = 1; /* index order: the failing record's step is known */
+        zld_loader *l = NULL;
+        assert_int_equal(zld_create_streams(&l, &st, 1, &o), ZR_OK);
+        /* find the first step holding record 150 */
+        uint64_t step = UINT64_MAX;
+        for (uint64_t k = 0; k < zld_steps(l) && step == UINT64_MAX; k++) {
+            zld_batch *b = NULL;
+            assert_int_equal(zld_next(l, &b), ZR_OK);
+            zld_pack_info in;
+            assert_int_equal(zld_batch_pack_info(b, &in), ZR_OK);
+            for (uint64_t q = 0; q < in.segments; q++)
+                if (zld_batch_indices(b)[q] == 150) step = k;
+            zld_batch_free(b);
+        }
+        zld_close(l);
+        assert_true(step != UINT64_MAX);
+        if (lie) f.lie_at = 150;
+        else f.fail_at = 150;
+        assert_int_equal(zld_create_streams(&l, &st, 1, &o), ZR_OK);
+        for (uint64_t k = 0; k < step; k++) {
+            zld_batch *b = NULL;
+            assert_int_equal(zld_next(l, &b), ZR_OK);
+            zld_batch_free(b);
+        }
+        zld_batch *b = NULL;
+        assert_int_equal(zld_next(l, &b), ZR_ESTATE);
+        assert_null(b);
+        char want[64];
+        snprintf(want, sizeof want, "step %llu", (unsigned long long)step);
+        assert_msg(want);
+        assert_msg(lie ? "record 150 changed" : "record 150 cannot be read");
+        uint64_t at = 0;
+        assert_int_equal(zld_failed(l, &at), 1);
+        assert_int_equal(at, step);
+        zld_close(l);
+    }
+    /* a gather that fails at create: the loader is not made */
+    fake f = {50, 3, UINT64_MAX};
+    zld_stream st = fake_stream(&f);
+    zld_options o = pack_opts(ZSM_PACK_FIRST_FIT, ZSM_PACK_SPLIT, 2, 0);
+    zld_loader *l = NULL;
+    /* the longest record (13 tokens: doc 12) is read at create; make it fail */
+    f.fail_at = 12;
+    assert_int_equal(zld_create_streams(&l, &st, 1, &o), ZR_EIO);
+    assert_null(l);
+    assert_msg("stream 0 (fake): reading record 12 for its shape");
+    assert_msg("record 12 cannot be read");
+}
+
 /* ---------------------------------------------------------- refusals */
 
 static void test_refusals(void **state)
@@ -622,6 +732,7 @@ int main(void)
                                         zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_ranks_split_the_global_batch, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_detach, setup, zt_dir_teardown),
+        cmocka_unit_test(test_failures_surface_at_their_step),
         cmocka_unit_test_setup_teardown(test_refusals, setup, zt_dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
