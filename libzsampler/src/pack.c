@@ -12,6 +12,7 @@
  * rows per value, so the tightest row is a find-next-set-bit away).
  */
 #include "zsampler.h"
+#include "zsm_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -44,38 +45,36 @@ const char *zsm_pack_overlong_name(zsm_pack_overlong overlong)
     return NULL;
 }
 
-static int name_eq(const char *a, const char *b)
+/* The value among values[0..n) whose name (namer) is `name`, ignoring case. */
+static int parse_name(const char *name, const char *(*namer)(int), const int *values, size_t n,
+                      int *out)
 {
-    for (;; a++, b++) {
-        unsigned char ca = (unsigned char)*a, cb = (unsigned char)*b;
-        if (ca >= 'A' && ca <= 'Z') ca = (unsigned char)(ca - 'A' + 'a');
-        if (ca != cb) return 0;
-        if (ca == 0) return 1;
-    }
-}
-
-int zsm_pack_policy_parse(const char *name, zsm_pack_policy *out)
-{
-    static const zsm_pack_policy all[] = {ZSM_PACK_FIRST_FIT, ZSM_PACK_BEST_FIT, ZSM_PACK_CONCAT};
     if (name == NULL || out == NULL) return ZSM_EINVAL;
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (name_eq(name, zsm_pack_policy_name(all[i]))) {
-            *out = all[i];
+    for (size_t i = 0; i < n; i++)
+        if (zsm__name_eq(name, namer(values[i]))) {
+            *out = values[i];
             return ZSM_OK;
         }
     return ZSM_EINVAL;
+}
+
+static const char *policy_namer(int v) { return zsm_pack_policy_name((zsm_pack_policy)v); }
+static const char *overlong_namer(int v) { return zsm_pack_overlong_name((zsm_pack_overlong)v); }
+
+int zsm_pack_policy_parse(const char *name, zsm_pack_policy *out)
+{
+    static const int all[] = {ZSM_PACK_FIRST_FIT, ZSM_PACK_BEST_FIT, ZSM_PACK_CONCAT};
+    int v = 0, rc = parse_name(name, policy_namer, all, 3, out ? &v : NULL);
+    if (rc == ZSM_OK) *out = (zsm_pack_policy)v;
+    return rc;
 }
 
 int zsm_pack_overlong_parse(const char *name, zsm_pack_overlong *out)
 {
-    static const zsm_pack_overlong all[] = {ZSM_PACK_SPLIT, ZSM_PACK_TRUNCATE, ZSM_PACK_DROP};
-    if (name == NULL || out == NULL) return ZSM_EINVAL;
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (name_eq(name, zsm_pack_overlong_name(all[i]))) {
-            *out = all[i];
-            return ZSM_OK;
-        }
-    return ZSM_EINVAL;
+    static const int all[] = {ZSM_PACK_SPLIT, ZSM_PACK_TRUNCATE, ZSM_PACK_DROP};
+    int v = 0, rc = parse_name(name, overlong_namer, all, 3, out ? &v : NULL);
+    if (rc == ZSM_OK) *out = (zsm_pack_overlong)v;
+    return rc;
 }
 
 /* ----------------------------------------------------------- validate */
