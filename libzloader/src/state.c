@@ -456,17 +456,23 @@ static int only_keys(json_object *o, const char *where, const char *const *keys,
 
 /* ------------------------------------------------------- options */
 
-/* Pack mode's options: each one the state has must be this loader's. */
+/* Pack mode's options: each one the state has must be this loader's; a
+ * state of mode "pack" has them all. (A state without a mode, as a
+ * binding rebuilds from options it was given again, has only those.) */
 static int check_pack(json_object *root, diffs *d, reader *r)
 {
     const zld_plan *p = d->p;
+    json_object *m = field(root, "mode");
+    const int saved_pack = m != NULL && json_object_is_type(m, json_type_string) &&
+                           strcmp(json_object_get_string(m), "pack") == 0;
     static const char *const names[] = {"pack_policy", "pack_overlong"};
     const char *now_names[] = {zsm_pack_policy_name(p->packset.policy),
                                zsm_pack_overlong_name(p->packset.overlong)};
     for (size_t i = 0; i < 2; i++) {
         const char *was;
         if (field(root, names[i]) == NULL) {
-            if (p->pack) differ(d, "%s: not in the state, '%s' now", names[i], now_names[i]);
+            if (p->pack && saved_pack)
+                differ(d, "%s: not in the state, '%s' now", names[i], now_names[i]);
             continue;
         }
         if (as_string(field(root, names[i]), names[i], 0, &was, r) < 0)
@@ -484,7 +490,8 @@ static int check_pack(json_object *root, diffs *d, reader *r)
         if (got < 0)
             return -1;
         if (!got) {
-            if (p->pack) differ(d, "%s: not in the state, %" PRIu64 " now", nums[i], now_nums[i]);
+            if (p->pack && saved_pack)
+                differ(d, "%s: not in the state, %" PRIu64 " now", nums[i], now_nums[i]);
         } else if (!p->pack) {
             differ(d, "%s: %" PRIu64 " in the state, the loader is not in pack mode", nums[i], was);
         } else if (was != now_nums[i]) {

@@ -154,12 +154,20 @@ def test_workers_resume_and_seek(corpus, policy):
         got = take(e, 2)
     assert all(np.array_equal(ref[15][k], got[0][k]) for k in got[0])
     # a resume with other packing options is refused, naming them
-    other = dict(state, pack_length=L + 1)
     with pytest.raises(ValueError, match="pack_length: 40 in the state, 41 now"):
-        DataLoader.from_state(tokens, other)
-    other = dict(state, pack_policy="first_fit" if policy != "first_fit" else "concat")
-    with pytest.raises(ValueError, match="pack_policy"):
-        DataLoader.from_state(tokens, other)
+        DataLoader.from_state(tokens, state, pack_length=L + 1)
+    with pytest.raises(ValueError, match="pack_policy: '" + policy + "' in the state"):
+        DataLoader.from_state(tokens, state,
+                              pack_policy="first_fit" if policy != "first_fit" else "concat")
+    with pytest.raises(ValueError, match="pack_window: 24 in the state, 25 now"):
+        DataLoader.from_state(tokens, state, pack_window=25)
+    with pytest.raises(ValueError, match="apply only to mode='pack'"):
+        DataLoader.from_state(tokens, state, mode="cyclic")
+    # load_state_dict takes the packing options from the state
+    with DataLoader(tokens, num_workers=1, **dict(kw, pack_window=None)) as g:
+        g.load_state_dict(state)
+        got = take(g, 1)
+    assert all(np.array_equal(ref[15][k], got[0][k]) for k in got[0])
     # every epoch places each document once: count tokens over whole epochs
     covered = {}
     with DataLoader({"tokens": stores["tokens"]}, batch_size=1, mode="pack", pack_length=L,
