@@ -7,21 +7,15 @@ and the bytes on disk per record. Both warm (page-cached).
 Usage: python3 bench/bench_raw_table.py [--records N] [--batch B] [--rounds R]"""
 import argparse
 import os
+import sys
 import tempfile
-import time
 
 import numpy as np
 
 from loaderx.zrecord import DenseStore
 
-
-def timed(fn, rounds):
-    best = float("inf")
-    for _ in range(rounds):
-        t0 = time.perf_counter_ns()
-        fn()
-        best = min(best, time.perf_counter_ns() - t0)
-    return best
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_python_gather import best  # noqa: E402  (best wall time of n calls)
 
 
 def main():
@@ -54,8 +48,8 @@ def main():
         np.take(mm, batches[k[0] % 8], out=out)
         k[0] += 1
 
-    t_store = timed(store, a.rounds) / a.batch
-    t_mm = timed(memmap, a.rounds) / a.batch
+    t_store = best(store, a.rounds) * 1e9 / a.batch
+    t_mm = best(memmap, a.rounds) * 1e9 / a.batch
     disk = sum(e.stat().st_size for e in os.scandir(os.path.join(d, "raw")) if e.is_file())
     print(f"raw store gather: {t_store:.1f} ns/record; memmap take: {t_mm:.1f} ns/record; "
           f"ratio {t_store / t_mm:.2f}x")

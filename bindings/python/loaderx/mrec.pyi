@@ -5,7 +5,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = ["Block", "Writer", "Reader", "validate", "round_precision",
-           "import_files", "to_zrecord", "lmdb_streams", "LmdbStream", "units_for",
+           "import_files", "to_atoms", "to_zrecord", "lmdb_streams", "LmdbStream", "units_for",
            "DTYPES", "TAGS"]
 
 _PathLike = Union[str, "os.PathLike[str]"]
@@ -64,6 +64,7 @@ class Writer:
 
 class Reader:
     path: str
+    nolock: bool
     meta: dict[str, Any]
     schema: dict[str, Any]
     def __init__(self, path: _PathLike, nolock: bool = ...) -> None: ...
@@ -101,6 +102,7 @@ def check_format(name: str) -> str: ...
 def guess_format(path: _PathLike) -> str: ...
 def import_files(paths: Sequence[_PathLike], out: _PathLike, format: Optional[str] = ...,
                  progress: Optional[bool] = ..., units: Optional[str] = ...) -> Any: ...
+def to_atoms(frame: Mapping[str, Any], block: str = ...) -> Any: ...
 def frame_items(reader: Reader, block: str = ..., column: Union[str, Sequence[str]] = ...,
                 scalars: Sequence[str] = ..., include_systems: bool = ...
                 ) -> Iterator[tuple[int, int, npt.NDArray[np.float64], dict[str, Any]]]: ...
