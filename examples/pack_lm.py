@@ -14,14 +14,25 @@ loss of the same document alone in a padded row. ``boundary_check`` compares
 the two, token by token, on the same weights: that is the check that the
 boundaries are right (a plain causal mask fails it).
 
-The corpus: the byte-level tokens (vocabulary 256) of the Python standard
-library's own source files, one document per file, written once into a
-RaggedStore of uint8 records.
+The corpus (``--corpus``):
+  linux-doc  (default) the GPT-2 BPE tokens of Debian's linux-doc-6.1, one
+             document per paragraph of the first ``--files`` documentation
+             files (median 30 tokens, so rows hold many documents), as the
+             benchmarks tokenize them (bench/prepare.py: the npm package gpt-3-encoder, run
+             once and cached; needs node and npm). The tiny model keeps
+             the ``--vocab`` - 1 most frequent GPT-2 tokens of the files it
+             uses and maps every other token to one shared id.
+  stdlib     the byte-level tokens (vocabulary 256) of the Python standard
+             library's own source files, one document per file (nothing to
+             install).
+The documents are written once into a RaggedStore (int32 records for
+linux-doc, uint8 for stdlib).
 
 Usage:
-    python3 examples/pack_lm.py [--store DIR] [--steps 300] [--batch-size 8]
-                                [--length 256] [--policy best_fit]
-                                [--attention mask|flex] [--files 400]
+    python3 examples/pack_lm.py [--corpus linux-doc|stdlib] [--store DIR]
+                                [--steps 300] [--batch-size 8] [--length 256]
+                                [--policy best_fit] [--attention mask|flex]
+                                [--files 400] [--vocab 4096]
 """
 import argparse
 import os
@@ -38,7 +49,8 @@ import torch.nn.functional as F
 from loaderx.dataloader import DataLoader
 from loaderx.zrecord import RaggedStore
 
-VOCAB = 256  # byte-level tokens
+VOCAB = 256  # byte-level tokens (the stdlib corpus)
+BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench")
 
 
 # ------------------------------------------------------------------ data
@@ -62,10 +74,33 @@ def stdlib_documents(count):
     return docs
 
 
+def linux_doc_documents(count, vocab):
+    """The GPT-2 BPE tokens of the paragraphs of the first `count` files
+    of linux-doc-6.1 (bench/prepare.py's corpus, in its walk order), each
+    token id mapped to its rank among the most frequent `vocab` - 1 ids of
+    these paragraphs (0 the most frequent); every other id becomes
+    `vocab` - 1. A list of int32 arrays, one per paragraph."""
+    sys.path.insert(0, BENCH)
+    import prepare
+    tokens, lengths = prepare.load()
+    fstarts, flengths = prepare.load_files()
+    end = int(fstarts[count] if count < fstarts.size else fstarts[-1] + flengths[-1])
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    keep = starts < end
+    docs = [np.asarray(tokens[o:o + n])
+            for o, n in zip(starts[keep].tolist(), lengths[keep].tolist())]
+    ids, freq = np.unique(np.concatenate(docs), return_counts=True)
+    keep = ids[np.argsort(-freq, kind="stable")[:vocab - 1]]
+    table = np.full(int(ids.max()) + 1, vocab - 1, dtype=np.int32)
+    table[keep] = np.arange(keep.size, dtype=np.int32)
+    return [table[d] for d in docs]
+
+
 def build_store(path, docs):
-    """A RaggedStore of the documents (uint8 records), or the one at path."""
+    """A RaggedStore of the documents (records of their dtype), or the one
+    at path."""
     if not os.path.isdir(path):
-        with RaggedStore.create(path, dtype="uint8", codec="zstd") as s:
+        with RaggedStore.create(path, dtype=docs[0].dtype.name, codec="zstd") as s:
             s.append(docs)
     return RaggedStore.open(path, readonly=True)
 
@@ -96,9 +131,9 @@ class Block(nn.Module):
 class TinyLM(nn.Module):
     """Token + position embeddings, pre-norm transformer blocks, tied head."""
 
-    def __init__(self, length, d=64, heads=4, layers=2):
+    def __init__(self, length, d=64, heads=4, layers=2, vocab=VOCAB):
         super().__init__()
-        self.tok = nn.Embedding(VOCAB, d)
+        self.tok = nn.Embedding(vocab, d)
         self.pos = nn.Embedding(length, d)
         self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
         self.ln = nn.LayerNorm(d)
@@ -206,7 +241,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store", help="the RaggedStore of documents (made if missing; "
                     "default: a temporary directory)")
-    ap.add_argument("--files", type=int, default=400, help="standard-library files to use")
+    ap.add_argument("--corpus", default="linux-doc", choices=("linux-doc", "stdlib"))
+    ap.add_argument("--files", type=int, default=400, help="documentation (or standard-library) "
+                    "files to use")
+    ap.add_argument("--vocab", type=int, default=4096,
+                    help="linux-doc: the model's vocabulary (most frequent GPT-2 tokens + 1)")
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--length", type=int, default=256, help="tokens per row")
@@ -221,13 +260,17 @@ def main(argv=None):
     if path is None:
         tmp = tempfile.TemporaryDirectory(prefix="pack_lm-")
         path = os.path.join(tmp.name, "docs")
-    docs = stdlib_documents(args.files) if not os.path.isdir(path) else None
+    docs = None
+    if not os.path.isdir(path):
+        docs = (linux_doc_documents(args.files, args.vocab) if args.corpus == "linux-doc"
+                else stdlib_documents(args.files))
     store = build_store(path, docs)
+    vocab = args.vocab if store.dtype == np.int32 else VOCAB
     lengths = [len(store[i]) for i in range(len(store))]
-    print(f"{len(store)} documents, {sum(lengths)} byte tokens (median {int(np.median(lengths))}), "
-          f"rows of {args.length}, policy {args.policy}")
+    print(f"{len(store)} documents, {sum(lengths)} tokens (median {int(np.median(lengths))}, "
+          f"vocabulary {vocab}), rows of {args.length}, policy {args.policy}")
 
-    model = TinyLM(args.length)
+    model = TinyLM(args.length, vocab=vocab)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     mask_fn = flex_mask if args.attention == "flex" else segment_mask
     loader = DataLoader({"tokens": store}, batch_size=args.batch_size, mode="pack",
@@ -247,7 +290,7 @@ def main(argv=None):
         opt.zero_grad()
         loss.backward()
         opt.step()
-        window.append(float(loss))
+        window.append(float(loss.detach()))
         if (step + 1) % 50 == 0 or step + 1 == args.steps:
             print(f"step {step + 1:4d}  loss {np.mean(window):.3f} nats/token  "
                   f"({time.perf_counter() - t0:.1f} s)")
@@ -259,7 +302,9 @@ def main(argv=None):
     for name, batch in (("first batch", first), ("last batch", batch)):
         diff, n = boundary_check(model, batch, mask_fn)
         wrong, _ = boundary_check(model, batch, causal_mask)
-        print(f"{name}: {n} tokens, packed vs padded loss differ by at most {diff:.2e} "
+        shared = int((batch["segment_ids"].max(axis=1) > 1).sum())
+        print(f"{name}: {n} tokens, {shared} of {len(batch['tokens'])} rows shared by 2+ "
+              f"documents, packed vs padded loss differ by at most {diff:.2e} "
               f"(a plain causal mask: {wrong:.2e})")
         ok &= diff <= args.tolerance
     store.close()

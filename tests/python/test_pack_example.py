@@ -63,7 +63,8 @@ def test_positions_matter_to_the_check(docs_store):
 
 
 def test_example_runs(tmp_path, capsys):
-    rc = pack_lm.main(["--store", str(tmp_path / "docs"), "--files", "30", "--steps", "4",
+    rc = pack_lm.main(["--corpus", "stdlib", "--store", str(tmp_path / "docs"), "--files", "30",
+                       "--steps", "4",
                        "--length", "64", "--batch-size", "2"])
     out = capsys.readouterr().out
     assert rc == 0, out
