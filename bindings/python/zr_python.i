@@ -265,6 +265,42 @@ static int zr_py_resume_items(PyObject *map, zr_bind_options *h)
     return 0;
 }
 
+/* Pack mode: "pack" (0/1), "pack_length", "pack_window" (0: the
+ * default), and the names "pack_policy" and "pack_overlong" (parsed by
+ * libzsampler; missing or None: the defaults). */
+static int zr_py_pack_items(PyObject *map, zld_options *o)
+{
+    uint64_t pack = 0;
+    if (zr_py_u64_item(map, "pack", 0, 0, &pack) < 0 ||
+        zr_py_u64_item(map, "pack_length", 0, 0, &o->pack_length) < 0 ||
+        zr_py_u64_item(map, "pack_window", 0, 0, &o->pack_window) < 0)
+        return -1;
+    o->pack = pack != 0;
+    static const char *const keys[] = {"pack_policy", "pack_overlong"};
+    for (int k = 0; k < 2; k++) {
+        PyObject *v = PyMapping_HasKeyString(map, keys[k]) ? PyMapping_GetItemString(map, keys[k])
+                                                           : NULL;
+        if (v == NULL || v == Py_None) {
+            Py_XDECREF(v);
+            continue;
+        }
+        const char *name = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : NULL;
+        int rc = name == NULL ? ZSM_EINVAL
+                 : k == 0     ? zsm_pack_policy_parse(name, &o->pack_policy)
+                              : zsm_pack_overlong_parse(name, &o->pack_overlong);
+        if (rc != ZSM_OK) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "unknown %s %R; expected %s", keys[k], v,
+                             k == 0 ? "'first_fit', 'best_fit' or 'concat'"
+                                    : "'split', 'truncate' or 'drop'");
+            Py_DECREF(v);
+            return -1;
+        }
+        Py_DECREF(v);
+    }
+    return 0;
+}
+
 /* A mapping of zld_options fields -> h->o (missing keys: defaults). */
 static int zr_py_loader_options(PyObject *map, zr_bind_options *h)
 {
@@ -326,7 +362,7 @@ static int zr_py_loader_options(PyObject *map, zr_bind_options *h)
     Py_XDECREF(bl); /* the mapping keeps the bytes alive */
     if (zr_py_u64_item(map, "bucket_window", 0, 0, &o->bucket_window) < 0)
         return -1;
-    if (zr_py_resume_items(map, h) < 0)
+    if (zr_py_pack_items(map, o) < 0 || zr_py_resume_items(map, h) < 0)
         return -1;
     return zr_py_flips_item(map, h);
 }
@@ -697,6 +733,7 @@ ZR_INDEX_TO_U64(sizes)
 %include "shards_python.i" /* concatenated shards and mixtures (loaderx.shards) */
 
 %rename(zrs_item_shape) zr_py_item_shape;
+%rename(zld_pack_item_shape) zr_py_pack_item_shape;
 %rename(zrs_append_ragged) zr_py_append_ragged;
 %rename(zrs_gather_ragged) zr_py_gather_ragged;
 %rename(zsm_indices) zr_py_zsm_indices;
@@ -1035,7 +1072,27 @@ PyObject *zr_py_failed_step(zld_loader *l)
 /* A copy of the batch's indices as a uint64 ndarray. */
 PyObject *zr_py_batch_indices(const zld_batch *b)
 {
-    return zr_py_u64_array_copy(zld_batch_indices(b), zld_batch_count(b));
+    /* pack mode: the document of each segment */
+    zld_pack_info in;
+    uint64_t n = zld_batch_pack_info(b, &in) == ZR_OK ? in.segments : zld_batch_count(b);
+    return zr_py_u64_array_copy(zld_batch_indices(b), n);
+}
+
+/* Pack mode: stream s's item shape (a tuple of ints, () for token
+ * records). */
+PyObject *zr_py_pack_item_shape(const zld_loader *l, size_t stream)
+{
+    uint64_t dims[ZRS_MAX_NDIM];
+    size_t nd = 0;
+    int rc = zld_pack_item_shape(l, stream, dims, &nd);
+    if (rc < 0) {
+        zr_py_raise(rc);
+        return NULL;
+    }
+    PyObject *t = PyTuple_New((Py_ssize_t)nd);
+    for (size_t k = 0; t != NULL && k < nd; k++)
+        PyTuple_SET_ITEM(t, (Py_ssize_t)k, PyLong_FromUnsignedLongLong(dims[k]));
+    return t;
 }
 
 /* A copy of ragged stream `stream`'s bounds (count + 1 values), or None

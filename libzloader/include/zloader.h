@@ -174,6 +174,23 @@ typedef struct zld_options {
      * leading rows are real. As accelerate's even_batches, but masked
      * instead of counted twice. */
     int even_batches;
+    /* (version 7) Pack mode, for language-model training: with `pack` set,
+     * every stream is a ragged stream of documents (token records, and any
+     * streams aligned with them element by element, such as loss masks),
+     * and each step's batch is batch_size rows of exactly pack_length
+     * elements: documents packed into rows by zsm_pack (zsampler.h) with
+     * pack_policy, pack_window documents per window (0 =
+     * ZSM_PACK_WINDOW_DEFAULT) and pack_overlong for documents longer than
+     * a row. Each batch carries the packed streams, segment ids, positions,
+     * segment lengths and cu_seqlens (see "pack mode" below). Endless
+     * steps need mode ZSM_CYCLIC (each epoch's documents in a fresh order
+     * keyed by (seed, epoch)); a finite pass (`pass`) packs one epoch, in
+     * index order or shuffled. Not with bucketing, flips or even_batches. */
+    int pack;
+    zsm_pack_policy pack_policy;
+    uint64_t pack_length;
+    uint64_t pack_window;
+    zsm_pack_overlong pack_overlong;
 } zld_options;
 
 /* Continue a state on streams that grew since it was saved (same store
@@ -185,12 +202,12 @@ typedef struct zld_options {
 /* num_workers: no worker threads, the consumer builds each batch. */
 #define ZLD_WORKERS_NONE (~0u)
 
-#define ZLD_OPTIONS_VERSION 6
+#define ZLD_OPTIONS_VERSION 7
 #define ZLD_READAHEAD_AUTO (~0u)
 #define ZLD_BUCKET_WINDOW_DEFAULT 64u
 #define ZLD_OPTIONS_INIT \
     { ZLD_OPTIONS_VERSION, 256, ZSM_CYCLIC, 0, 0, 0, 1, 0, 0, ZLD_READAHEAD_AUTO, 0, 0, 0, 0, NULL, 0, 0, \
-      NULL, 0, NULL, NULL, 0, 0 }
+      NULL, 0, NULL, NULL, 0, 0, 0, ZSM_PACK_BEST_FIT, 0, 0, ZSM_PACK_SPLIT }
 
 /* ------------------------------------------------------------- streams */
 
@@ -356,6 +373,61 @@ ZLD_API void zld_batch_free(zld_batch *b);
 /* Release a detached buffer (NULL: no-op): kept by the loader's pool for
  * reuse while the loader is open and the pool has room, freed otherwise. */
 ZLD_API void zld_free(void *buffer);
+
+/* ------------------------------------------------------------ pack mode
+ *
+ * A batch of a loader in pack mode (zld_options.pack) holds `rows` =
+ * zld_batch_count rows (batch_size; fewer in a finite pass's last step)
+ * of L = pack_length elements, in nstreams + ZLD_PACK_PARTS parts:
+ *   part s < nstreams  stream s packed: rows x L items back to back, an
+ *                      item being what a record holds per element of its
+ *                      first axis (zld_pack_item_shape; one token for a
+ *                      1-d token record), so [rows, L, *item] of the
+ *                      stream's dtype; padding is zero bytes.
+ *   nstreams + ZLD_PACK_SEGMENT_IDS  int32 [rows, L]: 1, 2, ... for the
+ *                      segments of a row in order, 0 for padding.
+ *   nstreams + ZLD_PACK_POSITIONS    int32 [rows, L]: each element's
+ *                      position in its segment, from 0; 0 for padding.
+ *   nstreams + ZLD_PACK_SEQ_LENS     int32 [rows, S]: the lengths of a
+ *                      row's segments, then 0s; S = info.max_segments.
+ *   nstreams + ZLD_PACK_CU_SEQLENS   int32 [segments + 1]: 0, then the
+ *                      running sum of every segment's length, row after
+ *                      row: the cu_seqlens that flash-attention's varlen
+ *                      functions and PyTorch's varlen attention take, for
+ *                      the batch's non-padding elements in row-major order
+ *                      (tokens[segment_ids > 0]), with max_seqlen =
+ *                      info.max_seqlen.
+ * A segment is one document, or one piece of a split document; segments
+ * never cross rows, and attention restricted to equal segment ids never
+ * crosses documents. zld_batch_indices gives info.segments values: each
+ * segment's document (record index), row by row. zld_batch_bounds is NULL
+ * for every part; parts are read (zld_batch_data), detached and freed like
+ * stream buffers. Every value is a pure function of (the streams, the
+ * options, step): the same for any number of workers and on resume. */
+#define ZLD_PACK_SEGMENT_IDS 0
+#define ZLD_PACK_POSITIONS 1
+#define ZLD_PACK_SEQ_LENS 2
+#define ZLD_PACK_CU_SEQLENS 3
+#define ZLD_PACK_PARTS 4
+
+typedef struct zld_pack_info {
+    uint64_t rows;          /* rows of this batch */
+    uint64_t length;        /* L: elements per row */
+    uint64_t segments;      /* segments in all rows */
+    uint64_t max_segments;  /* S: the most segments in one row (>= 1) */
+    uint64_t max_seqlen;    /* the longest segment */
+    uint64_t tokens;        /* elements that are not padding (sum of seq_lens) */
+} zld_pack_info;
+
+/* The layout of a pack-mode batch. ZR_EINVAL for NULL arguments or a
+ * batch of a loader not in pack mode. */
+ZLD_API int zld_batch_pack_info(const zld_batch *b, zld_pack_info *out);
+
+/* Stream s's item shape in pack mode: its records' dims after the first,
+ * *ndim of them (0 for 1-d token records) into dims (ZRS_MAX_NDIM
+ * values). ZR_EINVAL for NULL arguments, a stream out of range or a
+ * loader not in pack mode. */
+ZLD_API int zld_pack_item_shape(const zld_loader *l, size_t stream, uint64_t *dims, size_t *ndim);
 
 /* ------------------------------------------------------ ragged helpers */
 

@@ -27,6 +27,7 @@
 #include "zld_shards.h"
 #include "zld_augment.h"
 #include "zld_state.h"
+#include "zld_pack.h"
 
 #ifndef ZLOADER_VERSION_STRING
 #error "ZLOADER_VERSION_STRING must be defined by the build"
@@ -48,7 +49,9 @@ struct zld_batch {
     uint64_t count;
     uint64_t valid;   /* leading real rows (even_batches pads the rest) */
     uint64_t *indices;
-    size_t nstreams;
+    int packed;        /* pack mode: `pack` holds the layout */
+    zld_pack_info pack;
+    size_t nstreams;  /* parts: the streams' (+ ZLD_PACK_PARTS in pack mode) */
     zld_part parts[]; /* nstreams entries */
 };
 
@@ -123,10 +126,13 @@ static void buf_release(zld_bufhdr *h)
     pool_unref(p);
 }
 
-static zld_pool *pool_new(const zld_stream *streams, size_t nstreams, uint64_t batch_size,
-                          unsigned keep)
+/* nparts >= nstreams classes: one per stream, and (pack mode) one per
+ * further part; `flexible` makes every class take any size (pack mode's
+ * sizes vary with the batch). */
+static zld_pool *pool_new(const zld_stream *streams, size_t nstreams, size_t nparts,
+                          int flexible, uint64_t batch_size, unsigned keep)
 {
-    zld_pool *p = calloc(1, sizeof *p + nstreams * sizeof(zld_pool_class));
+    zld_pool *p = calloc(1, sizeof *p + nparts * sizeof(zld_pool_class));
     if (p == NULL) return NULL;
     if (zrp_mutex_init(&p->mu) != 0) {
         free(p);
@@ -134,9 +140,9 @@ static zld_pool *pool_new(const zld_stream *streams, size_t nstreams, uint64_t b
     }
     atomic_init(&p->refs, 1);
     p->keep = keep;
-    p->nclasses = nstreams;
-    for (size_t s = 0; s < nstreams; s++) {
-        p->cls[s].ragged = streams[s].kind != ZLD_STREAM_DENSE;
+    p->nclasses = nparts;
+    for (size_t s = 0; s < nparts; s++) {
+        p->cls[s].ragged = flexible || s >= nstreams || streams[s].kind != ZLD_STREAM_DENSE;
         if (!p->cls[s].ragged) /* overflow checked at create */
             p->cls[s].size = (size_t)(batch_size * streams[s].record_size);
     }
@@ -231,6 +237,7 @@ struct zld_loader {
     uint32_t *bucket_lengths; /* length-bucketed steps (a copy), or NULL */
     size_t bucket_scratch;    /* zsm_bucket_scratch_bytes */
     zld_flip *flips;          /* random flips (a copy), or NULL */
+    zld_packer *packer;       /* pack mode, or NULL */
     char *labels;             /* the state's stream labels (copies), or NULL */
     const char **label_ptrs;  /* nstreams pointers into labels */
 
@@ -278,6 +285,17 @@ static void batch_destroy(zld_batch *b)
 uint64_t zld_batch_step(const zld_batch *b) { return b ? b->step : 0; }
 uint64_t zld_batch_count(const zld_batch *b) { return b ? b->count : 0; }
 uint64_t zld_batch_valid(const zld_batch *b) { return b ? b->valid : 0; }
+
+int zld_batch_pack_info(const zld_batch *b, zld_pack_info *out)
+{
+    if (b == NULL || out == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_batch_pack_info: %s is NULL", b ? "out" : "batch");
+    if (!b->packed)
+        return zr_set_error(ZR_EINVAL, "zld_batch_pack_info: the batch is not of a loader in "
+                            "pack mode");
+    *out = b->pack;
+    return ZR_OK;
+}
 const uint64_t *zld_batch_indices(const zld_batch *b)
 {
     return b ? b->indices : NULL;
@@ -387,10 +405,57 @@ static int apply_flips(const zld_loader *l, size_t s, uint64_t step, unsigned ch
     return ZR_OK;
 }
 
+static void *pack_alloc(void *ctx, size_t part, size_t bytes)
+{
+    const zld_loader *l = ctx;
+    return pool_get(l->pool, part, bytes);
+}
+
+/* Pack mode's batch of `step`: the packer fills the parts from the pool. */
+static int build_pack_batch(const zld_loader *l, uint64_t step, zld_batch **out)
+{
+    const size_t n = l->plan.nstreams + ZLD_PACK_PARTS;
+    zld_batch *b = calloc(1, sizeof *b + n * sizeof(zld_part));
+    void **parts = malloc(n * sizeof *parts);
+    uint64_t *bytes = malloc(n * sizeof *bytes);
+    if (b == NULL || parts == NULL || bytes == NULL) {
+        free(b);
+        free(parts);
+        free(bytes);
+        return zr_set_error(ZR_ENOMEM, "loader: out of memory for a batch");
+    }
+    b->step = step;
+    b->nstreams = n;
+    b->packed = 1;
+    zld_pack_batch pb;
+    int rc = zld__pack_step(l->packer, l->streams, step, pack_alloc, (void *)l, parts, bytes, &pb);
+    for (size_t k = 0; k < n; k++) {
+        b->parts[k].data = parts[k];
+        b->parts[k].nbytes = bytes[k];
+    }
+    free(parts);
+    free(bytes);
+    if (rc != ZR_OK) {
+        batch_destroy(b);
+        return rc;
+    }
+    b->count = b->valid = pb.rows;
+    b->indices = pb.docs;
+    b->pack.rows = pb.rows;
+    b->pack.length = l->plan.packset.length;
+    b->pack.segments = pb.segments;
+    b->pack.max_segments = pb.max_segments;
+    b->pack.max_seqlen = pb.max_seqlen;
+    b->pack.tokens = pb.tokens;
+    *out = b;
+    return ZR_OK;
+}
+
 /* Build the batch of `step` (no lock held). On failure the calling
  * thread's zr_last_error() says why. */
 static int build_batch(const zld_loader *l, uint64_t step, zld_batch **out)
 {
+    if (l->packer != NULL) return build_pack_batch(l, step, out);
     uint64_t count = l->plan.cfg.batch_size;
     zld_batch *b = calloc(1, sizeof *b + l->plan.nstreams * sizeof(zld_part));
     if (b == NULL)
@@ -481,6 +546,16 @@ static int build_batch(const zld_loader *l, uint64_t step, zld_batch **out)
  * ever a hint: failures (even out of memory) are ignored. */
 static void advise_step(const zld_loader *l, uint64_t step)
 {
+    if (l->packer != NULL) { /* the documents of the step's rows */
+        uint64_t *docs = NULL, n = 0;
+        if (step < l->plan.steps && zld__pack_step_docs(l->packer, step, &docs, &n) == ZR_OK) {
+            for (size_t s = 0; s < l->plan.nstreams; s++)
+                if (l->streams[s].advise != NULL)
+                    (void)l->streams[s].advise(l->streams[s].user, docs, n);
+        }
+        free(docs);
+        return;
+    }
     uint64_t *idx = malloc(l->plan.cfg.batch_size * sizeof *idx);
     if (idx == NULL) return;
     uint64_t count = 0, valid = 0;
@@ -665,6 +740,7 @@ static void loader_destroy(zld_loader *l)
     free(l->names);
     free(l->bucket_lengths);
     free(l->flips);
+    zld__packer_free(l->packer);
     free(l->labels);
     free(l->label_ptrs);
     if (l->sync_ready >= 4) zrp_cond_destroy(&l->idle);
@@ -899,6 +975,13 @@ static int copy_options(const zld_options *in, zld_options *o)
         o->resume_flags = in->resume_flags;
         o->even_batches = o->pass && in->even_batches != 0;
     }
+    if (in->version >= 7 && in->pack) {
+        o->pack = 1;
+        o->pack_policy = in->pack_policy;
+        o->pack_length = in->pack_length;
+        o->pack_window = in->pack_window ? in->pack_window : ZSM_PACK_WINDOW_DEFAULT;
+        o->pack_overlong = in->pack_overlong;
+    }
     return ZR_OK;
 }
 
@@ -910,7 +993,9 @@ static int plan_sampler(zld_plan *p)
     cfg->length = p->length;
     cfg->batch_size = o->batch_size;
     cfg->seed = o->seed;
-    cfg->mode = o->pass ? ZSM_SEQUENTIAL : o->mode; /* a pass: shared checks only */
+    /* A pass, or pack mode (whose batches are rows, not records): the
+     * shared checks only. */
+    cfg->mode = o->pass || o->pack ? ZSM_SEQUENTIAL : o->mode;
     cfg->rank = o->rank;
     cfg->world_size = o->world_size;
     int rc = check_sampler(cfg);
@@ -941,7 +1026,7 @@ static int plan_sampler(zld_plan *p)
                 return zr_set_error(ZR_EINVAL, "zld_create: the sampler refused the pass");
         }
     }
-    if (o->start_step > p->steps && p->finite)
+    if (o->start_step > p->steps && p->finite && !o->pack) /* pack: checked at alloc */
         return zr_set_error(ZR_EINVAL, "zld_create: start_step %llu is past the pass's %llu steps",
                             (unsigned long long)o->start_step, (unsigned long long)p->steps);
     return ZR_OK;
@@ -968,6 +1053,64 @@ static int plan_bucket(zld_plan *p)
         p->window > UINT64_MAX / p->cfg.batch_size / p->cfg.world_size)
         return zr_set_error(ZR_EINVAL, "zld_create: bucket window %llu is too large",
                             (unsigned long long)p->window);
+    return ZR_OK;
+}
+
+/* Phase 2c': pack mode, the checks that need no data (the documents'
+ * lengths are read at alloc). */
+static int plan_pack(zld_plan *p, const zld_stream *streams)
+{
+    const zld_options *o = &p->opt;
+    p->pack = o->pack;
+    if (!p->pack) return ZR_OK;
+    if (p->bucket)
+        return zr_set_error(ZR_EINVAL, "zld_create: pack mode and length bucketing exclude each "
+                            "other");
+    if (o->nflips > 0)
+        return zr_set_error(ZR_EINVAL, "zld_create: flips apply to dense streams; pack mode has "
+                            "none");
+    if (o->even_batches)
+        return zr_set_error(ZR_EINVAL, "zld_create: even_batches does not apply to pack mode "
+                            "(every rank's pass has the rows it has)");
+    if (!p->finite && o->mode != ZSM_CYCLIC)
+        return zr_set_error(ZR_EINVAL, "zld_create: pack mode draws each epoch's documents in an "
+                            "order keyed by (seed, epoch): mode must be cyclic, got %s (a finite "
+                            "pass packs in index order without shuffle)",
+                            zsm_mode_name(o->mode) ? zsm_mode_name(o->mode) : "unknown");
+    if (zsm_pack_policy_name(o->pack_policy) == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_create: unknown pack_policy %d; expected first_fit, "
+                            "best_fit or concat", (int)o->pack_policy);
+    if (zsm_pack_overlong_name(o->pack_overlong) == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_create: unknown pack_overlong %d; expected split, "
+                            "truncate or drop", (int)o->pack_overlong);
+    if (o->pack_length == 0 || o->pack_length > ZSM_PACK_MAX_LENGTH)
+        return zr_set_error(ZR_EINVAL, "zld_create: pack_length must be 1..%u, got %llu",
+                            ZSM_PACK_MAX_LENGTH, (unsigned long long)o->pack_length);
+    if (o->pack_window > ZSM_PACK_MAX_WINDOW)
+        return zr_set_error(ZR_EINVAL, "zld_create: pack_window must be 1..%u, got %llu",
+                            ZSM_PACK_MAX_WINDOW, (unsigned long long)o->pack_window);
+    if (o->batch_size > (uint64_t)INT32_MAX / o->pack_length)
+        return zr_set_error(ZR_EINVAL, "zld_create: batch_size %llu * pack_length %llu must stay "
+                            "below 2^31 (positions and cu_seqlens are int32)",
+                            (unsigned long long)o->batch_size, (unsigned long long)o->pack_length);
+    for (size_t s = 0; s < p->nstreams; s++)
+        if (streams[s].kind != ZLD_STREAM_RAGGED)
+            return zr_set_error(ZR_EINVAL, "zld_create: stream %zu (%s) is dense; pack mode packs "
+                                "ragged streams (token records and any aligned ones)", s,
+                                streams[s].name ? streams[s].name : "");
+    zld_pack_setup *ps = &p->packset;
+    ps->policy = o->pack_policy;
+    ps->overlong = o->pack_overlong;
+    ps->length = o->pack_length;
+    ps->window = o->pack_window;
+    ps->seed = o->seed;
+    ps->shuffle = p->finite ? o->shuffle : 1;
+    ps->batch_size = o->batch_size;
+    ps->rank = o->rank;
+    ps->world_size = o->world_size;
+    ps->finite = p->finite;
+    ps->epoch = o->epoch;
+    ps->drop_last = o->drop_last;
     return ZR_OK;
 }
 
@@ -1035,6 +1178,7 @@ static int normalise_options(const zld_options *options, const zld_stream *strea
     p->nseg = 1;
     if (rc == ZR_OK) rc = plan_sampler(p);
     if (rc == ZR_OK) rc = plan_bucket(p);
+    if (rc == ZR_OK) rc = plan_pack(p, streams);
     if (rc == ZR_OK) rc = plan_limits(p, streams);
     if (rc == ZR_OK && p->opt.resume != NULL) {
         /* The state sets start_step and the segments; the pass (if any)
@@ -1074,7 +1218,8 @@ static int loader_alloc(zld_loader **out, const zld_plan *p, const zld_stream *s
     /* Keep enough free buffers per stream for the ring plus the caller's
      * batch in use and one in flight back; beyond that they are freed. */
     unsigned keep = p->opt.prefetch > UINT32_MAX - 2 ? UINT32_MAX : p->opt.prefetch + 2;
-    l->pool = pool_new(streams, n, p->cfg.batch_size, keep);
+    l->pool = pool_new(streams, n, n + (p->pack ? ZLD_PACK_PARTS : 0), p->pack, p->cfg.batch_size,
+                       keep);
     if (p->bucket) l->bucket_lengths = malloc((size_t)p->length * sizeof(uint32_t));
     if (nflips > 0) l->flips = malloc(nflips * sizeof *l->flips);
     if (p->labels_len > 0) {
@@ -1118,6 +1263,20 @@ static int loader_alloc(zld_loader **out, const zld_plan *p, const zld_stream *s
     l->readahead = p->readahead;
     l->readahead_auto = p->readahead_auto;
     l->next_claim = l->next_hint = l->next_take = p->opt.start_step;
+    if (p->pack) { /* the documents' lengths (every record's size), the pass's rows */
+        int rc = zld__packer_new(&l->packer, &p->packset, streams, n);
+        if (rc == ZR_OK && p->finite) {
+            l->plan.steps = zld__packer_steps(l->packer);
+            if (p->opt.start_step > l->plan.steps)
+                rc = zr_set_error(ZR_EINVAL, "zld_create: start_step %llu is past the pass's %llu "
+                                  "steps", (unsigned long long)p->opt.start_step,
+                                  (unsigned long long)l->plan.steps);
+        }
+        if (rc != ZR_OK) {
+            loader_destroy(l);
+            return rc;
+        }
+    }
     *out = l;
     return ZR_OK;
 }
@@ -1156,6 +1315,18 @@ int zld_create_streams(zld_loader **out, const zld_stream *streams, size_t nstre
     if (rc == ZR_OK) rc = start_workers(l);
     if (rc == ZR_OK) *out = l;
     return rc;
+}
+
+int zld_pack_item_shape(const zld_loader *l, size_t stream, uint64_t *dims, size_t *ndim)
+{
+    if (l == NULL || dims == NULL || ndim == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_pack_item_shape: NULL argument");
+    if (l->packer == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_pack_item_shape: the loader is not in pack mode");
+    if (zld__packer_item_shape(l->packer, stream, dims, ndim) != ZR_OK)
+        return zr_set_error(ZR_EINVAL, "zld_pack_item_shape: stream %zu of %zu", stream,
+                            l->plan.nstreams);
+    return ZR_OK;
 }
 
 /* ------------------------------------------------------------ the state */

@@ -65,7 +65,7 @@ const zld_segment *zld__segment(const zld_plan *p, uint64_t step)
 
 static const char *mode_name(const zld_plan *p)
 {
-    return p->bucket ? "bucket" : zsm_mode_name(p->cfg.mode);
+    return p->pack ? "pack" : p->bucket ? "bucket" : zsm_mode_name(p->cfg.mode);
 }
 
 /* ------------------------------------------------------------ identities */
@@ -277,6 +277,13 @@ int zld__state_text(const zld_plan *p, const zld_stream *streams, uint64_t step,
     put(&b, r, "world_size", json_object_new_uint64(p->cfg.world_size));
     if (p->bucket)
         put(&b, r, "window", json_object_new_uint64(p->window));
+    if (p->pack) {
+        put(&b, r, "pack_policy", json_object_new_string(zsm_pack_policy_name(p->packset.policy)));
+        put(&b, r, "pack_length", json_object_new_uint64(p->packset.length));
+        put(&b, r, "pack_window", json_object_new_uint64(p->packset.window));
+        put(&b, r, "pack_overlong",
+            json_object_new_string(zsm_pack_overlong_name(p->packset.overlong)));
+    }
     if (p->opt.nflips > 0) {
         json_object *fl = json_object_new_object();
         for (size_t k = 0; k < p->opt.nflips; k++)
@@ -449,10 +456,57 @@ static int only_keys(json_object *o, const char *where, const char *const *keys,
 
 /* ------------------------------------------------------- options */
 
+/* Pack mode's options: each one the state has must be this loader's; a
+ * state of mode "pack" has them all. (A state without a mode, as a
+ * binding rebuilds from options it was given again, has only those.) */
+static int check_pack(json_object *root, diffs *d, reader *r)
+{
+    const zld_plan *p = d->p;
+    json_object *m = field(root, "mode");
+    const int saved_pack = m != NULL && json_object_is_type(m, json_type_string) &&
+                           strcmp(json_object_get_string(m), "pack") == 0;
+    static const char *const names[] = {"pack_policy", "pack_overlong"};
+    const char *now_names[] = {zsm_pack_policy_name(p->packset.policy),
+                               zsm_pack_overlong_name(p->packset.overlong)};
+    for (size_t i = 0; i < 2; i++) {
+        const char *was;
+        if (field(root, names[i]) == NULL) {
+            if (p->pack && saved_pack)
+                differ(d, "%s: not in the state, '%s' now", names[i], now_names[i]);
+            continue;
+        }
+        if (as_string(field(root, names[i]), names[i], 0, &was, r) < 0)
+            return -1;
+        if (!p->pack)
+            differ(d, "%s: '%s' in the state, the loader is not in pack mode", names[i], was);
+        else if (strcmp(was, now_names[i]) != 0)
+            differ(d, "%s: '%s' in the state, '%s' now", names[i], was, now_names[i]);
+    }
+    static const char *const nums[] = {"pack_length", "pack_window"};
+    const uint64_t now_nums[] = {p->packset.length, p->packset.window};
+    for (size_t i = 0; i < 2; i++) {
+        uint64_t was;
+        int got = opt_u64(root, nums[i], &was, r);
+        if (got < 0)
+            return -1;
+        if (!got) {
+            if (p->pack && saved_pack)
+                differ(d, "%s: not in the state, %" PRIu64 " now", nums[i], now_nums[i]);
+        } else if (!p->pack) {
+            differ(d, "%s: %" PRIu64 " in the state, the loader is not in pack mode", nums[i], was);
+        } else if (was != now_nums[i]) {
+            differ(d, "%s: %" PRIu64 " in the state, %" PRIu64 " now", nums[i], was, now_nums[i]);
+        }
+    }
+    return 0;
+}
+
 static int check_options(json_object *root, diffs *d, const zld_stream *streams, reader *r)
 {
     static const char *const keys[] = {"step", "seed", "mode", "batch_size", "rank",
-                                       "world_size", "window", "flip", "fingerprint", NULL};
+                                       "world_size", "window", "flip", "fingerprint",
+                                       "pack_policy", "pack_length", "pack_window",
+                                       "pack_overlong", NULL};
     const zld_plan *p = d->p;
     if (only_keys(root, "the state", keys, r) < 0)
         return -1;
@@ -484,6 +538,8 @@ static int check_options(json_object *root, diffs *d, const zld_stream *streams,
         return -1;
     if (got && p->bucket && window != p->window)
         differ(d, "window: %" PRIu64 " in the state, %" PRIu64 " now", window, p->window);
+    if (check_pack(root, d, r) < 0)
+        return -1;
     /* Flips, by stream label. A state with a fingerprint lists every
      * flip (none: no "flip"); an older one never recorded them. */
     json_object *fl = field(root, "flip");
@@ -941,6 +997,10 @@ static int check_fingerprint(json_object *fp, const zld_stream *streams, uint64_
     if (p->length < saved) {
         differ(d, "the streams hold %" PRIu64 " records now, %" PRIu64 " in the state: records "
                "were deleted since", p->length, saved);
+    } else if (p->length > saved && p->pack) {
+        differ(d, "the streams hold %" PRIu64 " records now, %" PRIu64 " in the state: the data "
+               "grew since, and pack mode does not continue on grown data (its rows are planned "
+               "over every document)", p->length, saved);
     } else if (p->length > saved && !(p->opt.resume_flags & ZLD_RESUME_ALLOW_GROWN)) {
         differ(d, "the streams hold %" PRIu64 " records now, %" PRIu64 " in the state: the data "
                "grew since; continuing on grown data must be asked for (allow_grown)",

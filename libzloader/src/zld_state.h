@@ -7,6 +7,7 @@
 #define ZLD_STATE_H
 
 #include "zloader.h"
+#include "zld_pack.h"
 
 /* The index space the sampler draws from, by step: steps [from, next
  * segment's from) use `length` records, and step s is the sampler's step
@@ -37,6 +38,8 @@ typedef struct zld_plan {
     int even;              /* finite with opt.even_batches: padded steps */
     uint64_t own_steps;    /* finite: this rank's own steps (< steps when even pads) */
     uint64_t pad_index;    /* even: the pass's first record */
+    int pack;              /* pack mode: rows of packed documents (zld_pack.h) */
+    zld_pack_setup packset;
     int bucket;            /* length-bucketed steps */
     uint64_t window;       /* bucket window (global batches) */
     unsigned readahead;    /* steps hinted ahead at start */

@@ -26,6 +26,24 @@ windows of ``window`` global batches, each sorted by length; the same
 indices as ``loaderx.zsampler.BucketSampler(L, batch_size, window, seed,
 rank, world_size)``, a pure function of (seed, step) like every mode.
 
+Packing: ``mode='pack', pack_length=L`` (``pack_policy`` 'best_fit',
+'first_fit' or 'concat'; ``pack_window`` documents per best-fit window,
+None = 1024; ``pack_overlong`` 'split', 'truncate' or 'drop') packs ragged
+token records (documents) into ``batch_size`` rows of exactly ``L``
+elements, natively (libzsampler plans the rows of each epoch, libzloader
+fills them). Every stream must be ragged, each aligned with the first
+record by record (a loss mask is packed the same way); each batch is
+``{name: [rows, L, *item]}`` of the stream's dtype (padding 0) plus int32
+``segment_ids`` [rows, L] (1, 2, ... per document piece of a row, 0 =
+padding), ``positions`` [rows, L] (restart at 0 per piece), ``seq_lens``
+[rows, S] (each piece's length, then 0s; S the batch's most pieces in a
+row) and ``cu_seqlens`` [pieces + 1] (0 then running sums, row after row,
+over ``tokens[segment_ids > 0]``). ``last_indices`` is the document of each
+piece. ValueError for a dense or unaligned stream (naming the record), a
+stream named as one of those four keys, a Mixture, or packing options
+without mode='pack'. ``PassLoader(..., pack_length=L)`` is one pass of
+packed rows, each document exactly once.
+
 Determinism: batch ``k`` is a function of (streams, seed, mode,
 batch_size, rank, world_size, k) only: the same whatever ``num_workers``,
 ``prefetch``, ``readahead`` or timing.
@@ -51,7 +69,8 @@ ragged, scalar or unknown stream, or ``p`` outside [0, 1].
 
 Resume: ``state()`` is a dict of what decides the batches: ``{'step',
 'seed', 'mode', 'batch_size', 'rank', 'world_size'}`` (``'window'`` in mode
-'bucket', ``'flip'`` with flips) and ``'fingerprint'``, which records each
+'bucket', ``'flip'`` with flips, ``'pack_length'``, ``'pack_policy'``,
+``'pack_window'`` and ``'pack_overlong'`` in mode 'pack') and ``'fingerprint'``, which records each
 stream's name, length and store identity (the store's uuid, or its shards),
 a Mixture's sources, weights and modes, and pass options; ``step`` is the
 next step. Plain JSON values: save it with ``json`` or ``torch.save``.
@@ -120,7 +139,11 @@ __all__ = ["DataLoader", "PassLoader", "LoaderError", "ResumeWarning", "Transfor
 
 _AUTO = (1 << 32) - 1  # ZLD_READAHEAD_AUTO
 _STATE_KEYS = ("step", "seed", "mode", "batch_size", "rank", "world_size", "window", "flip",
-               "fingerprint")
+               "fingerprint", "pack_policy", "pack_length", "pack_window", "pack_overlong")
+# What mode='pack' adds to each batch, after the streams (zld_batch parts
+# nstreams + ZLD_PACK_*).
+_PACK_KEYS = ("segment_ids", "positions", "seq_lens", "cu_seqlens")
+_PACK_OPTIONS = ("pack_length", "pack_policy", "pack_window", "pack_overlong")
 
 
 class ResumeWarning(UserWarning):
@@ -167,6 +190,43 @@ def _decode(parts, decoders, names, count, mask_key=None, valid=0):
     if mask_key is not None:
         batch[mask_key] = np.arange(count) < valid
     return batch
+
+
+def _decode_pack(parts, dtypes, shapes, names, length):
+    """A pack-mode batch: each stream [rows, length, *item] of its dtype,
+    then the int32 layout arrays (see the module doc)."""
+    n = len(names)
+    seg = parts[n][0].view(np.int32)
+    rows = seg.size // length
+    batch = {}
+    for name, dtype, shape, (data, _bounds) in zip(names, dtypes, shapes, parts):
+        batch[name] = data.view(dtype).reshape((rows, length) + shape)
+    batch["segment_ids"] = seg.reshape(rows, length)
+    batch["positions"] = parts[n + 1][0].view(np.int32).reshape(rows, length)
+    batch["seq_lens"] = parts[n + 2][0].view(np.int32).reshape(rows, -1)
+    batch["cu_seqlens"] = parts[n + 3][0].view(np.int32)
+    return batch
+
+
+def _pack_options(mode, pack_length, pack_policy, pack_window, pack_overlong, names, mixture):
+    """The native pack options for mode='pack' (None otherwise); the
+    values themselves are checked natively."""
+    given = [k for k, v in zip(_PACK_OPTIONS, (pack_length, pack_policy, pack_window,
+                                                pack_overlong)) if v is not None]
+    if not (isinstance(mode, str) and mode.lower() == "pack"):
+        if given:
+            raise ValueError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} "
+                             "only to mode='pack'")
+        return None
+    if mixture is not None:
+        raise ValueError("mode='pack' does not apply to a Mixture (pack its streams' stores)")
+    clash = [k for k in _PACK_KEYS if k in names]
+    if clash:
+        raise ValueError(f"mode='pack' adds the keys {list(_PACK_KEYS)} to each batch, and a "
+                         f"stream is named {clash[0]!r}; rename the stream")
+    return {"pack": 1, "pack_length": _u64("pack_length", 0 if pack_length is None else pack_length),
+            "pack_window": _u64("pack_window", 0 if pack_window is None else pack_window),
+            "pack_policy": pack_policy, "pack_overlong": pack_overlong}
 
 
 class _Native:
@@ -430,7 +490,7 @@ _HINTS = {
 
 _PARAMS = ("streams", "batch_size", "mode", "seed", "num_workers", "prefetch", "transform",
            "rank", "world_size", "start_step", "readahead", "step", "lengths", "window", "flip",
-           "fingerprint")
+           "fingerprint") + _PACK_OPTIONS
 
 
 def _flips(flip, names, stores):
@@ -577,7 +637,8 @@ class DataLoader(_Closing):
     def __init__(self, streams, batch_size=256, mode="cyclic", seed=0, num_workers=None,
                  prefetch=0, transform=None, rank=0, world_size=1, start_step=0,
                  readahead=None, step=None, lengths=None, window=64, flip=None,
-                 fingerprint=None, _pass=None, _resume=None, **kwargs):
+                 fingerprint=None, pack_length=None, pack_policy=None, pack_window=None,
+                 pack_overlong=None, _pass=None, _resume=None, **kwargs):
         self._native = None
         self._tf = None
         if kwargs:
@@ -618,7 +679,12 @@ class DataLoader(_Closing):
                 raise ValueError(f"step ({step}) and start_step ({start_step}) disagree; "
                                  "give one of them")
             start_step = step
-        if _pass is not None:  # finite pass (PassLoader): the mode does not apply
+        self._pack = _pack_options(mode, pack_length, pack_policy, pack_window, pack_overlong,
+                                   names, mixture)
+        if self._pack is not None or _pass is not None:
+            # Pack mode's batches are rows, not records, and a finite pass
+            # (PassLoader) has no mode: the sampler's shared checks only;
+            # endless pack mode runs on the cyclic order natively.
             mode = "sequential"
         self._bucket = None  # mode='bucket': (lengths as bytes, window)
         if isinstance(mode, str) and mode.lower() == "bucket":
@@ -629,6 +695,8 @@ class DataLoader(_Closing):
         elif lengths_arg is not None:
             raise ValueError("lengths= applies only to mode='bucket'")
         self._mode, cfg = _config(stream_len, batch_size, mode, seed, rank, world_size)
+        if self._pack is not None:
+            cfg["mode"] = _zr.ZSM_CYCLIC
         if mixture is not None:
             cfg = mixture._native_cfg(cfg)
         start_step = _u64("start_step", start_step)
@@ -687,6 +755,8 @@ class DataLoader(_Closing):
             options.update(self._pass, **{"pass": 1})
         if self._bucket is not None:
             options["bucket_lengths"], options["bucket_window"] = self._bucket
+        if self._pack is not None:
+            options.update(self._pack)
         if self._flips:
             options["flips"] = [f[1:] for f in self._flips]
         options["names"] = [str(n) for n in self._names]
@@ -701,6 +771,22 @@ class DataLoader(_Closing):
         else:  # generic streams (zld_create_streams), stores mixed in as they are
             self._native = _Native(_zr.zmr_py_loader_create(handles, options), self._stores)
         h = self._native.hslot[0]
+        names, decoders, mask_key = self._names, self._decoders, self._mask_key
+        if self._pack is not None:
+            dtypes = [d[1] for d in decoders]
+            shapes = [_zr.zld_pack_item_shape(h, k) for k in range(len(names))]
+            length = json.loads(_zr.zld_state_json(h))["pack_length"]
+
+            def decode(parts, count, valid):  # holds no reference to the DataLoader
+                return _decode_pack(parts, dtypes, shapes, names, length)
+
+            self._nparts = len(names) + len(_PACK_KEYS)
+        else:
+            def decode(parts, count, valid):  # holds no reference to the DataLoader
+                return _decode(parts, decoders, names, count, mask_key, valid)
+
+            self._nparts = len(names)
+        self._decode_fn = decode
         # The state as the native loader records it; state() sets the step.
         self._state_json = _zr.zld_state_json(h)
         note = _zr.zld_resume_note(h)
@@ -717,12 +803,7 @@ class DataLoader(_Closing):
 
             self._info = info
         if nthreads:
-            names, decoders, mask_key = self._names, self._decoders, self._mask_key
-
-            def decode(parts, count, valid):  # holds no reference to the DataLoader
-                return _decode(parts, decoders, names, count, mask_key, valid)
-
-            self._tf = _Transformer(self._native, len(names), decode,
+            self._tf = _Transformer(self._native, self._nparts, decode,
                                     weakref.ref(self._tbox), nthreads, self._info)
 
     @classmethod
@@ -801,7 +882,7 @@ class DataLoader(_Closing):
             slot = self._slot
             if slot[0] is None:
                 try:
-                    more = native.call(_zr.zld_next_arrays, len(self._names), slot)
+                    more = native.call(_zr.zld_next_arrays, self._nparts, slot)
                 except Exception as exc:
                     failed = native.failed_step()
                     if failed is None:
@@ -812,8 +893,7 @@ class DataLoader(_Closing):
                     self.close()
                     raise StopIteration
             got, indices, parts, valid = slot[0]
-            batch = _decode(parts, self._decoders, self._names, len(indices), self._mask_key,
-                            valid)
+            batch = self._decode_fn(parts, len(indices), valid)
             if self._tbox is not None:  # num_workers=0: the transform runs here
                 try:
                     batch = _apply(self._tbox.fn, batch, self._info, step, indices)
@@ -902,7 +982,14 @@ class DataLoader(_Closing):
             raise ValueError("load_state_dict: state has no 'step'")
         cfg = self._cfg
         bucket = self._bucket
-        want = state.get("mode", "bucket" if bucket is not None else self._mode)
+        want = state.get("mode", "bucket" if bucket is not None
+                         else "pack" if self._pack is not None else self._mode)
+        pack = None
+        if isinstance(want, str) and want.lower() == "pack":
+            old = self._pack or {}
+            pack = _pack_options("pack", *(state.get(k, old.get(k)) for k in _PACK_OPTIONS),
+                                 self._names, None)
+            want = "sequential"  # the shared checks; natively cyclic
         if isinstance(want, str) and want.lower() == "bucket":
             if bucket is None:
                 raise ValueError("load_state_dict: the state is of mode 'bucket', but this loader "
@@ -915,10 +1002,13 @@ class DataLoader(_Closing):
                                 want, state.get("seed", cfg["seed"]),
                                 state.get("rank", cfg["rank"]),
                                 state.get("world_size", cfg["world_size"]))
+        if pack is not None:
+            new_cfg["mode"] = _zr.ZSM_CYCLIC
         step = _u64("step", state["step"])
         flips = _flips(state["flip"], self._names, self._stores) if "flip" in state else self._flips
         self.close()
         self._mode, self._cfg, self._step, self._bucket = mode, new_cfg, step, bucket
+        self._pack = pack
         self._flips = flips
         self._start(text, _zr.ZLD_RESUME_ALLOW_GROWN if allow_grown else 0)
 
@@ -982,13 +1072,14 @@ class DataLoader(_Closing):
 
     def __repr__(self):
         state = "closed" if self._native is None else f"step={self._step}"
+        mode = "pack" if self._pack is not None else self._mode.name.lower()
         return (f"DataLoader(streams={self._names}, batch_size={self.batch_size}, "
-                f"mode={self._mode.name.lower()!r}, seed={self._cfg['seed']}, {state})")
+                f"mode={mode!r}, seed={self._cfg['seed']}, {state})")
 
 
 _PASS_PARAMS = ("streams", "batch_size", "shuffle", "seed", "epoch", "drop_last", "rank",
                 "world_size", "num_workers", "prefetch", "transform", "readahead",
-                "even_batches")
+                "even_batches") + _PACK_OPTIONS
 
 
 class PassLoader:
@@ -1036,7 +1127,8 @@ class PassLoader:
 
     def __init__(self, streams, batch_size=256, shuffle=False, seed=0, epoch=0,
                  drop_last=False, rank=0, world_size=1, num_workers=None, prefetch=0,
-                 transform=None, readahead=None, even_batches=False, **kwargs):
+                 transform=None, readahead=None, even_batches=False, pack_length=None,
+                 pack_policy=None, pack_window=None, pack_overlong=None, **kwargs):
         if kwargs:
             name = next(iter(kwargs))
             if name == "mode":
@@ -1052,6 +1144,10 @@ class PassLoader:
         self._shuffle = bool(shuffle)
         self._drop_last = bool(drop_last)
         self._even = bool(even_batches)
+        packing = {"pack_length": pack_length, "pack_policy": pack_policy,
+                   "pack_window": pack_window, "pack_overlong": pack_overlong}
+        if any(v is not None for v in packing.values()):  # a pass of packed rows
+            self._opts.update(packing, mode="pack")
         self._open = weakref.WeakSet()  # passes not yet closed
         # Validate now (and learn the length) with a loader that is closed
         # straight away; it starts no work beyond its threads.
@@ -1082,7 +1178,11 @@ class PassLoader:
     @property
     def num_records(self):
         """Records this rank sees in a pass (its real rows with
-        ``even_batches``)."""
+        ``even_batches``). TypeError for a pass of packed rows (its batches
+        are rows of several documents; ``len()`` counts them)."""
+        if self._opts.get("mode") == "pack":
+            raise TypeError("a pass of packed rows has no per-rank record count; len() is its "
+                            "batches")
         b, w, r = self._opts["batch_size"], self._opts["world_size"], self._opts["rank"]
         g = b * w
         full = self._length // g

@@ -36,7 +36,9 @@ class DataLoader:
                  start_step: int = ..., readahead: Optional[int] = ...,
                  step: Optional[int] = ..., lengths: Optional[npt.ArrayLike] = ...,
                  window: int = ..., flip: Optional[Mapping[str, float]] = ...,
-                 fingerprint: Optional[Mapping[str, Any]] = ..., _pass: Optional[dict[str, Any]] = ...,
+                 fingerprint: Optional[Mapping[str, Any]] = ..., pack_length: Optional[int] = ...,
+                 pack_policy: Optional[str] = ..., pack_window: Optional[int] = ...,
+                 pack_overlong: Optional[str] = ..., _pass: Optional[dict[str, Any]] = ...,
                  _resume: Optional[tuple[str, int]] = ..., **kwargs: Any) -> None: ...
     @classmethod
     def from_state(cls, streams: Mapping[str, Any], state: Mapping[str, Any],
@@ -65,7 +67,9 @@ class PassLoader:
                  seed: int = ..., epoch: int = ..., drop_last: bool = ..., rank: int = ...,
                  world_size: int = ..., num_workers: Optional[int] = ..., prefetch: int = ...,
                  transform: Optional[_Transform] = ..., readahead: Optional[int] = ...,
-                 even_batches: bool = ..., **kwargs: Any) -> None: ...
+                 even_batches: bool = ..., pack_length: Optional[int] = ...,
+                 pack_policy: Optional[str] = ..., pack_window: Optional[int] = ...,
+                 pack_overlong: Optional[str] = ..., **kwargs: Any) -> None: ...
     def set_epoch(self, epoch: int) -> None: ...
     @property
     def epoch(self) -> int: ...
