@@ -130,6 +130,46 @@ def test_missing_store_is_named(nginx, cache):
         DenseStore.open(f"{nginx.url}/nothing-here", readonly=True)
 
 
+def _fnv1a32(b):
+    h = 0x811C9DC5
+    for x in b:
+        h = ((h ^ x) * 0x01000193) & 0xFFFFFFFF
+    return h
+
+
+def test_header_forms_over_http(root, nginx, cache):
+    # meta.zr is two 64-byte copies, the newer valid one wins; a store in
+    # the older single 32-byte header still opens; a header whose copies
+    # are both damaged is refused at once, naming meta.zr.
+    import shutil
+    meta = (root / "labels" / "meta.zr").read_bytes()
+    assert len(meta) == 128
+    seq = [int.from_bytes(meta[k + 32:k + 40], "little") for k in (0, 64)]
+    newest = meta[64:128] if seq[1] > seq[0] else meta[0:64]
+    legacy = bytearray(newest[:28] + bytes(4))
+    legacy[24:28] = newest[24:28]
+    legacy[28:32] = _fnv1a32(bytes(legacy[:28])).to_bytes(4, "little")
+    damaged = bytearray(meta)
+    damaged[5] ^= 1
+    damaged[64 + 5] ^= 1
+    made = []
+    try:
+        for name, header in (("labels-legacy", bytes(legacy)), ("labels-damaged", bytes(damaged))):
+            shutil.copytree(root / "labels", root / name)
+            (root / name / "meta.zr").write_bytes(header)
+            made.append(root / name)
+        with DenseStore.open(f"{nginx.url}/labels-legacy", readonly=True) as s:
+            assert len(s) == N
+            np.testing.assert_array_equal(s[N - 50:N], np.arange(N - 50, N) % 10)
+        t0 = time.monotonic()
+        with pytest.raises(ValueError, match=r"labels-damaged.*neither copy of the header in meta.zr"):
+            DenseStore.open(f"{nginx.url}/labels-damaged", readonly=True)
+        assert time.monotonic() - t0 < 5  # read once, not reread like a local header
+    finally:
+        for d in made:
+            shutil.rmtree(d)
+
+
 def test_concat_of_urls_and_loader_match_local(root, nginx, cache):
     urls = [f"{nginx.url}/set/part-{k}" for k in range(3)]
     with ConcatStore(urls) as remote, DenseStore.open(root / "images", readonly=True) as local:
