@@ -297,6 +297,19 @@ static int queue_missing(zrr_ctx *c, zrr_ticket *t, const zrr_held *miss, size_t
     return rc;
 }
 
+/* queue_missing under the lock, then wake the download thread when
+ * something was queued. */
+static int queue_and_wake(zrr_ctx *c, zrr_ticket *t, const zrr_held *miss, size_t n)
+{
+    bool queued = false;
+    zrp_mutex_lock(&c->lock);
+    int rc = queue_missing(c, t, miss, n, &queued);
+    zrp_mutex_unlock(&c->lock);
+    if (queued)
+        zrr_worker_wake(c);
+    return rc;
+}
+
 /* Hold (with a ticket) every block of the ranges, map those another
  * process has cached, and queue downloads of the rest. */
 static int fetch_start(zrr_ctx *c, const zrr_range *r, size_t n, const volatile int *interrupt,
@@ -347,12 +360,7 @@ static int fetch_start(zrr_ctx *c, const zrr_range *r, size_t n, const volatile 
     t->nocache = bytes > c->cfg.cache_bytes;
     if (rc == 0 && t->nmiss > 0) {
         qsort(t->miss, t->nmiss, sizeof *t->miss, held_cmp);
-        bool queued = false;
-        zrp_mutex_lock(&c->lock);
-        rc = queue_missing(c, t, t->miss, t->nmiss, &queued);
-        zrp_mutex_unlock(&c->lock);
-        if (queued)
-            zrr_worker_wake(c);
+        rc = queue_and_wake(c, t, t->miss, t->nmiss);
     }
     *ticket = t; /* released by the caller, whatever happened */
     return rc;
@@ -414,12 +422,7 @@ void zrr_prefetch(zrr_ctx *c, const zrr_range *r, size_t n)
     }
     if (nmiss > 0 && bytes <= c->cfg.cache_bytes / 2) {
         qsort(miss, nmiss, sizeof *miss, held_cmp);
-        bool queued = false;
-        zrp_mutex_lock(&c->lock);
-        (void)queue_missing(c, NULL, miss, nmiss, &queued);
-        zrp_mutex_unlock(&c->lock);
-        if (queued)
-            zrr_worker_wake(c);
+        (void)queue_and_wake(c, NULL, miss, nmiss);
     }
 out:
     free(miss);
@@ -482,12 +485,7 @@ int zrr_fetch_wait(zrr_ctx *c, zrr_ticket *t)
                                      "of it ended %u times without it (the last by one that failed "
                                      "or was interrupted); giving up", t->miss[0].b,
                                      t->miss[0].obj->url, t->rounds - 1));
-        bool queued = false;
-        zrp_mutex_lock(&c->lock);
-        rc = queue_missing(c, t, t->miss, t->nmiss, &queued);
-        zrp_mutex_unlock(&c->lock);
-        if (queued)
-            zrr_worker_wake(c);
+        rc = queue_and_wake(c, t, t->miss, t->nmiss);
         if (rc < 0)
             return fail(rc);
     }
