@@ -79,32 +79,64 @@ def write_shard(path, create, write):
     existing ``path`` (a finished earlier attempt) is replaced only after
     the new shard is complete (it is moved to ``path + ".old"`` for the
     moment of the swap; a swap killed in between is undone by the next
-    call). Globs given to :class:`ConcatStore` skip ``.partial`` and
-    ``.old``. Returns ``path``."""
-    import shutil
-
+    call, and a swap whose second rename fails is undone before the error
+    is raised, so ``path`` keeps the earlier shard). Globs given to
+    :class:`ConcatStore` skip ``.partial`` and ``.old``. Returns ``path``."""
     path = os.fspath(path)
-    partial, old = path + ".partial", path + ".old"
-    if os.path.lexists(partial):
-        shutil.rmtree(partial)
-    if os.path.lexists(old):  # a replacement killed between its renames
-        if os.path.lexists(path):
-            shutil.rmtree(old)
-        else:
-            os.rename(old, path)
+    partial = _prepare_partial(path)
     store = create(partial)
     try:
         write(store)
     finally:
         store.close()  # syncs: payload, record table, header
+    _swap_in(partial, path)
+    return path
+
+
+def _prepare_partial(path):
+    """``path + ".partial"``, free for a new attempt: a leftover of a killed
+    attempt is removed, and a replacement killed between its two renames
+    (``path`` absent, ``path + ".old"`` present) is undone first."""
+    import shutil
+
+    partial, old = path + ".partial", path + ".old"
+    if os.path.lexists(partial):
+        shutil.rmtree(partial)
+    if os.path.lexists(old):
+        if os.path.lexists(path):
+            shutil.rmtree(old)
+        else:
+            os.rename(old, path)
+    return partial
+
+
+def _swap_in(partial, path):
+    """Rename the finished directory ``partial`` to ``path``, replacing an
+    existing ``path`` through ``path + ".old"``; the directory entry is
+    made durable. When the second rename fails, the first is undone before
+    the error is raised (``path`` keeps what it held); if even that fails,
+    the error says where the earlier copy waits (the next
+    :func:`_prepare_partial` puts it back)."""
+    import shutil
+
+    old = path + ".old"
     if os.path.lexists(path):
         os.rename(path, old)
-        os.rename(partial, path)
+        try:
+            os.rename(partial, path)
+        except BaseException as exc:
+            try:
+                os.rename(old, path)
+            except OSError as undo:
+                raise OSError(exc.errno if isinstance(exc, OSError) else None,
+                              f"cannot replace {path!r} with {partial!r} ({exc}), nor put the "
+                              f"earlier copy back ({undo}): it waits at {old!r}, and the next "
+                              "write of this path restores it") from exc
+            raise
         shutil.rmtree(old)
     else:
         os.rename(partial, path)
     _fsync_dir(os.path.dirname(os.path.abspath(path)))
-    return path
 
 
 def _fsync_dir(d):
