@@ -37,6 +37,9 @@ def main():
                              "from its wheel (a prefix install puts zr in <prefix>/bin)\n"
                              % (tool or "loaderx/zr"))
             return 127
+        # What zr hands to Python (zr ingest of Parquet/Arrow files, zr mrec
+        # import) runs in this interpreter, the one that has loaderx.
+        os.environ.setdefault("ZR_PYTHON", sys.executable)
         if os.name == "nt":  # no exec on Windows: run it and pass its status on
             import subprocess
             return subprocess.call([tool] + sys.argv[1:])

@@ -8,7 +8,9 @@
  *   a folder        a ragged uint8 store, one record per regular file in
  *                   sorted (byte) order, names written to STORE.names;
  *   tokens          a flat 1-d .npy plus --lengths or --offsets (.npy):
- *                   a ragged store, one 1-d record per sequence.
+ *                   a ragged store, one 1-d record per sequence;
+ *   Parquet, Arrow  one store per column (STORE/NAME), or --column NAME:
+ *                   read by pyarrow through loaderx (ingest_arrow.c).
  * The source kind is read from the file's first bytes, not its name.
  * Records are appended in slices (each one committed), so memory stays
  * bounded (Fortran-order arrays excepted: they are loaded whole) and
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ingest_arrow.h"
 #include "zr_cli.h"
 #include "zr_io.h"
 #include "zr_platform.h"
@@ -29,7 +32,7 @@
 
 typedef struct ingest_opts {
     zr_sink_opts sink;
-    const char *array, *lengths, *offsets;
+    const char *array, *lengths, *offsets, *column, *tier_name;
     int ragged, quiet, json;
 } ingest_opts;
 
@@ -46,6 +49,11 @@ static void ingest_usage(FILE *out)
             "                      sorted order; the names go to STORE.names, one a line\n"
             "                      (empty files are skipped: a record is never empty)\n"
             "  a flat 1-d .npy     with --lengths or --offsets: ragged token sequences\n"
+            "  a Parquet, Arrow IPC or Feather file\n"
+            "                      one store per column as STORE/NAME, or --column NAME;\n"
+            "                      numbers and fixed-size lists dense, variable lists,\n"
+            "                      binary and strings ragged (needs python3 with loaderx\n"
+            "                      and pyarrow, or $ZR_PYTHON)\n"
             "\n"
             "Options:\n"
             "  --codec raw|zstd|zstd_dict  record codec (default zstd)\n"
@@ -55,7 +63,8 @@ static void ingest_usage(FILE *out)
             "                              (--tier or --dict alone imply --codec zstd_dict)\n"
             "  --append                    add to STORE if it exists with the same identity\n"
             "  --array NAME                .npz: ingest only this array, into STORE\n"
-            "  --ragged                    .npy/IDX/.npz: a ragged store, one record per row\n"
+            "  --column NAME               Parquet/Arrow: ingest only this column, into STORE\n"
+            "  --ragged                    .npy/IDX/.npz/Arrow: a ragged store, one record per row\n"
             "  --lengths FILE.npy          tokens: record i holds lengths[i] elements\n"
             "  --offsets FILE.npy          tokens: record i is SRC[offsets[i]:offsets[i+1]]\n"
             "  --json                      one JSON object per store written\n"
@@ -66,6 +75,7 @@ static void ingest_usage(FILE *out)
             "  zr ingest /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz train-x\n"
             "  zr ingest --codec zstd_dict --tier fast /usr/share/doc docs   # a folder\n"
             "  zr ingest tokens.npy --lengths lengths.npy corpus\n"
+            "  zr ingest --column image train.parquet train-x\n"
             "\n%s",
             zr_exit_table);
 }
@@ -809,7 +819,7 @@ int zr_cmd_ingest(int argc, char **argv)
             continue;
         }
         static const char *const with_value[] = {"--codec", "--tier", "--dict", "--array",
-                                                 "--lengths", "--offsets"};
+                                                 "--lengths", "--offsets", "--column"};
         const char *key = a;
         char keybuf[32];
         const char *eq = strchr(a, '=');
@@ -835,10 +845,13 @@ int zr_cmd_ingest(int argc, char **argv)
             if (zr_parse_tier(val, &o.sink.tier) < 0)
                 return zr_usage_error(CMD, "unknown tier '%s' (fast, balanced or max)", val);
             tier_given = 1;
+            o.tier_name = val;
         } else if (!strcmp(key, "--dict")) {
             o.sink.dict_path = val;
         } else if (!strcmp(key, "--array")) {
             o.array = val;
+        } else if (!strcmp(key, "--column")) {
+            o.column = val;
         } else if (!strcmp(key, "--lengths")) {
             o.lengths = val;
         } else if (!strcmp(key, "--offsets")) {
@@ -871,6 +884,8 @@ int zr_cmd_ingest(int argc, char **argv)
 
     /* From here on Ctrl-C stops after the slice in flight. */
     zr_interrupt_install();
+    if (o.column && (o.lengths || o.offsets || zrp_is_dir(src)))
+        return zr_usage_error(CMD, "--column goes with a Parquet or Arrow file");
     if (o.lengths || o.offsets)
         return ingest_tokens(src, store, &o);
     if (zrp_is_dir(src))
@@ -886,13 +901,22 @@ int zr_cmd_ingest(int argc, char **argv)
         fprintf(stderr, "zr %s: %s\n", CMD, err);
         return ZR_EXIT_OPEN;
     }
+    const char *arrow = zr_arrow_kind(head, got);
+    if (arrow) {
+        zr_arrow_args aa = {o.column, o.sink.codec_given ? zre_codec_name(o.sink.codec) : NULL,
+                            o.tier_name, o.sink.dict_path, o.sink.append, o.ragged, o.json,
+                            o.quiet};
+        return zr_ingest_arrow(src, store, arrow, &aa);
+    }
+    if (o.column)
+        return zr_usage_error(CMD, "--column goes with a Parquet or Arrow file");
     if (got >= 6 && !memcmp(head, "\x93NUMPY", 6))
         return ingest_array_file(src, store, &o, 0);
     if (got >= 4 && !memcmp(head, "PK\x03\x04", 4))
         return ingest_npz(src, store, &o);
     if (got >= 4 && head[0] == 0 && head[1] == 0)
         return ingest_array_file(src, store, &o, 1);
-    zr_error(CMD, src, "not a .npy, .npz or IDX file, nor a folder (it starts with %02x %02x %02x "
+    zr_error(CMD, src, "not a .npy, .npz, IDX, Parquet or Arrow file, nor a folder (it starts with %02x %02x %02x "
              "%02x)", got > 0 ? head[0] : 0, got > 1 ? head[1] : 0, got > 2 ? head[2] : 0,
              got > 3 ? head[3] : 0);
     return ZR_EXIT_FAILED;

@@ -8,8 +8,9 @@ One rule maps an Arrow column type to a store, for
   a dense store of scalar records, item_shape ``()``;
 * ``fixed_size_list<T>[n]`` (nested: ``[n][m]...``), ``fixed_size_binary[n]``
   (uint8), and an extension type with a fixed ``shape`` (Arrow's
-  ``fixed_shape_tensor``, Hugging Face's ``Array2D`` .. ``Array5D``): a dense
-  store, item_shape ``(n, m, ...)``;
+  ``fixed_shape_tensor``, Hugging Face's ``Array2D`` .. ``Array5D``, also as
+  the "huggingface" schema metadata of a ``save_to_disk`` file declares
+  them): a dense store, item_shape ``(n, m, ...)``;
 * ``list`` / ``large_list`` (nested, fixed-size lists inside them too),
   ``binary`` and ``string`` (their bytes, as uint8): a ragged store, one
   record per row, shaped by the nesting. Every sublist of one row must be
@@ -367,7 +368,29 @@ def column_specs(schema, columns=None, shapes=None, ragged=()):
         raise ValueError(f"columns {columns} name a column twice")
     for c in columns:
         check_name(c)
-    return {c: ColumnSpec(c, schema.field(c).type, shapes.get(c), c in ragged) for c in columns}
+    declared = _hf_shapes(schema)
+    return {c: ColumnSpec(c, schema.field(c).type, shapes.get(c, declared.get(c)), c in ragged)
+            for c in columns}
+
+
+def _hf_shapes(schema):
+    """{column: item shape} of the Hugging Face Array2D..Array5D features
+    that a schema's "huggingface" metadata declares: a file written by
+    ``save_to_disk`` keeps them there, read without the datasets package."""
+    import json
+
+    raw = (schema.metadata or {}).get(b"huggingface")
+    try:
+        feats = json.loads(raw)["info"]["features"] if raw else {}
+    except (ValueError, KeyError, TypeError):
+        return {}
+    out = {}
+    for name, f in feats.items() if isinstance(feats, dict) else ():
+        if isinstance(f, dict) and str(f.get("_type", "")).startswith("Array") and \
+                isinstance(f.get("shape"), list) and \
+                all(isinstance(d, int) and d >= 1 for d in f["shape"]):
+            out[name] = tuple(f["shape"])
+    return out
 
 
 def check_name(name):

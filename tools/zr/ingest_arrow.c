@@ -1,0 +1,86 @@
+/*
+ * ingest_arrow.c - zr ingest of Parquet, Arrow IPC (file or stream: Feather
+ * v2, the .arrow files of a Hugging Face save_to_disk) and Feather v1 files.
+ *
+ * Debian 12 has no Arrow C++ package, so zr does not parse these formats
+ * itself: pyarrow is the project's one Arrow reader. As `zr mrec import`
+ * does, zr hands the work to loaderx's Python side, here by replacing
+ * itself with `$ZR_PYTHON -c <loaderx._arrow_ingest.main> OPTIONS -- SRC
+ * STORE` (python3 when ZR_PYTHON is unset; the pip-installed `zr` sets it
+ * to its own interpreter). The same pid keeps Ctrl-C, the standard
+ * streams and the exit status zr ingest's own; without Python, loaderx or
+ * pyarrow the message says which is missing.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ingest_arrow.h"
+#include "zr_cli.h"
+#include "zr_platform.h"
+
+#define CMD "ingest"
+
+static const char PY_MAIN[] =
+    "import sys\n"
+    "try:\n"
+    "    from loaderx._arrow_ingest import main\n"
+    "except ImportError as e:\n"
+    "    sys.exit('zr ingest: %s: reading Parquet and Arrow files needs the loaderx Python "
+    "package and pyarrow (%s); set ZR_PYTHON to a python3 that has them' % (sys.argv[-2], e))\n"
+    "sys.exit(main(sys.argv[1:]))\n";
+
+const char *zr_arrow_kind(const unsigned char *head, size_t got)
+{
+    if (got >= 4 && !memcmp(head, "PAR1", 4))
+        return "a Parquet file";
+    if (got >= 6 && !memcmp(head, "ARROW1", 6))
+        return "an Arrow IPC file";
+    if (got >= 4 && !memcmp(head, "\xff\xff\xff\xff", 4))
+        return "an Arrow IPC stream";
+    if (got >= 4 && !memcmp(head, "FEA1", 4))
+        return "a Feather v1 file";
+    return NULL;
+}
+
+int zr_ingest_arrow(const char *src, const char *store, const char *kind, const zr_arrow_args *a)
+{
+    const char *py = getenv("ZR_PYTHON");
+    const char *argv[24];
+    size_t n = 0;
+    argv[n++] = py && *py ? py : "python3";
+    argv[n++] = "-c";
+    argv[n++] = PY_MAIN;
+    const char *const valued[][2] = {
+        {"--column", a->column}, {"--codec", a->codec}, {"--tier", a->tier}, {"--dict", a->dict}};
+    for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
+        if (valued[k][1]) {
+            argv[n++] = valued[k][0];
+            argv[n++] = valued[k][1];
+        }
+    const struct {
+        const char *name;
+        int on;
+    } flags[] = {{"--append", a->append}, {"--ragged", a->ragged}, {"--json", a->json},
+                 {"--quiet", a->quiet}};
+    for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
+        if (flags[k].on)
+            argv[n++] = flags[k].name;
+    argv[n++] = "--";
+    argv[n++] = src;
+    argv[n++] = store;
+    argv[n] = NULL;
+    if (zr_interrupted())
+        return zr_interrupt_exit(CMD, src, "nothing was written");
+    fflush(stdout);
+    fflush(stderr);
+    int code = ZR_EXIT_FAILED;
+    int rc = zrp_exec(argv, &code);
+    if (rc < 0) {
+        zr_error(CMD, src, "%s is read by python3 with the loaderx package and pyarrow: cannot "
+                 "run %s (%s); set ZR_PYTHON to such an interpreter", kind, argv[0],
+                 strerror(-rc));
+        return ZR_EXIT_FAILED;
+    }
+    return code; /* where zrp_exec ran it as a child */
+}
