@@ -259,3 +259,23 @@ def test_killed_executor_mid_write_then_retry_gives_the_same_dataset(spark, refe
                 b.close()
     assert sorted(os.listdir(out)) == ["id", "image", "jvm", "label", "tokens"]
     assert not os.path.exists(out + ".partial")
+
+
+FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+@pytest.mark.skipif(not os.path.isdir(FASHION), reason=f"{FASHION} missing (dataset-fashion-mnist)")
+def test_example_trains_the_main_jobs_classifier_from_spark_shards(spark, tmp_path):
+    """examples/spark_shards.py on this module's session: Fashion-MNIST as
+    Parquet -> Spark -> shards, every record checked, then the main job's
+    MLP trained from the shards (fewer steps than the example's default)."""
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
+    try:
+        import spark_shards
+    finally:
+        sys.path.pop(0)
+    accuracy = spark_shards.run(spark, str(tmp_path), FASHION, partitions=4, steps=600)
+    assert accuracy >= 0.80
+    for split, n in (("train", 60000), ("test", 10000)):
+        with ConcatStore(str(tmp_path / "shards" / split / "label" / "*")) as c:
+            assert len(c) == n and len(c.shards) == 4
