@@ -98,11 +98,11 @@ def make_rows(fault=None):
 
 
 def _wait_for_partial(out, attempt):
-    # write_spark's task stages its shards at OUT.partial/_attempts/<attempt
+    # write_spark's task stages its shards at OUT.partial/.attempts/<attempt
     # id>/<column>; write_shard writes each at <shard>.partial first.
     from loaderx.zrecord import DenseStore
 
-    path = os.path.join(out + ".partial", "_attempts", str(attempt), "id.partial")
+    path = os.path.join(out + ".partial", ".attempts", str(attempt), "id.partial")
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:

@@ -30,8 +30,7 @@ import os
 
 import numpy as np
 
-from . import _zr
-from .zrecord import DICT_TIERS, DenseStore, RaggedStore, _byte_slices
+from .zrecord import DICT_TIERS, DenseStore, RaggedStore
 
 # Records per append slice: about this many bytes of decoded values.
 SLICE_BYTES = 16 << 20
@@ -164,13 +163,7 @@ class ColumnSpec:
         if isinstance(records, np.ndarray):
             return store.append(records)
         packed, bounds = records
-        first = None
-        for a, b in _byte_slices(bounds):
-            lo = int(bounds[a])
-            got = int(_zr.zrs_append_ragged(store._handle(), packed[lo:int(bounds[b])],
-                                            bounds[a:b + 1] - np.uint64(lo)))
-            first = got if first is None else first
-        return len(store) if first is None else first
+        return store._append_packed(packed, bounds)
 
     @staticmethod
     def samples(records):

@@ -8,7 +8,7 @@ into its attempt's own directory, the driver commits the job), with
    every Arrow source, see ``loaderx._arrow``) and stages the dataset at
    ``OUT.partial``.
 2. Each task (``mapInArrow`` on the executors) writes its partition's
-   rows, one shard per column, under ``OUT.partial/_attempts/<attempt
+   rows, one shard per column, under ``OUT.partial/.attempts/<attempt
    id>/`` through ``write_shard``; the attempt id is unique in the
    application, so a retried or speculative attempt never touches another
    attempt's files. The task returns (partition, attempt, records).
@@ -34,7 +34,7 @@ import shutil
 from . import _arrow, _dataset
 from .shards import write_shard
 
-ATTEMPTS = "_attempts"
+ATTEMPTS = ".attempts"  # a column name never starts with "."
 RESULT_SCHEMA = "partition long, attempt long, records long"
 
 
@@ -68,9 +68,15 @@ def write_spark(df, out, columns=None, *, shapes=None, ragged=(), codec="zstd", 
     try:
         os.makedirs(attempts)
         task = functools.partial(_write_partition, attempts, specs, codecs, dicts)
-        results = df.select(*names).mapInArrow(task, RESULT_SCHEMA).collect()
+        from pyspark.sql.functions import col
+
+        picked = df.select(*[col("`" + n.replace("`", "``") + "`") for n in names])
+        results = picked.mapInArrow(task, RESULT_SCHEMA).collect()
         _commit_attempts(staging, attempts, names,
                          [(r["partition"], r["attempt"], r["records"]) for r in results])
+        if not results:  # a DataFrame of no partitions: one empty shard per column
+            _dataset.Shard({c: os.path.join(staging, c, _dataset.shard_name(0)) for c in names},
+                           specs, codecs, dicts).close()
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

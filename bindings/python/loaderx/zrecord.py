@@ -886,13 +886,19 @@ class RaggedStore(_Store):
         packed = np.concatenate(parts)
         bounds = np.zeros(len(sizes) + 1, dtype=np.uint64)
         np.cumsum(np.asarray(sizes, dtype=np.uint64), out=bounds[1:])
+        return self._append_packed(packed, bounds)
+
+    def _append_packed(self, packed, bounds):
+        """Append records already packed (uint8 ``packed``, record j at
+        ``packed[bounds[j]:bounds[j+1]]``, uint64 ``bounds`` from 0) in
+        committed slices; returns the first new index."""
         first = None
         for a, b in _byte_slices(bounds):
             lo = int(bounds[a])
             got = int(_zr.zrs_append_ragged(self._handle(), packed[lo:int(bounds[b])],
                                             bounds[a:b + 1] - np.uint64(lo)))
             first = got if first is None else first
-        return first
+        return int(_zr.zrs_length(self._handle())) if first is None else first
 
     def _gather_buffer(self, idx):
         """(buf, bounds) of the packed records at int64 indices idx."""
