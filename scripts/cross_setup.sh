@@ -8,9 +8,10 @@
 #   - a tool venv under .cache/cross/venv with pinned zig (PyPI `ziglang`,
 #     the one C compiler and linker for all eight targets) and meson (>= 1.12:
 #     Debian's 1.0.1 cannot detect zig's linker);
-#   - the dependency sources (zstd, msgpack-c, lmdb, json-c, cmocka) from
-#     Debian's source packages, into subprojects/packagecache/ where the wrap
-#     files under subprojects/ find them (nothing is downloaded by meson).
+#   - the dependency sources (zstd, msgpack-c, json-c, cmocka, zlib) from
+#     Debian's source packages and liblmdb from PyPI's lmdb source package,
+#     into subprojects/packagecache/ where the wrap files under subprojects/
+#     find them (scripts/dep_sources.sh; nothing is downloaded by meson).
 # Safe to run again: it does only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -66,42 +67,12 @@ sys.exit(not (m.version('ziglang') == '$ZIG_VERSION' and m.version('meson') == '
         "ziglang==$ZIG_VERSION" "meson==$MESON_VERSION"
 fi
 
-# 3. Dependency sources: the upstream tarballs of Debian's source packages,
-#    checked against the hashes in the wrap files.
-shopt -s nullglob
-mkdir -p subprojects/packagecache $CACHE/debsrc
-for wrap in subprojects/*.wrap; do
-    file=$(sed -n 's/^source_filename *= *//p' "$wrap")
-    hash=$(sed -n 's/^source_hash *= *//p' "$wrap")
-    srcpkg=$(sed -n 's/^# debian-source-package *= *//p' "$wrap")
-    [ -n "$file" ] || continue
-    dest=subprojects/packagecache/$file
-    if [ -f "$dest" ] && echo "$hash  $dest" | sha256sum -c --quiet - 2>/dev/null; then
-        continue
-    fi
-    echo "cross-setup: apt-get source $srcpkg"
-    (cd $CACHE/debsrc && apt-get -qq source --download-only "$srcpkg" >/dev/null)
-    cp "$CACHE/debsrc/$file" "$dest"
-    if ! echo "$hash  $dest" | sha256sum -c --quiet -; then
-        echo "cross-setup: $dest does not match the hash in $wrap" >&2
-        exit 1
-    fi
-done
-# 4. Meson copies packagefiles/<name>/ into the extracted source only once;
-#    when a build file written here has changed since, extract again (the
-#    build dirs then reconfigure: scripts/cross.sh sees the stamp).
-for wrap in subprojects/*.wrap; do
-    dir=subprojects/$(sed -n 's/^directory *= *//p' "$wrap")
-    patch=subprojects/packagefiles/$(sed -n 's/^patch_directory *= *//p' "$wrap")
-    [ -d "$dir" ] || continue
-    stale=""
-    while IFS= read -r f; do
-        cmp -s "$patch/$f" "$dir/$f" || stale=1
-    done < <(cd "$patch" && find . -type f)
-    if [ -n "$stale" ]; then
-        echo "cross-setup: $dir is older than $patch; extracting it again"
-        rm -rf "$dir"
-        touch $CACHE/reconfigure
-    fi
-done
+# 3. Dependency sources: the upstream tarballs of Debian's source packages
+#    (and liblmdb from PyPI's lmdb source package), checked against the
+#    hashes in the wrap files.
+#    A dependency whose build file here changed since its source was
+#    extracted is extracted again (the build dirs then reconfigure:
+#    scripts/cross.sh sees the stamp .cache/cross/reconfigure).
+mkdir -p $CACHE
+PYTHON=$TOOLS/venv/bin/python3 bash scripts/dep_sources.sh
 echo "cross-setup: ready (zig $($TOOLS/venv/bin/python3 -m ziglang version), meson $($TOOLS/venv/bin/meson --version))"

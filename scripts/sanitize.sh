@@ -12,6 +12,8 @@ lanes=("$@")
 [ ${#lanes[@]} -gt 0 ] || lanes=(asan tsan)
 common=(-Dpython=disabled -Dlua=disabled -Dbuildtype=debugoptimized -Db_lundef=false)
 
+# liblmdb builds from source (subprojects/lmdb.wrap): its tarball first.
+bash scripts/dep_sources.sh lmdb
 setup() { # dir, sanitize, extra c_args
     if [ ! -f "$1/build.ninja" ]; then
         meson setup "$1" "${common[@]}" -Db_sanitize="$2" -Dc_args="$3" >/dev/null

@@ -8,9 +8,11 @@
 #                                          module under DIR (e.g. ~/.local)
 #   bash scripts/setup.sh --tests          also what the test suites need
 #
-# 1. Debian packages: the C toolchain, SWIG, the -dev packages of zstd,
-#    msgpack-c, LMDB and json-c, Debian's python3 with venv and headers,
-#    and the Fashion-MNIST data set of the main job.
+# 1. Debian packages: the C toolchain, SWIG, patch, the -dev packages of
+#    zstd, msgpack-c and json-c, Debian's python3 with venv and headers,
+#    and the Fashion-MNIST data set of the main job. liblmdb is built from
+#    source (Debian 12's 0.9.24 crashes on damaged files): its tarball comes
+#    from PyPI's lmdb source package (scripts/dep_sources.sh).
 # 2. A virtual environment, $VENV (default: .venv in this clone), made by
 #    the python3 on PATH (Debian's /usr/bin/python3 on a stock machine:
 #    PEP 668 keeps pip out of it, a venv is the way in). It sees that
@@ -52,8 +54,8 @@ SUDO=""
 t_start=$(date +%s)
 
 # 1. Debian packages.
-debs=(build-essential pkg-config swig ca-certificates
-      libzstd-dev libmsgpack-dev liblmdb-dev libjson-c-dev zlib1g-dev
+debs=(build-essential pkg-config swig ca-certificates patch
+      libzstd-dev libmsgpack-dev libjson-c-dev zlib1g-dev
       python3 python3-venv python3-dev
       dataset-fashion-mnist)
 # The meson build under a prefix (and the test suites): Debian's meson and
@@ -93,6 +95,7 @@ py=$VENV/bin/python3
 pip=("$py" -m pip install -q --disable-pip-version-check)
 
 # 3. Run-time requirements, then the package itself, built by pip.
+PYTHON="$py" bash scripts/dep_sources.sh lmdb
 reqs=(-r requirements/run.txt)
 [ $tests -eq 1 ] && reqs+=(-r requirements/test.txt)
 "${pip[@]}" "${reqs[@]}"

@@ -13,6 +13,11 @@ importing it, so `zr` starts in about the time of a bare interpreter and a
 Ctrl-C in that window ends it with status 130, as the native tool's own
 interrupt does, instead of a traceback and status 1.
 
+`zr mrec import` runs the ASE-based importer of this package in Python:
+the tool takes the interpreter from $ZR_PYTHON, which main() sets to the
+interpreter running it (unless the caller set it), so `.venv/bin/zr mrec
+import` works by absolute path without the venv on PATH.
+
 A meson install under a prefix puts the native tool in <prefix>/bin and
 does not use this module.
 """
@@ -37,8 +42,9 @@ def main():
                              "from its wheel (a prefix install puts zr in <prefix>/bin)\n"
                              % (tool or "loaderx/zr"))
             return 127
-        # What zr hands to Python (zr ingest of Parquet/Arrow files, zr mrec
-        # import) runs in this interpreter, the one that has loaderx.
+        # the interpreter of this environment, which has loaderx, for what zr
+        # hands to Python (`zr mrec import`, `zr ingest` of Parquet/Arrow
+        # files); a caller's own choice stays
         os.environ.setdefault("ZR_PYTHON", sys.executable)
         if os.name == "nt":  # no exec on Windows: run it and pass its status on
             import subprocess

@@ -153,9 +153,16 @@ typedef enum zmr_frame_kind {
     ZMR_FRAME_FF        /* "ff": force-field document in meta, no meta_types    */
 } zmr_frame_kind;
 
-/* A cell. vectors are the three cell vectors row by row (Å by the
- * collection's units), origin the cell origin, boundary the periodicity per
- * axis, cell_defined whether the cell is meaningful. */
+/* A cell, in the layout's convention: vectors is the 3 x 3 matrix whose
+ * COLUMNS are the lattice vectors, stored row-major: a = (vectors[0],
+ * vectors[3], vectors[6]), b = (vectors[1], vectors[4], vectors[7]),
+ * c = (vectors[2], vectors[5], vectors[8]), in the collection's length
+ * unit (ASE's cell holds a, b, c as rows: transpose at that boundary).
+ * origin is the cell origin, boundary the periodicity per axis,
+ * cell_defined whether there is a cell at all. An undefined cell is
+ * periodic on no axis and its vectors are the identity: zmr_frame_set_box
+ * writes the identity whatever it is given, and a decoded frame hands back
+ * the identity whatever is stored. */
 typedef struct zmr_box {
     double vectors[9];
     double origin[3];
@@ -193,9 +200,10 @@ ZMR_API zmr_frame_kind zmr_frame_get_kind(const zmr_frame *f);
  * block with count 0 and no columns is an update that empties it. */
 ZMR_API zmr_status zmr_frame_add_block(zmr_frame *f, const char *name, uint64_t count);
 /* Set a block's "structural_shape", "targets" or "attributes" (field) to
- * the JSON text `json`. targets is {column: "<block>" | "/<section>/<block>"},
- * checked when the column is added or the frame encoded; attributes only on
- * system frames. */
+ * the JSON text `json`. structural_shape is null or 1..ZMR_MAX_NDIM
+ * non-negative integers whose product is the block's count; targets is
+ * {column: "<block>" | "/<section>/<block>"}, checked when the column is
+ * added or the frame encoded; attributes only on system frames. */
 ZMR_API zmr_status zmr_frame_set_block_json(zmr_frame *f, const char *block,
                                             const char *field, const char *json);
 
@@ -237,7 +245,9 @@ ZMR_API zmr_status zmr_frame_set_step(zmr_frame *f, int64_t step);
 ZMR_API zmr_status zmr_frame_set_time(zmr_frame *f, double time);
 ZMR_API bool zmr_frame_get_step(const zmr_frame *f, int64_t *step);
 ZMR_API bool zmr_frame_get_time(const zmr_frame *f, double *time);
-/* System frames and updates: the cell. */
+/* System frames and updates: the cell. ZMR_EINVAL for an undefined cell
+ * that is periodic on some axis; an undefined cell's vectors are set to the
+ * identity. */
 ZMR_API zmr_status zmr_frame_set_box(zmr_frame *f, const zmr_box *box);
 ZMR_API bool zmr_frame_get_box(const zmr_frame *f, zmr_box *box);
 
@@ -266,8 +276,11 @@ ZMR_API zmr_status zmr_frame_encode(zmr_frame *f, void **out, size_t *len);
  * a shape that does not start with the block count, an offset that is not a
  * multiple of 8, a buffer or validity mask past the value, bool / mask
  * bytes other than 0/1, fields the kind may not carry, meta that breaks
- * its type, a target that is not u64 / not a known block, and (same
- * frame) a row reference at or past its target's count. */
+ * its type, a target that is not u64 / not a known block, a structural
+ * shape whose product is not the block's count, an undefined cell that is
+ * periodic, and (same frame) a row reference at or past its target's
+ * count. Values off their precision grid are returned as stored (the
+ * layout: a reader does not re-check them; zmr_validate reports them). */
 ZMR_API zmr_status zmr_frame_decode(zmr_frame **out, const void *value, size_t len,
                                     zmr_frame_kind kind, const char *what);
 
@@ -286,7 +299,11 @@ typedef struct zmr_writer zmr_writer;
  * {"dtype": d, "trailing": [dims], "precision": p, "nullable": b}}}},
  * "meta": {key: {"dtype": tag, "fill": value}}} or NULL for empty (the
  * earlier meta forms {"type": tag, ...} and a bare tag are accepted; the
- * layout's {"dtype": ...} form is written). Blocks and trailing shapes not
+ * layout's {"dtype": ...} form is written, fills in their tag's typed JSON
+ * form: an integer beyond 2^53 as a decimal string). A block may declare
+ * "aligned_with": another declared block, not itself aligned, sharing no
+ * column, the block no grid (ZMR_EINVAL otherwise). collection.units maps
+ * quantities to unit names (strings). Blocks and trailing shapes not
  * declared are declared by the first frame presenting them (see
  * zmr_writer_add_frame). Nothing is a collection until zmr_writer_commit
  * writes "meta". */
@@ -314,8 +331,12 @@ ZMR_API zmr_status zmr_writer_begin_trajectory(zmr_writer *w);
  * shape (a zero-row block without columns empties it and is written with
  * them); a reserved name (blocks step/time/meta/box, columns offset/
  * step_index/_validity), steps that do not increase strictly, a time on
- * some frames of a record only, or a block sharing a system block's name
- * with another row count or one of its columns is refused (ZMR_EINVAL). A
+ * some frames of a record only, a cell_defined other than the record's
+ * earlier cells', a structural shape other than the declared one, a block
+ * sharing a system block's name with another row count or one of its
+ * columns, or a resolved frame where a block declared "aligned_with" T
+ * (sequence_schema.blocks) has another row count than T, or T is absent,
+ * is refused (ZMR_EINVAL; the same rules and details as zmr_validate). A
  * frame without a step gets the previous step + 1 (0 first). */
 ZMR_API zmr_status zmr_writer_add_frame(zmr_writer *w, zmr_frame *update);
 /* The collection's own index columns: a ZMR_FRAME_INDEX frame holding one
@@ -341,11 +362,15 @@ typedef struct zmr_reader zmr_reader;
  * the file: an empty or too short file, or no LMDB magic -> ZMR_ENOTCOLL
  * ("not an mrec-lmdb collection: PATH is empty"), a directory ->
  * ZMR_ENOTCOLL ("PATH is a directory"); LMDB's two meta pages
- * (magic, version, page size, last page, root pages) -> ZMR_ECORRUPT; a
- * file shorter than the pages LMDB uses -> ZMR_ECORRUPT ("file truncated:
- * N bytes, LMDB pages need M"); a missing path -> ZMR_EIO. LMDB keeps no
- * page checksums: damage inside its B-tree pages can still crash liblmdb
- * (see docs/MREC.md). Then checks meta (layout "mrec-lmdb",
+ * (magic, version, page size, last page, root pages, map size) ->
+ * ZMR_ECORRUPT; a file shorter than the pages LMDB uses -> ZMR_ECORRUPT
+ * ("file truncated: N bytes, LMDB pages need M"); a missing path ->
+ * ZMR_EIO. The reader maps the pages the file uses, not the map size its
+ * writer recorded (a reference writer records 1 TiB), so many readers of
+ * one file fit in a process. Damage inside LMDB's B-tree pages is an error
+ * (ZMR_ECORRUPT), not a crash: liblmdb is built with checks of page
+ * bounds, node sizes and page numbers (see docs/MREC.md for what remains).
+ * Then checks meta (layout "mrec-lmdb",
  * layout_version exactly 1, molrec_version 1..2 when present, counts) and
  * the index (block records, dtypes, count == n_records, prefix sums, sum
  * == n_frames). ZMR_ENOTCOLL / ZMR_ECORRUPT / ZMR_EUNSUPPORTED naming the
@@ -363,6 +388,8 @@ ZMR_API uint64_t zmr_n_frames(const zmr_reader *r);
 ZMR_API int zmr_molrec_version(const zmr_reader *r);
 /* The "meta" value as stored (UTF-8 JSON). Owned by the reader. */
 ZMR_API const char *zmr_meta_json(const zmr_reader *r);
+
+/* Every read below fails with a detail that starts with the file's path. */
 
 /* Index row of record `rec` (ZMR_ERANGE past the end). */
 ZMR_API zmr_status zmr_record_info(const zmr_reader *r, uint64_t rec, uint64_t *first_frame,
@@ -386,9 +413,12 @@ ZMR_API zmr_status zmr_read_frame(zmr_reader *r, uint64_t rec, uint64_t k, zmr_f
 
 /* Validate a whole file: open's checks plus every record (meta document,
  * system, every update decoded, resolved and its references checked,
- * n_atoms and has_trajectory against the data, declared meta keys) and no
- * key outside the layout. ZMR_OK or the first broken rule, its detail
- * starting with (or naming) PATH. */
+ * n_atoms and has_trajectory against the data, declared meta keys), the
+ * rules across a record's frames that zmr_writer_add_frame holds a writer
+ * to (steps, time, cell_defined, grid shapes, aligned blocks), values on
+ * their precision grid, well-formed aligned_with declarations, and no key
+ * outside the layout. ZMR_OK or the first broken rule, its detail starting
+ * with (or naming) PATH. */
 ZMR_API zmr_status zmr_validate(const char *path, unsigned flags);
 
 #ifdef __cplusplus

@@ -186,6 +186,10 @@ zmr_status zmr_frame_set_block_json(zmr_frame *f, const char *block, const char 
         return st;
     json_object **slot;
     if (!strcmp(field, "structural_shape")) {
+        if ((st = zmr_rule_structural_shape(block, b->count, o, ZMR_EINVAL)) < 0) {
+            json_object_put(o);
+            return st;
+        }
         slot = &b->structural_shape;
     } else if (!strcmp(field, "targets")) {
         if ((st = check_targets_obj(o, block)) < 0) {
@@ -595,14 +599,11 @@ zmr_status zmr_frame_set_box(zmr_frame *f, const zmr_box *box)
 {
     if (f == NULL || box == NULL || (f->kind != ZMR_FRAME_UPDATE && f->kind != ZMR_FRAME_SYSTEM))
         return zmr_err(ZMR_EINVAL, "set_box: only system frames and trajectory updates carry a box");
-    if (!box->cell_defined && (box->boundary[0] || box->boundary[1] || box->boundary[2]))
-        return zmr_err(ZMR_EINVAL, "set_box: an undefined cell (cell_defined false) is periodic on no axis, but "
-                                   "boundary says [%s, %s, %s]", box->boundary[0] ? "true" : "false",
-                       box->boundary[1] ? "true" : "false", box->boundary[2] ? "true" : "false");
-    f->box = *box;
-    for (int k = 0; k < 3; k++)
-        f->box.boundary[k] = box->boundary[k] != 0;
-    f->box.cell_defined = box->cell_defined != 0;
+    zmr_box b = *box;
+    zmr_status st = zmr_rule_box(&b, ZMR_EINVAL);
+    if (st < 0)
+        return zmr_err_prefix(st, "set_box");
+    f->box = b;
     f->has_box = true;
     invalidate(f);
     return ZMR_OK;
@@ -859,20 +860,6 @@ zmr_status zmr_frame_check_traj_targets(const zmr_frame *system, const zmr_frame
     return check_targets(system, system, traj, true);
 }
 
-zmr_status zmr_frame_check_aligned(const zmr_frame *traj, const zmr_frame *system)
-{
-    for (size_t bi = 0; system && bi < traj->nblocks; bi++) {
-        const struct zmr_block *b = &traj->blocks[bi];
-        const struct zmr_block *t = find_block(system, b->name);
-        if (t != NULL && t->count != b->count)
-            return zmr_err(ZMR_ECORRUPT, "block %s has %llu rows but is aligned to /system/%s with %llu rows "
-                                         "(an aligned block is held to its target's row count at every "
-                                         "resolved ordinal)", b->name, (unsigned long long)b->count,
-                           t->name, (unsigned long long)t->count);
-    }
-    return ZMR_OK;
-}
-
 /* ------------------------------------------------------------ header, encode */
 
 static json_object *f64j(double d)
@@ -1071,7 +1058,7 @@ static zmr_status decode_box(json_object *o, zmr_box *bx, const char *what)
         bx->boundary[k] = json_object_get_boolean(b);
     }
     bx->cell_defined = json_object_get_boolean(cd);
-    return ZMR_OK;
+    return zmr_rule_box(bx, ZMR_ECORRUPT) < 0 ? zmr_err_prefix(ZMR_ECORRUPT, what) : ZMR_OK;
 }
 
 static zmr_status decode_column(zmr_frame *f, struct zmr_block *b, const char *cname, json_object *ce,
@@ -1144,14 +1131,6 @@ static zmr_status decode_column(zmr_frame *f, struct zmr_block *b, const char *c
                 if (((uint8_t *)c->data)[k] > 1)
                     return BAD("%s: column %s/%s: bool element %llu is %u, not 0/1", what, b->name, cname,
                                (unsigned long long)k, ((uint8_t *)c->data)[k]);
-        if (precision != 0.0)
-            for (uint64_t k = 0; k < nelem; k++) {
-                double x = ((double *)c->data)[k];
-                double r = zmr_round_precision(x, precision);
-                if (memcmp(&x, &r, sizeof x) && !(isnan(x) && isnan(r)))
-                    return BAD("%s: column %s/%s: element %llu (%.17g) is not rounded to precision %g", what,
-                               b->name, cname, (unsigned long long)k, x, precision);
-            }
     }
     if (json_object_object_get_ex(ce, "validity", &v)) {
         uint64_t off;
@@ -1175,94 +1154,104 @@ static zmr_status decode_column(zmr_frame *f, struct zmr_block *b, const char *c
     return ZMR_OK;
 }
 
-static zmr_status decode_header(zmr_frame *f, json_object *h, const unsigned char *payload, uint64_t plen,
-                                const char *what)
+/* One block entry of a header: count, structural_shape, targets,
+ * attributes, then its columns; a target column must be one of them, u64. */
+static zmr_status decode_block(zmr_frame *f, const char *bname, json_object *be, const unsigned char *payload,
+                               uint64_t plen, const char *what)
 {
-    json_object *blocks, *v;
+    json_object *v, *cols;
     zmr_status st;
-    if (!json_object_is_type(h, json_type_object))
-        return BAD("%s: header must be a JSON object", what);
-    if (!json_object_object_get_ex(h, "blocks", &blocks) || !json_object_is_type(blocks, json_type_object))
-        return BAD("%s: header needs a \"blocks\" object", what);
-    json_object_object_foreach(blocks, bname, be) {
-        if (!json_object_is_type(be, json_type_object))
-            return BAD("%s: block %s must be an object", what, bname);
-        uint64_t count;
-        if ((st = get_u64_field(be, "count", &count, what, bname)) < 0)
+    uint64_t count;
+    struct zmr_block *b;
+    if (!json_object_is_type(be, json_type_object))
+        return BAD("%s: block %s must be an object", what, bname);
+    if ((st = get_u64_field(be, "count", &count, what, bname)) < 0)
+        return st;
+    if (bname[0] == '\0')
+        return BAD("%s: a block has an empty name", what);
+    if ((st = new_block(f, bname, count, &b)) < 0)
+        return st;
+    if (json_object_object_get_ex(be, "structural_shape", &v)) {
+        if (zmr_rule_structural_shape(bname, count, v, ZMR_ECORRUPT) < 0)
+            return zmr_err_prefix(ZMR_ECORRUPT, what);
+        b->structural_shape = jcopy(v);
+    }
+    if (json_object_object_get_ex(be, "targets", &v)) {
+        if (check_targets_obj(v, bname) < 0)
+            return zmr_err(ZMR_ECORRUPT, "%s: %s", what, zmr_last_error());
+        b->targets = jcopy(v);
+    }
+    if (json_object_object_get_ex(be, "attributes", &v)) {
+        if (f->kind != ZMR_FRAME_SYSTEM || !json_object_is_type(v, json_type_object))
+            return BAD("%s: block %s: attributes ride on system frames only, as an object", what, bname);
+        b->attributes = jcopy(v);
+    }
+    if (!json_object_object_get_ex(be, "columns", &cols) || !json_object_is_type(cols, json_type_object))
+        return BAD("%s: block %s: columns must be an object", what, bname);
+    json_object_object_foreach(cols, cname, ce) {
+        if (cname[0] == '\0')
+            return BAD("%s: block %s: a column has an empty name", what, bname);
+        if ((st = decode_column(f, b, cname, ce, payload, plen, what)) < 0)
             return st;
-        struct zmr_block *b;
-        if (bname[0] == '\0')
-            return BAD("%s: a block has an empty name", what);
-        if ((st = new_block(f, bname, count, &b)) < 0)
-            return st;
-        if (json_object_object_get_ex(be, "structural_shape", &v)) {
-            if (v != NULL && !json_object_is_type(v, json_type_array))
-                return BAD("%s: block %s: structural_shape must be null or an array", what, bname);
-            b->structural_shape = jcopy(v);
-        }
-        if (json_object_object_get_ex(be, "targets", &v)) {
-            if (check_targets_obj(v, bname) < 0)
-                return zmr_err(ZMR_ECORRUPT, "%s: %s", what, zmr_last_error());
-            b->targets = jcopy(v);
-        }
-        if (json_object_object_get_ex(be, "attributes", &v)) {
-            if (f->kind != ZMR_FRAME_SYSTEM || !json_object_is_type(v, json_type_object))
-                return BAD("%s: block %s: attributes ride on system frames only, as an object", what, bname);
-            b->attributes = jcopy(v);
-        }
-        json_object *cols;
-        if (!json_object_object_get_ex(be, "columns", &cols) || !json_object_is_type(cols, json_type_object))
-            return BAD("%s: block %s: columns must be an object", what, bname);
-        json_object_object_foreach(cols, cname, ce) {
-            if (cname[0] == '\0')
-                return BAD("%s: block %s: a column has an empty name", what, bname);
-            if ((st = decode_column(f, b, cname, ce, payload, plen, what)) < 0)
-                return st;
-        }
-        if (b->targets) {
-            json_object_object_foreach(b->targets, tc, tv) {
-                (void)tv;
-                struct zmr_col *c = find_col(b, tc);
-                if (c == NULL || c->dtype != ZMR_U64)
-                    return BAD("%s: block %s: target column '%s' must be a u64 column of the block", what,
-                               bname, tc);
-            }
+    }
+    if (b->targets) {
+        json_object_object_foreach(b->targets, tc, tv) {
+            (void)tv;
+            struct zmr_col *c = find_col(b, tc);
+            if (c == NULL || c->dtype != ZMR_U64)
+                return BAD("%s: block %s: target column '%s' must be a u64 column of the block", what, bname, tc);
         }
     }
+    return ZMR_OK;
+}
+
+/* meta, and on a system frame meta_types: every tag one of the 16, every
+ * typed key present, every value of its tag (untagged ones inferred). */
+static zmr_status decode_meta(zmr_frame *f, json_object *h, const char *what)
+{
+    json_object *v, *mt;
     if (!json_object_object_get_ex(h, "meta", &v) || !json_object_is_type(v, json_type_object))
         return BAD("%s: header needs a \"meta\" object", what);
     json_object_put(f->meta);
     f->meta = jcopy(v);
-    if (f->kind == ZMR_FRAME_SYSTEM) {
-        json_object *mt;
-        if (!json_object_object_get_ex(h, "meta_types", &mt) || !json_object_is_type(mt, json_type_object))
-            return BAD("%s: a system frame always carries a \"meta_types\" object", what);
-        json_object_object_foreach(mt, key, tv) {
-            zmr_tag tag;
-            json_object *val;
-            if (!json_object_is_type(tv, json_type_string) || zmr_tag_parse(json_object_get_string(tv), &tag) < 0)
-                return BAD("%s: meta_types.%s is not one of the 16 tags", what, key);
-            if (!json_object_object_get_ex(f->meta, key, &val))
-                return BAD("%s: meta_types.%s types a key absent from meta", what, key);
-        }
-        json_object_put(f->meta_types);
-        f->meta_types = jcopy(mt);
-        json_object_object_foreach(f->meta, mkey, mval) {
-            zmr_tag tag = zmr_infer_tag(mval);
-            json_object *tv;
-            if (json_object_object_get_ex(f->meta_types, mkey, &tv))
-                zmr_tag_parse(json_object_get_string(tv), &tag);
-            if (zmr_typed_check(tag, mval, ZMR_ECORRUPT) < 0) {
-                char pre[200];
-                snprintf(pre, sizeof pre, "%s: meta.%.100s", what, mkey);
-                return zmr_err_prefix(ZMR_ECORRUPT, pre);
-            }
-        }
-    } else if (json_object_object_get_ex(h, "meta_types", &v)) {
-        return BAD("%s: a %s frame carries no meta_types", what, kind_names[f->kind]);
+    if (f->kind != ZMR_FRAME_SYSTEM) {
+        if (json_object_object_get_ex(h, "meta_types", &v))
+            return BAD("%s: a %s frame carries no meta_types", what, kind_names[f->kind]);
+        if (f->kind == ZMR_FRAME_INDEX && json_object_object_length(f->meta) != 0)
+            return BAD("%s: the index carries \"meta\": {}", what);
+        return ZMR_OK;
     }
-    if (f->kind == ZMR_FRAME_INDEX && json_object_object_length(f->meta) != 0)
-        return BAD("%s: the index carries \"meta\": {}", what);
+    if (!json_object_object_get_ex(h, "meta_types", &mt) || !json_object_is_type(mt, json_type_object))
+        return BAD("%s: a system frame always carries a \"meta_types\" object", what);
+    json_object_object_foreach(mt, key, tv) {
+        zmr_tag tag;
+        json_object *val;
+        if (!json_object_is_type(tv, json_type_string) || zmr_tag_parse(json_object_get_string(tv), &tag) < 0)
+            return BAD("%s: meta_types.%s is not one of the 16 tags", what, key);
+        if (!json_object_object_get_ex(f->meta, key, &val))
+            return BAD("%s: meta_types.%s types a key absent from meta", what, key);
+    }
+    json_object_put(f->meta_types);
+    f->meta_types = jcopy(mt);
+    json_object_object_foreach(f->meta, mkey, mval) {
+        zmr_tag tag = zmr_infer_tag(mval);
+        json_object *tv;
+        if (json_object_object_get_ex(f->meta_types, mkey, &tv))
+            zmr_tag_parse(json_object_get_string(tv), &tag);
+        if (zmr_typed_check(tag, mval, ZMR_ECORRUPT) < 0) {
+            char pre[200];
+            snprintf(pre, sizeof pre, "%s: meta.%.100s", what, mkey);
+            return zmr_err_prefix(ZMR_ECORRUPT, pre);
+        }
+    }
+    return ZMR_OK;
+}
+
+/* step (i64) and time (f64) on updates only; box on updates and systems. */
+static zmr_status decode_step_time_box(zmr_frame *f, json_object *h, const char *what)
+{
+    json_object *v;
+    zmr_status st;
     if (json_object_object_get_ex(h, "step", &v)) {
         zmr_value val;
         if (f->kind != ZMR_FRAME_UPDATE)
@@ -1286,6 +1275,27 @@ static zmr_status decode_header(zmr_frame *f, json_object *h, const unsigned cha
             return st;
         f->has_box = true;
     }
+    return ZMR_OK;
+}
+
+/* The header in phases: blocks, meta, step / time / box, and (system
+ * frames, which hold every block their references may name) the row
+ * references. */
+static zmr_status decode_header(zmr_frame *f, json_object *h, const unsigned char *payload, uint64_t plen,
+                                const char *what)
+{
+    json_object *blocks;
+    zmr_status st;
+    if (!json_object_is_type(h, json_type_object))
+        return BAD("%s: header must be a JSON object", what);
+    if (!json_object_object_get_ex(h, "blocks", &blocks) || !json_object_is_type(blocks, json_type_object))
+        return BAD("%s: header needs a \"blocks\" object", what);
+    json_object_object_foreach(blocks, bname, be) {
+        if ((st = decode_block(f, bname, be, payload, plen, what)) < 0)
+            return st;
+    }
+    if ((st = decode_meta(f, h, what)) < 0 || (st = decode_step_time_box(f, h, what)) < 0)
+        return st;
     if (f->kind == ZMR_FRAME_SYSTEM)
         return zmr_frame_check_targets(f, f, NULL) < 0 ? zmr_err_prefix(ZMR_ECORRUPT, what) : ZMR_OK;
     return ZMR_OK;

@@ -20,6 +20,7 @@ struct zmr_reader {
     char *meta_text;
     json_object *meta, *schema_meta;
     json_object *schema_blocks; /* sequence_schema.blocks when it states every trailing shape, else NULL */
+    json_object *decl_blocks;   /* sequence_schema.blocks as stored (NULL when absent) */
     uint64_t n_records, n_frames;
     int molrec;
     uint64_t *first, *nfr, *natoms;
@@ -32,8 +33,12 @@ struct zmr_reader {
 static zmr_status begin(const zmr_reader *r, MDB_txn **txn)
 {
     int rc = mdb_txn_begin(r->env, NULL, MDB_RDONLY, txn);
+    if (rc == MDB_MAP_RESIZED)
+        return zmr_err(ZMR_EBUSY, "%s: read transaction: the file grew past the pages it had when opened (a "
+                                  "writer is running on it); open it again", r->path);
     if (rc)
-        return zmr_err(rc == MDB_READERS_FULL ? ZMR_EBUSY : ZMR_EIO, "read transaction: %s", mdb_strerror(rc));
+        return zmr_err(rc == MDB_READERS_FULL ? ZMR_EBUSY : ZMR_EIO, "%s: read transaction: %s", r->path,
+                       mdb_strerror(rc));
     return ZMR_OK;
 }
 
@@ -268,6 +273,7 @@ static zmr_status check_meta(zmr_reader *r)
                 }
             }
             r->schema_blocks = full ? sb : NULL;
+            r->decl_blocks = sb;
         }
     }
     return ZMR_OK;
@@ -394,13 +400,18 @@ static zmr_status check_index(zmr_reader *r, const MDB_val *v)
  * depth u16, branch, leaf, overflow, entries, root), last_pg, txnid. */
 #define LMDB_META_BYTES 136u
 #define LMDB_DB_BYTES 48u
+#define LMDB_MAPSIZE_AT 16u
 #define LMDB_DBS_AT 24u
 #define LMDB_LAST_PG_AT 120u
 #define LMDB_TXNID_AT 128u
+/* The largest map a writer can have had: it mapped mm_mapsize bytes of its
+ * address space, and no 64-bit machine gives a process more than 2^56
+ * (57-bit virtual addresses, the kernel's half excluded). */
+#define LMDB_MAPSIZE_MAX ((uint64_t)1 << 56)
 
 struct lmdb_meta {
     uint32_t psize;
-    uint64_t root[2], last_pg, txnid;
+    uint64_t mapsize, root[2], last_pg, txnid;
 };
 
 static uint32_t le32(const unsigned char *p)
@@ -456,11 +467,28 @@ static zmr_status read_lmdb_meta(zrp_file fd, const char *path, uint64_t size, i
             return zmr_err(ZMR_ECORRUPT, "%s: LMDB meta page %d is damaged: %s root page %llu outside 2..%llu "
                            "(the last page)", path, which, d ? "main" : "free-list",
                            (unsigned long long)m->root[d], (unsigned long long)m->last_pg);
+    m->mapsize = zmr_load_u64le(mm + LMDB_MAPSIZE_AT);
     return ZMR_OK;
 }
 
-/* Everything that can be checked before LMDB maps the file. */
-static zmr_status check_lmdb_file(const char *path)
+/* The writer's map size (mm_mapsize) of meta page `which`: at least the
+ * bytes its pages use (a writer cannot allocate a page past its map), at
+ * most what a process can map. A reader maps only the pages (zmr_open), so
+ * this value is never mapped: a damaged one means a damaged meta page. */
+static zmr_status check_mapsize(const char *path, int which, const struct lmdb_meta *m)
+{
+    uint64_t used = (m->last_pg + 1) * m->psize;
+    if (m->mapsize >= used && m->mapsize <= LMDB_MAPSIZE_MAX)
+        return ZMR_OK;
+    return zmr_err(ZMR_ECORRUPT, "%s: LMDB meta page %d is damaged: map size (mm_mapsize) %llu is %s", path, which,
+                   (unsigned long long)m->mapsize,
+                   m->mapsize < used ? "below the bytes its pages use" : "beyond any address space (2^56)");
+}
+
+/* Everything that can be checked before LMDB maps the file. *pages: the
+ * bytes the newest meta page's pages span, (last page + 1) x page size:
+ * the map a reader needs. */
+static zmr_status check_lmdb_file(const char *path, uint64_t *pages)
 {
     zrp_file fd;
     if (zrp_is_dir(path) == 1)
@@ -490,6 +518,9 @@ static zmr_status check_lmdb_file(const char *path)
         if (size < need)
             st = zmr_err(ZMR_ECORRUPT, "%s: file truncated: %llu bytes, LMDB pages need %llu", path,
                          (unsigned long long)size, (unsigned long long)need);
+        for (int k = 0; k < 2 && st == ZMR_OK; k++)
+            st = check_mapsize(path, k, &m[k]);
+        *pages = need;
     }
     zrp_close(&fd);
     return st;
@@ -520,7 +551,8 @@ zmr_status zmr_open(zmr_reader **out, const char *path, unsigned flags)
     if (out == NULL || path == NULL)
         return zmr_err(ZMR_EINVAL, "open: NULL argument");
     *out = NULL;
-    zmr_status cst = check_lmdb_file(path);
+    uint64_t pages = 0;
+    zmr_status cst = check_lmdb_file(path, &pages);
     if (cst < 0)
         return cst;
     zmr_reader *r = calloc(1, sizeof *r);
@@ -533,8 +565,15 @@ zmr_status zmr_open(zmr_reader **out, const char *path, unsigned flags)
         zmr_close(r);
         return zmr_err(ZMR_EIO, "open: mdb_env_create: %s", mdb_strerror(rc));
     }
+    /* Map the pages the file uses, not the writer's recorded map size: a
+     * reference writer records 1 TiB, and 126 such maps fill a 47-bit
+     * address space (none fits under `ulimit -v 4000000`). A collection is
+     * complete when readers open it, so its pages do not grow under them;
+     * LMDB raises a map below its data to the data's size itself. */
+    rc = mdb_env_set_mapsize(r->env, (size_t)pages);
     unsigned mf = MDB_RDONLY | MDB_NOSUBDIR | MDB_NOTLS | ((flags & ZMR_OPEN_NOLOCK) ? MDB_NOLOCK : 0);
-    rc = mdb_env_open(r->env, path, mf, 0644);
+    if (rc == 0)
+        rc = mdb_env_open(r->env, path, mf, 0644);
     if (rc && !(flags & ZMR_OPEN_NOLOCK) && (rc == EACCES || rc == EROFS || rc == EPERM)) {
         /* the file was readable above: what failed is LMDB's reader lock
          * file beside it, which even a reader creates and writes */
@@ -613,8 +652,8 @@ static zmr_status check_rec(const zmr_reader *r, uint64_t rec)
     return ZMR_OK;
 }
 
-zmr_status zmr_record_info(const zmr_reader *r, uint64_t rec, uint64_t *first_frame, uint64_t *n_frames,
-                           uint64_t *n_atoms, bool *has_trajectory)
+static zmr_status record_info_here(const zmr_reader *r, uint64_t rec, uint64_t *first_frame, uint64_t *n_frames,
+                                   uint64_t *n_atoms, bool *has_trajectory)
 {
     zmr_status st = check_rec(r, rec);
     if (st < 0)
@@ -652,7 +691,7 @@ static zmr_status read_meta_txn(zmr_reader *r, MDB_txn *txn, uint64_t rec, char 
     return ZMR_OK;
 }
 
-zmr_status zmr_read_record_meta(zmr_reader *r, uint64_t rec, char **json)
+static zmr_status read_record_meta_here(zmr_reader *r, uint64_t rec, char **json)
 {
     zmr_status st = check_rec(r, rec);
     MDB_txn *txn;
@@ -676,7 +715,7 @@ static zmr_status read_system_txn(zmr_reader *r, MDB_txn *txn, uint64_t rec, zmr
     return zmr_frame_decode(out, v.mv_data, v.mv_size, ZMR_FRAME_SYSTEM, name);
 }
 
-zmr_status zmr_read_system(zmr_reader *r, uint64_t rec, zmr_frame **out)
+static zmr_status read_system_here(zmr_reader *r, uint64_t rec, zmr_frame **out)
 {
     if (out == NULL)
         return zmr_err(ZMR_EINVAL, "read_system: out is NULL");
@@ -703,7 +742,7 @@ static zmr_status read_ff_txn(zmr_reader *r, MDB_txn *txn, zmr_frame **out)
     return zmr_frame_decode(out, v.mv_data, v.mv_size, ZMR_FRAME_FF, "ff");
 }
 
-zmr_status zmr_read_ff(zmr_reader *r, zmr_frame **out)
+static zmr_status read_ff_here(zmr_reader *r, zmr_frame **out)
 {
     if (r == NULL || out == NULL)
         return zmr_err(ZMR_EINVAL, "read_ff: NULL argument");
@@ -717,7 +756,7 @@ zmr_status zmr_read_ff(zmr_reader *r, zmr_frame **out)
     return st;
 }
 
-zmr_status zmr_read_index(zmr_reader *r, zmr_frame **out)
+static zmr_status read_index_here(zmr_reader *r, zmr_frame **out)
 {
     if (r == NULL || out == NULL)
         return zmr_err(ZMR_EINVAL, "read_index: NULL argument");
@@ -812,7 +851,7 @@ static zmr_status bad_resolved_frame(uint64_t rec, uint64_t k, uint64_t j)
     return zmr_err_prefix(ZMR_ECORRUPT, pre);
 }
 
-zmr_status zmr_read_update(zmr_reader *r, uint64_t rec, uint64_t k, zmr_frame **out)
+static zmr_status read_update_here(zmr_reader *r, uint64_t rec, uint64_t k, zmr_frame **out)
 {
     zmr_status st = check_frame_args(r, rec, k, out, "read_update");
     if (st < 0)
@@ -848,7 +887,7 @@ static zmr_status apply(zmr_frame *s, zmr_frame *u)
     return ZMR_OK;
 }
 
-zmr_status zmr_read_frame(zmr_reader *r, uint64_t rec, uint64_t k, zmr_frame **out)
+static zmr_status read_frame_here(zmr_reader *r, uint64_t rec, uint64_t k, zmr_frame **out)
 {
     zmr_status st = check_frame_args(r, rec, k, out, "read_frame");
     if (st < 0)
@@ -877,6 +916,53 @@ zmr_status zmr_read_frame(zmr_reader *r, uint64_t rec, uint64_t k, zmr_frame **o
     }
     *out = s;
     return ZMR_OK;
+}
+
+/* ------------------------------------------------------------ the public reads
+ * Each failure's detail names the file first ("PATH: record 3 is out of
+ * range ..."), whatever the layer that failed. */
+
+static zmr_status named(const zmr_reader *r, zmr_status st)
+{
+    if (st < 0 && r != NULL && strncmp(zmr_last_error(), r->path, strlen(r->path)))
+        zmr_err_prefix(st, r->path);
+    return st;
+}
+
+zmr_status zmr_record_info(const zmr_reader *r, uint64_t rec, uint64_t *first_frame, uint64_t *n_frames,
+                           uint64_t *n_atoms, bool *has_trajectory)
+{
+    return named(r, record_info_here(r, rec, first_frame, n_frames, n_atoms, has_trajectory));
+}
+
+zmr_status zmr_read_record_meta(zmr_reader *r, uint64_t rec, char **json)
+{
+    return named(r, read_record_meta_here(r, rec, json));
+}
+
+zmr_status zmr_read_system(zmr_reader *r, uint64_t rec, zmr_frame **out)
+{
+    return named(r, read_system_here(r, rec, out));
+}
+
+zmr_status zmr_read_ff(zmr_reader *r, zmr_frame **out)
+{
+    return named(r, read_ff_here(r, out));
+}
+
+zmr_status zmr_read_index(zmr_reader *r, zmr_frame **out)
+{
+    return named(r, read_index_here(r, out));
+}
+
+zmr_status zmr_read_update(zmr_reader *r, uint64_t rec, uint64_t k, zmr_frame **out)
+{
+    return named(r, read_update_here(r, rec, k, out));
+}
+
+zmr_status zmr_read_frame(zmr_reader *r, uint64_t rec, uint64_t k, zmr_frame **out)
+{
+    return named(r, read_frame_here(r, rec, k, out));
 }
 
 /* ------------------------------------------------------------ validate */
@@ -924,12 +1010,83 @@ static zmr_status validate_keys(zmr_reader *r, MDB_txn *txn)
     return st;
 }
 
+/* "record R frame K (resolved at f/J)" and friends: a prefix naming where
+ * a rule broke. */
+static zmr_status at_frame(zmr_status st, uint64_t rec, uint64_t k, uint64_t j, const char *how)
+{
+    char pre[160];
+    snprintf(pre, sizeof pre, "record %llu frame %llu (%s f/%llu)", (unsigned long long)rec, (unsigned long long)k,
+             how, (unsigned long long)j);
+    return zmr_err_prefix(st, pre);
+}
+
+/* Every f64 column with a precision on its grid: a system or index frame's
+ * own precision, an update's declared one. */
+static zmr_status validate_grid(const zmr_reader *r, const zmr_frame *f, const char *name)
+{
+    for (size_t b = 0; b < f->nblocks; b++)
+        for (size_t c = 0; c < f->blocks[b].ncols; c++) {
+            const struct zmr_block *blk = &f->blocks[b];
+            double p = f->kind == ZMR_FRAME_UPDATE ? zmr_schema_precision(r->decl_blocks, blk->name, blk->cols[c].name)
+                                                   : blk->cols[c].precision;
+            if (zmr_rule_on_grid(blk->name, &blk->cols[c], p, ZMR_ECORRUPT) < 0)
+                return zmr_err_prefix(ZMR_ECORRUPT, name);
+        }
+    return ZMR_OK;
+}
+
+/* One stored update u (frame k of rec, key f/j) against the record's frames
+ * before it (steps, time, cell) and its blocks' declared grid shapes. */
+static zmr_status validate_update(const zmr_reader *r, const struct zmr_traj_rules *rules, const zmr_frame *u,
+                                  uint64_t rec, uint64_t k, uint64_t j)
+{
+    zmr_status st = zmr_rules_frame(rules, u, ZMR_ECORRUPT);
+    for (size_t b = 0; st == ZMR_OK && b < u->nblocks; b++) {
+        json_object *decl = NULL;
+        if (r->decl_blocks && json_object_object_get_ex(r->decl_blocks, u->blocks[b].name, &decl))
+            st = zmr_rule_declared_shape(&u->blocks[b], decl, ZMR_ECORRUPT);
+    }
+    return st < 0 ? at_frame(st, rec, k, j, "at") : ZMR_OK;
+}
+
+/* The resolved state s at frame k against the system: row references,
+ * aligned blocks (a system namesake, a declared aligned_with), and the
+ * system's /trajectory/ references into it. */
+static zmr_status validate_resolved(const zmr_reader *r, const zmr_frame *s, const zmr_frame *sys, uint64_t rec,
+                                    uint64_t k, uint64_t j)
+{
+    if (zmr_frame_check_targets(s, sys, s) < 0)
+        return bad_resolved_frame(rec, k, j);
+    if (zmr_rules_aligned(r->decl_blocks, NULL, s, sys, ZMR_ECORRUPT) < 0) {
+        char pre[128];
+        snprintf(pre, sizeof pre, "record %llu frame %llu (resolved at f/%llu)%s", (unsigned long long)rec,
+                 (unsigned long long)k, (unsigned long long)j, sys ? " against s/" : "");
+        if (sys)
+            snprintf(pre + strlen(pre), sizeof pre - strlen(pre), "%llu", (unsigned long long)rec);
+        return zmr_err_prefix(ZMR_ECORRUPT, pre);
+    }
+    if (sys && zmr_frame_check_traj_targets(sys, s) < 0) {
+        char pre[128];
+        snprintf(pre, sizeof pre, "s/%llu: row reference into record %llu frame %llu (resolved at f/%llu)",
+                 (unsigned long long)rec, (unsigned long long)rec, (unsigned long long)k, (unsigned long long)j);
+        return zmr_err_prefix(ZMR_ECORRUPT, pre);
+    }
+    return ZMR_OK;
+}
+
 static zmr_status validate_record(zmr_reader *r, MDB_txn *txn, uint64_t rec)
 {
     zmr_frame *sys = NULL, *s = NULL;
+    struct zmr_traj_rules rules;
+    zmr_rules_begin(&rules);
     zmr_status st = read_meta_txn(r, txn, rec, NULL);
     if (st == ZMR_OK)
         st = read_system_txn(r, txn, rec, &sys);
+    if (st == ZMR_OK && sys) {
+        char name[32];
+        snprintf(name, sizeof name, "s/%llu", (unsigned long long)rec);
+        st = validate_grid(r, sys, name);
+    }
     if (st == ZMR_OK)
         st = zmr_frame_create(&s, ZMR_FRAME_UPDATE);
     size_t ab;
@@ -937,35 +1094,20 @@ static zmr_status validate_record(zmr_reader *r, MDB_txn *txn, uint64_t rec)
     uint64_t natoms = atoms_known ? sys->blocks[ab].count : 0;
     for (uint64_t k = 0; st == ZMR_OK && k < r->nfr[rec]; k++) {
         zmr_frame *u;
-        if ((st = read_update_txn(r, txn, rec, r->first[rec] + k, &u)) < 0)
-            break;
-        st = apply(s, u);
         uint64_t j = r->first[rec] + k;
-        if (st == ZMR_OK && zmr_frame_check_targets(s, sys, s) < 0)
-            st = bad_resolved_frame(rec, k, j);
-        if (st == ZMR_OK && sys && zmr_frame_check_aligned(s, sys) < 0) {
-            char pre[128];
-            snprintf(pre, sizeof pre, "record %llu frame %llu (resolved at f/%llu) against s/%llu",
-                     (unsigned long long)rec, (unsigned long long)k, (unsigned long long)j,
-                     (unsigned long long)rec);
-            st = zmr_err_prefix(ZMR_ECORRUPT, pre);
-        }
-        if (st == ZMR_OK && sys && zmr_frame_check_traj_targets(sys, s) < 0) {
-            char pre[128];
-            snprintf(pre, sizeof pre, "s/%llu: row reference into record %llu frame %llu (resolved at f/%llu)",
-                     (unsigned long long)rec, (unsigned long long)rec, (unsigned long long)k,
-                     (unsigned long long)j);
-            st = zmr_err_prefix(ZMR_ECORRUPT, pre);
-        }
+        if ((st = read_update_txn(r, txn, rec, j, &u)) < 0)
+            break;
+        char name[32];
+        snprintf(name, sizeof name, "f/%llu", (unsigned long long)j);
+        if ((st = validate_update(r, &rules, u, rec, k, j)) == ZMR_OK && (st = apply(s, u)) == ZMR_OK &&
+            (st = validate_resolved(r, s, sys, rec, k, j)) == ZMR_OK && (st = check_declared(r, u, name)) == ZMR_OK)
+            st = validate_grid(r, u, name);
+        zmr_rules_next(&rules, u);
+        zmr_frame_free(u);
         if (st == ZMR_OK && !atoms_known && zmr_frame_find_block(s, "atoms", &ab) == ZMR_OK) {
             atoms_known = true;
             natoms = s->blocks[ab].count;
         }
-        char name[32];
-        snprintf(name, sizeof name, "f/%llu", (unsigned long long)j);
-        if (st == ZMR_OK)
-            st = check_declared(r, u, name);
-        zmr_frame_free(u);
     }
     if (st == ZMR_OK && natoms != r->natoms[rec])
         st = BAD("index: n_atoms[%llu] = %llu but the record's atoms have %llu rows", (unsigned long long)rec,
@@ -987,11 +1129,19 @@ zmr_status zmr_validate(const char *path, unsigned flags)
         return st;
     }
     st = validate_keys(r, txn);
+    if (st == ZMR_OK && zmr_rule_alignments(r->decl_blocks, ZMR_ECORRUPT) < 0)
+        st = zmr_err_prefix(ZMR_ECORRUPT, "meta");
     if (st == ZMR_OK) {
         zmr_frame *ff;
         st = read_ff_txn(r, txn, &ff);
         zmr_frame_free(ff);
     }
+    MDB_val iv;
+    zmr_frame *idx = NULL;
+    if (st == ZMR_OK && (st = get(r, txn, "index", 5, &iv)) == ZMR_OK &&
+        (st = zmr_frame_decode(&idx, iv.mv_data, iv.mv_size, ZMR_FRAME_INDEX, "index")) == ZMR_OK)
+        st = validate_grid(r, idx, "index");
+    zmr_frame_free(idx);
     for (uint64_t rec = 0; st == ZMR_OK && rec < r->n_records; rec++)
         st = validate_record(r, txn, rec);
     mdb_txn_abort(txn);

@@ -33,11 +33,8 @@ struct zmr_writer {
     uint8_t *has_traj;
     bool in_record, atoms_known, failed, has_ff;
     zmr_frame *state, *system;
-    uint64_t rec_frames;
     bool rec_traj;          /* zmr_writer_mark_trajectory on the current record */
-    int64_t last_step;      /* the current record's last step */
-    bool rec_timed;         /* the record's first frame had a time */
-    bool rec_boxed, rec_cell_defined; /* the record's cell section so far */
+    struct zmr_traj_rules rules; /* the current record's frames so far (steps, time, cell) */
     zmr_frame *own;         /* the collection's own index columns (block records) */
     char why[512];          /* the detail of the failure that set `failed` */
 };
@@ -187,11 +184,11 @@ static zmr_status schema_fail(json_object *partial, const char *fmt, ...)
     return zmr_err(ZMR_EINVAL, "%s", buf);
 }
 
-static zmr_status check_schema(zmr_writer *w)
+/* sequence_schema.blocks, rebuilt in the layout's form into w->schema_blocks;
+ * reserved names, column declarations and aligned_with declarations checked. */
+static zmr_status check_schema_blocks(zmr_writer *w)
 {
     json_object *v;
-    if (!json_object_is_type(w->schema, json_type_object))
-        return zmr_err(ZMR_EINVAL, "sequence_schema must be a JSON object");
     if (!json_object_object_get_ex(w->schema, "blocks", &v)) {
         v = json_object_new_object();
         json_object_object_add(w->schema, "blocks", v);
@@ -272,6 +269,14 @@ static zmr_status check_schema(zmr_writer *w)
     }
     json_object_object_add(w->schema, "blocks", nb);
     w->schema_blocks = nb;
+    return zmr_rule_alignments(nb, ZMR_EINVAL);
+}
+
+/* sequence_schema.meta, every declaration rebuilt as {"dtype", "fill"?}
+ * into w->schema_meta; canonical per-step keys must be f64. */
+static zmr_status check_schema_meta(zmr_writer *w)
+{
+    json_object *v;
     if (!json_object_object_get_ex(w->schema, "meta", &v)) {
         v = json_object_new_object();
         json_object_object_add(w->schema, "meta", v);
@@ -295,12 +300,41 @@ static zmr_status check_schema(zmr_writer *w)
                                      "given %s", key, key, zmr_tag_name(tag));
         json_object *d = json_object_new_object();
         json_object_object_add(d, "dtype", json_object_new_string(zmr_tag_name(tag)));
-        if (has_fill)
+        if (has_fill && fill != NULL && tag != ZMR_TAG_JSON) {
+            /* in the tag's typed JSON form: an integer beyond 2^53 as a
+             * decimal string, a non-finite f64 as "NaN" / "Infinity" */
+            zmr_value fv;
+            zmr_typed_to_value(tag, fill, &fv);
+            json_object_object_add(d, "fill", zmr_typed_from_value(&fv));
+        } else if (has_fill) {
             json_object_object_add(d, "fill", json_object_get(fill));
+        }
         json_object_object_add(norm, key, d);
     }
     json_object_object_add(w->schema, "meta", norm);
     w->schema_meta = norm;
+    return ZMR_OK;
+}
+
+static zmr_status check_schema(zmr_writer *w)
+{
+    if (!json_object_is_type(w->schema, json_type_object))
+        return zmr_err(ZMR_EINVAL, "sequence_schema must be a JSON object");
+    zmr_status st = check_schema_blocks(w);
+    return st < 0 ? st : check_schema_meta(w);
+}
+
+/* collection.units: {quantity: unit name}, every unit a string. */
+static zmr_status check_units(json_object *units)
+{
+    if (!json_object_is_type(units, json_type_object))
+        return zmr_err(ZMR_EINVAL, "collection.units must be an object {quantity: unit}, got %.60s",
+                       zmr_json_text(units));
+    json_object_object_foreach(units, q, u) {
+        if (!json_object_is_type(u, json_type_string))
+            return zmr_err(ZMR_EINVAL, "collection.units.%s must be a unit name (a string), got %.60s", q,
+                           zmr_json_text(u));
+    }
     return ZMR_OK;
 }
 
@@ -358,9 +392,9 @@ zmr_status zmr_writer_create(zmr_writer **out, const char *path, const char *col
      * stated: {}) */
     if (!json_object_object_get_ex(w->collection, "units", &mv))
         json_object_object_add(w->collection, "units", json_object_new_object());
-    else if (!json_object_is_type(mv, json_type_object)) {
+    else if ((st = check_units(mv)) < 0) {
         writer_free(w);
-        return zmr_err(ZMR_EINVAL, "collection.units must be an object {quantity: unit}");
+        return st;
     }
 
     int rc = mdb_env_create(&w->env);
@@ -435,14 +469,14 @@ static zmr_status end_record(zmr_writer *w)
     if (!w->in_record)
         return ZMR_OK;
     uint64_t r = w->n_records - 1;
-    if (w->system == NULL && w->rec_frames == 0 && !w->rec_traj) {
+    if (w->system == NULL && w->rules.frames == 0 && !w->rec_traj) {
         return fail_writer(w, zmr_err(ZMR_EINVAL, "record %llu has neither a system nor a trajectory (give a "
                                                   "system, frames, or zmr_writer_begin_trajectory for a "
                                                   "trajectory of zero frames)", (unsigned long long)r));
     }
-    w->nfr[r] = w->rec_frames;
-    w->has_traj[r] = w->rec_frames > 0 || w->rec_traj;
-    w->n_frames_total += w->rec_frames;
+    w->nfr[r] = w->rules.frames;
+    w->has_traj[r] = w->rules.frames > 0 || w->rec_traj;
+    w->n_frames_total += w->rules.frames;
     w->in_record = false;
     if (w->pending >= FLUSH_BYTES)
         return flush(w, NULL, 0);
@@ -535,26 +569,12 @@ zmr_status zmr_writer_begin_record(zmr_writer *w, const char *meta_json, zmr_fra
     while (w->state->nblocks)
         zmr_frame_remove_block(w->state, w->state->nblocks - 1);
     w->state->has_box = false;
-    w->rec_frames = 0;
     w->rec_traj = false;
-    w->rec_boxed = false;
-    w->rec_timed = false;
-    w->last_step = 0;
+    zmr_rules_begin(&w->rules);
     w->in_record = true;
     if (index)
         *index = r;
     return ZMR_OK;
-}
-
-static double schema_precision(zmr_writer *w, const char *block, const char *col)
-{
-    json_object *b, *cols, *c, *p;
-    double pr;
-    if (json_object_object_get_ex(w->schema_blocks, block, &b) && json_object_object_get_ex(b, "columns", &cols) &&
-        json_object_object_get_ex(cols, col, &c) && json_object_object_get_ex(c, "precision", &p) &&
-        zmr_json_f64(p, &pr) == 0)
-        return pr;
-    return 0.0;
 }
 
 static void shape_text(char *buf, size_t n, const char *dtype, json_object *trailing)
@@ -598,13 +618,8 @@ static zmr_status declare_block(zmr_writer *w, zmr_frame *out, struct zmr_block 
         if (ob->structural_shape)
             json_object_object_add(bd, "structural_shape", json_object_get(ob->structural_shape));
     }
-    json_object *ss = NULL;
-    json_object_object_get_ex(bd, "structural_shape", &ss);
-    const char *want_ss = ss ? zmr_json_text(ss) : "null",
-               *got_ss = ob->structural_shape ? zmr_json_text(ob->structural_shape) : "null";
-    if (strcmp(want_ss, got_ss))
-        return zmr_err(ZMR_EINVAL, "add_frame: block %s has structural shape %s, sequence_schema declares %s (a "
-                                   "grid's row count is fixed)", ob->name, got_ss, want_ss);
+    if (zmr_rule_declared_shape(ob, bd, ZMR_EINVAL) < 0)
+        return zmr_err_prefix(ZMR_EINVAL, "add_frame");
     if (ob->count == 0 && ob->ncols == 0) {
         json_object_object_foreach(cols, cname, cd) {
             json_object *d, *t;
@@ -675,20 +690,14 @@ static zmr_status declare_block(zmr_writer *w, zmr_frame *out, struct zmr_block 
 }
 
 /* A trajectory block sharing its name with a system block is the per-step
- * state of the system's rows: the same row count, and no column on both
- * sides (a column is time-independent or not). */
+ * state of the system's rows (its row count: zmr_rules_aligned), and no
+ * column is on both sides (a column is time-independent or not). */
 static zmr_status check_against_system(const zmr_writer *w, const struct zmr_block *ob)
 {
-    if (w->system == NULL)
-        return ZMR_OK;
     size_t si;
-    if (zmr_frame_find_block(w->system, ob->name, &si) < 0)
+    if (w->system == NULL || zmr_frame_find_block(w->system, ob->name, &si) < 0)
         return ZMR_OK;
     const struct zmr_block *sb = &w->system->blocks[si];
-    if (sb->count != ob->count)
-        return zmr_err(ZMR_EINVAL, "add_frame: block %s has %llu rows but the record's system block %s has %llu "
-                                   "(blocks sharing a name align 1:1 by row)", ob->name,
-                       (unsigned long long)ob->count, sb->name, (unsigned long long)sb->count);
     for (size_t k = 0; k < ob->ncols; k++)
         for (size_t j = 0; j < sb->ncols; j++)
             if (!strcmp(ob->cols[k].name, sb->cols[j].name))
@@ -709,6 +718,124 @@ zmr_status zmr_writer_begin_trajectory(zmr_writer *w)
     return ZMR_OK;
 }
 
+/* add_frame, phase 1: the update's meta, declared keys only, each checked
+ * against its declared tag, a declared fill standing in for a missing one. */
+static zmr_status frame_meta(const zmr_writer *w, const zmr_frame *u, zmr_frame *out)
+{
+    json_object_object_foreach(u->meta, mk, mvv) {
+        json_object *decl;
+        (void)mvv;
+        if (!json_object_object_get_ex(w->schema_meta, mk, &decl))
+            return zmr_err(ZMR_EINVAL, "add_frame: meta key '%s' is not declared in sequence_schema.meta", mk);
+    }
+    json_object_object_foreach(w->schema_meta, key, decl) {
+        zmr_tag tag;
+        json_object *fill, *val;
+        bool has_fill;
+        zmr_status st;
+        zmr_schema_meta_decl(decl, key, &tag, &fill, &has_fill);
+        if (!json_object_object_get_ex(u->meta, key, &val)) {
+            if (!has_fill)
+                return zmr_err(ZMR_EINVAL, "add_frame: declared meta key '%s' missing and it has no fill", key);
+            val = fill;
+        } else if ((st = zmr_typed_check(tag, val, ZMR_EINVAL)) < 0) {
+            char pre[160];
+            snprintf(pre, sizeof pre, "add_frame: meta %.100s (declared %s)", key, zmr_tag_name(tag));
+            return zmr_err_prefix(st, pre);
+        }
+        json_object_object_add(out->meta, key, json_object_get(val));
+    }
+    return ZMR_OK;
+}
+
+/* Phase 2: step (the previous one + 1 when not given, 0 first), time and
+ * cell, held to the record's frames so far (zmr_rules_frame). */
+static zmr_status frame_step_time_box(const zmr_writer *w, const zmr_frame *u, zmr_frame *out)
+{
+    out->has_step = true;
+    out->step = u->has_step ? u->step : (w->rules.frames ? w->rules.last_step + 1 : 0);
+    out->has_time = u->has_time;
+    out->time = u->time;
+    out->has_box = u->has_box;
+    out->box = u->box;
+    zmr_status st = zmr_rules_frame(&w->rules, out, ZMR_EINVAL);
+    return st < 0 ? zmr_err_prefix(st, "add_frame") : ZMR_OK;
+}
+
+/* Phase 3: the blocks, each held to its declaration (which a first
+ * presentation extends) and to the system, then the resolved frame to the
+ * alignment rules. The declaration may have grown: a failure here stops
+ * the writer. */
+static zmr_status frame_blocks(zmr_writer *w, const zmr_frame *u, zmr_frame *out)
+{
+    zmr_status st = ZMR_OK;
+    for (size_t bi = 0; bi < u->nblocks && st == ZMR_OK; bi++) {
+        st = zmr_frame_put_block_copy(out, &u->blocks[bi]);
+        if (st == ZMR_OK)
+            st = declare_block(w, out, &out->blocks[out->nblocks - 1]);
+        if (st == ZMR_OK)
+            st = check_against_system(w, &out->blocks[out->nblocks - 1]);
+    }
+    if (st == ZMR_OK && (st = zmr_rules_aligned(w->schema_blocks, out, w->state, w->system, ZMR_EINVAL)) < 0)
+        st = zmr_err_prefix(st, "add_frame");
+    return st;
+}
+
+/* Phase 4: carry forward. The box is kept only when it changed; every
+ * block is rounded by its declared precision, kept only when it differs
+ * from what would carry forward (the first frame keeps all), and folded
+ * into the record's state. */
+static zmr_status frame_carry(zmr_writer *w, zmr_frame *out)
+{
+    zmr_status st = ZMR_OK;
+    bool changed = out->has_box && (!w->state->has_box || memcmp(&out->box, &w->state->box, sizeof out->box));
+    if (changed) {
+        w->state->has_box = true;
+        w->state->box = out->box;
+    }
+    out->has_box = changed;
+    for (size_t bi = 0; bi < out->nblocks && st == ZMR_OK;) {
+        struct zmr_block *ob = &out->blocks[bi];
+        for (size_t ci = 0; ci < ob->ncols; ci++) {
+            struct zmr_col *c = &ob->cols[ci];
+            double pr = c->dtype == ZMR_F64 ? zmr_schema_precision(w->schema_blocks, ob->name, c->name) : 0.0;
+            for (uint64_t e = 0; pr != 0.0 && e < c->nelem; e++)
+                ((double *)c->data)[e] = zmr_round_precision(((double *)c->data)[e], pr);
+        }
+        size_t si;
+        if (w->rules.frames > 0 && zmr_frame_find_block(w->state, ob->name, &si) == ZMR_OK &&
+            zmr_block_equal(&w->state->blocks[si], ob)) {
+            zmr_frame_remove_block(out, bi);
+            continue;
+        }
+        st = zmr_frame_put_block_copy(w->state, ob);
+        bi++;
+    }
+    return st;
+}
+
+/* Phase 5: the resolved state's row references, then the value is encoded
+ * and queued under its f key; n_atoms is set by the first atoms block. */
+static zmr_status frame_queue(zmr_writer *w, zmr_frame *out)
+{
+    void *v = NULL;
+    size_t n = 0, ab;
+    zmr_status st = ZMR_OK;
+    if (zmr_frame_check_targets(w->state, w->system, w->state) < 0)
+        st = zmr_err_prefix(ZMR_EINVAL, "add_frame");
+    if (st == ZMR_OK)
+        st = zmr_frame_encode(out, &v, &n);
+    if (st < 0)
+        return st;
+    if (!w->atoms_known && zmr_frame_find_block(w->state, "atoms", &ab) == ZMR_OK) {
+        w->atoms_known = true;
+        w->natoms[w->n_records - 1] = w->state->blocks[ab].count;
+    }
+    unsigned char k[9];
+    key_of(k, 'f', w->n_frames_total + w->rules.frames);
+    return push(w, k, 9, v, n);
+}
+
 zmr_status zmr_writer_add_frame(zmr_writer *w, zmr_frame *u)
 {
     if (w == NULL || u == NULL || u->kind != ZMR_FRAME_UPDATE)
@@ -721,124 +848,18 @@ zmr_status zmr_writer_add_frame(zmr_writer *w, zmr_frame *u)
     zmr_status st = zmr_frame_create(&out, ZMR_FRAME_UPDATE);
     if (st < 0)
         return st;
-    /* meta: declared keys only, typed by the schema, fills materialized */
-    json_object_object_foreach(u->meta, mk, mvv) {
-        json_object *decl;
-        (void)mvv;
-        if (!json_object_object_get_ex(w->schema_meta, mk, &decl)) {
-            zmr_frame_free(out);
-            return zmr_err(ZMR_EINVAL, "add_frame: meta key '%s' is not declared in sequence_schema.meta", mk);
-        }
-    }
-    json_object_object_foreach(w->schema_meta, key, decl) {
-        zmr_tag tag;
-        json_object *fill, *val;
-        bool has_fill;
-        zmr_schema_meta_decl(decl, key, &tag, &fill, &has_fill);
-        if (!json_object_object_get_ex(u->meta, key, &val)) {
-            if (!has_fill) {
-                zmr_frame_free(out);
-                return zmr_err(ZMR_EINVAL, "add_frame: declared meta key '%s' missing and it has no fill", key);
-            }
-            val = fill;
-        } else if ((st = zmr_typed_check(tag, val, ZMR_EINVAL)) < 0) {
-            zmr_frame_free(out);
-            char pre[160];
-            snprintf(pre, sizeof pre, "add_frame: meta %.100s (declared %s)", key, zmr_tag_name(tag));
-            return zmr_err_prefix(st, pre);
-        }
-        json_object_object_add(out->meta, key, json_object_get(val));
-    }
-    out->has_step = true;
-    out->step = u->has_step ? u->step : (w->rec_frames ? w->last_step + 1 : 0);
-    if (w->rec_frames > 0 && out->step <= w->last_step) {
-        long long bad = (long long)out->step;
+    /* phases 1-2 refuse the caller's data before anything changes */
+    if ((st = frame_meta(w, u, out)) < 0 || (st = frame_step_time_box(w, u, out)) < 0) {
         zmr_frame_free(out);
-        return zmr_err(ZMR_EINVAL, "add_frame: step %lld after step %lld: steps increase strictly within a record",
-                       bad, (long long)w->last_step);
+        return st;
     }
-    if (w->rec_frames > 0 && u->has_time != w->rec_timed) {
-        zmr_frame_free(out);
-        return zmr_err(ZMR_EINVAL, "add_frame: frame %llu %s a time but the record's first frame %s (time is all "
-                                   "or nothing within a record)", (unsigned long long)w->rec_frames,
-                       u->has_time ? "has" : "lacks", w->rec_timed ? "has one" : "has none");
-    }
-    if (u->has_box && w->rec_boxed && u->box.cell_defined != w->rec_cell_defined) {
-        zmr_frame_free(out);
-        return zmr_err(ZMR_EINVAL, "add_frame: the cell's cell_defined changes within the record (one flag for the "
-                                   "record's cell section)");
-    }
-    out->has_time = u->has_time;
-    out->time = u->time;
-    /* blocks: checked against the declaration and the system first: nothing
-     * below may fail on the caller's data once the carried state changes */
-    for (size_t bi = 0; bi < u->nblocks && st == ZMR_OK; bi++) {
-        st = zmr_frame_put_block_copy(out, &u->blocks[bi]);
-        if (st == ZMR_OK)
-            st = declare_block(w, out, &out->blocks[out->nblocks - 1]);
-        if (st == ZMR_OK)
-            st = check_against_system(w, &out->blocks[out->nblocks - 1]);
-    }
-    if (st < 0) {
-        zmr_frame_free(out);
-        return fail_writer(w, st); /* the declaration may have grown */
-    }
-    if (u->has_box && (!w->state->has_box || memcmp(&u->box, &w->state->box, sizeof u->box))) {
-        out->has_box = true;
-        out->box = u->box;
-        w->state->has_box = true;
-        w->state->box = u->box;
-    }
-    if (u->has_box) {
-        w->rec_boxed = true;
-        w->rec_cell_defined = u->box.cell_defined;
-    }
-    /* round by the schema, then keep only the blocks that changed */
-    for (size_t bi = 0; bi < out->nblocks && st == ZMR_OK;) {
-        struct zmr_block *ob = &out->blocks[bi];
-        for (size_t ci = 0; ci < ob->ncols; ci++) {
-            double pr = ob->cols[ci].dtype == ZMR_F64 ? schema_precision(w, ob->name, ob->cols[ci].name) : 0.0;
-            if (pr != 0.0) {
-                double *d = ob->cols[ci].data;
-                for (uint64_t e = 0; e < ob->cols[ci].nelem; e++)
-                    d[e] = zmr_round_precision(d[e], pr);
-            }
-        }
-        size_t si;
-        if (w->rec_frames > 0 && zmr_frame_find_block(w->state, ob->name, &si) == ZMR_OK &&
-            zmr_block_equal(&w->state->blocks[si], ob)) {
-            zmr_frame_remove_block(out, bi);
-            continue;
-        }
-        st = zmr_frame_put_block_copy(w->state, ob);
-        bi++;
-    }
-    if (st == ZMR_OK && zmr_frame_check_targets(w->state, w->system, w->state) < 0)
-        st = zmr_err_prefix(ZMR_EINVAL, "add_frame");
-    void *v = NULL;
-    size_t n = 0;
-    int64_t out_step = out->step;
+    /* from phase 3 on the declaration or the carried state may have changed */
+    if ((st = frame_blocks(w, u, out)) == ZMR_OK && (st = frame_carry(w, out)) == ZMR_OK)
+        st = frame_queue(w, out);
     if (st == ZMR_OK)
-        st = zmr_frame_encode(out, &v, &n);
-    if (st < 0) {
-        /* the carried state may already hold this frame's blocks */
-        zmr_frame_free(out);
-        return fail_writer(w, st);
-    }
-    size_t ab;
-    if (!w->atoms_known && zmr_frame_find_block(w->state, "atoms", &ab) == ZMR_OK) {
-        w->atoms_known = true;
-        w->natoms[w->n_records - 1] = w->state->blocks[ab].count;
-    }
+        zmr_rules_next(&w->rules, out);
     zmr_frame_free(out);
-    w->last_step = out_step;
-    w->rec_timed = u->has_time;
-    unsigned char k[9];
-    key_of(k, 'f', w->n_frames_total + w->rec_frames);
-    if ((st = push(w, k, 9, v, n)) < 0)
-        return fail_writer(w, st);
-    w->rec_frames++;
-    return ZMR_OK;
+    return st < 0 ? fail_writer(w, st) : ZMR_OK;
 }
 
 /* The declaration as written: every column {"dtype", "trailing",

@@ -107,9 +107,54 @@ ZMR_HIDDEN zmr_status zmr_frame_check_targets(const zmr_frame *f, const zmr_fram
  * wherever the referencing block has rows, every non-null value below its
  * row count. */
 ZMR_HIDDEN zmr_status zmr_frame_check_traj_targets(const zmr_frame *system, const zmr_frame *traj);
-/* Aligned blocks: every block of the resolved ordinal `traj` that shares its
- * name with a block of `system` (may be NULL) has that block's row count. */
-ZMR_HIDDEN zmr_status zmr_frame_check_aligned(const zmr_frame *traj, const zmr_frame *system);
 ZMR_HIDDEN uint64_t zmr_load_u64le(const unsigned char *p);
+
+/* ------------------------------------------------------------ rules.c
+ * The layout's rules that span values, written once: the writer calls them
+ * with bad = ZMR_EINVAL, zmr_validate with ZMR_ECORRUPT, frame building and
+ * decoding with their own. Details name the rule; callers name the key. */
+
+/* A cell: undefined (cell_defined false) means periodic on no axis; its
+ * vectors are normalized to the identity (the layout's rule: written as
+ * the identity, read back as the identity whatever is stored). */
+ZMR_HIDDEN zmr_status zmr_rule_box(zmr_box *b, zmr_status bad);
+/* structural_shape (NULL = JSON null): null or 1..ZMR_MAX_NDIM
+ * non-negative integers whose product is the block's row count. */
+ZMR_HIDDEN zmr_status zmr_rule_structural_shape(const char *block, uint64_t count, json_object *ss,
+                                                zmr_status bad);
+/* An update's block against its sequence_schema declaration `decl` (the
+ * block's object, NULL when undeclared): the same structural shape. */
+ZMR_HIDDEN zmr_status zmr_rule_declared_shape(const struct zmr_block *b, json_object *decl, zmr_status bad);
+/* sequence_schema.blocks' aligned_with declarations: the target is another
+ * declared block that is not itself aligned; the aligned block declares no
+ * structural shape and no column of its target's. */
+ZMR_HIDDEN zmr_status zmr_rule_alignments(json_object *blocks, zmr_status bad);
+/* The resolved frame (`update`'s blocks over `state`'s; either may be NULL):
+ * a block sharing a name with a block of `system` (may be NULL) has its row
+ * count; a block declared aligned_with T has T's row count wherever it is
+ * present, and T is present there. */
+ZMR_HIDDEN zmr_status zmr_rules_aligned(json_object *blocks, const zmr_frame *update, const zmr_frame *state,
+                                        const zmr_frame *system, zmr_status bad);
+
+/* A record's frames, in order: every update states its step, steps
+ * increase strictly, a time on every frame or none, one cell_defined for
+ * the record's cells. begin at the record's start; frame checks update u
+ * against the frames before it; next records u once it is accepted. */
+struct zmr_traj_rules {
+    uint64_t frames;
+    int64_t last_step;
+    bool timed, boxed, cell_defined;
+};
+ZMR_HIDDEN void zmr_rules_begin(struct zmr_traj_rules *t);
+ZMR_HIDDEN zmr_status zmr_rules_frame(const struct zmr_traj_rules *t, const zmr_frame *u, zmr_status bad);
+ZMR_HIDDEN void zmr_rules_next(struct zmr_traj_rules *t, const zmr_frame *u);
+
+/* The precision sequence_schema.blocks declares for block/col (0: none). */
+ZMR_HIDDEN double zmr_schema_precision(json_object *blocks, const char *block, const char *col);
+/* Every non-null value of an f64 column on the grid of `precision` (0:
+ * nothing to check). The layout: readers do not re-check or refuse
+ * off-grid values; a validator reports them. */
+ZMR_HIDDEN zmr_status zmr_rule_on_grid(const char *block, const struct zmr_col *c, double precision,
+                                       zmr_status bad);
 
 #endif

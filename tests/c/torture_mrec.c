@@ -472,7 +472,16 @@ static void test_frame_refusals(void **state)
     bad_header(HDR("\"x\":{\"dtype\":\"f64\",\"shape\":[1],\"offset\":0,\"validity\":8}"), 8, "runs past");
     n = with_header(v, HDR("\"x\":{\"dtype\":\"f64\",\"shape\":[1],\"offset\":0,\"precision\":0.5}"), 8);
     memcpy(v + n - 8, &(double){0.3}, 8);
-    expect_bad(v, n, "not rounded");
+    {
+        /* off its precision grid: read as stored (readers neither re-round
+         * nor refuse; zmr_validate reports it, test_validate_rules) */
+        zmr_frame *off = NULL;
+        zmr_column c;
+        OK(zmr_frame_decode(&off, v, n, ZMR_FRAME_SYSTEM, "s/9"));
+        OK(zmr_frame_find_column(off, "a", "x", &c));
+        assert_true(((const double *)c.data)[0] == 0.3 && c.precision == 0.5);
+        zmr_frame_free(off);
+    }
     bad_header(HDR("\"x\":{\"dtype\":\"string\",\"shape\":[1],\"values\":[null]}"), 0, "no validity");
     n = with_header(v, HDR("\"x\":{\"dtype\":\"i64\",\"shape\":[1],\"offset\":0}"), 8);
     {
@@ -1729,6 +1738,345 @@ static void test_validate_declarations(void **state)
     free(meta);
 }
 
+
+/* ------------------------------------------------------------ rules written once
+ * Each rule the writer holds a record to (ZMR_EINVAL) is the one
+ * zmr_validate holds a stored file to (ZMR_ECORRUPT): the same detail. */
+
+/* Overwrite the stored "meta" text at `at` bytes past the first `find`
+ * with `with` (same length: the JSON stays the same size). */
+static void edit_meta(const char *path, const char *find, size_t at, const char *with)
+{
+    char *meta = raw_meta(path);
+    char *p = strstr(meta, find);
+    assert_non_null(p);
+    memcpy(p + at, with, strlen(with));
+    raw_put(path, "meta", 4, meta, strlen(meta));
+    free(meta);
+}
+
+/* Replace f/j of the collection at path with the raw header `hdr` (no
+ * payload). */
+static void put_header(const char *path, uint64_t j, const char *hdr)
+{
+    size_t len;
+    unsigned char k[9], *v = mrf1(hdr, NULL, 0, &len);
+    fkey(k, 'f', j);
+    raw_put(path, k, 9, v, len);
+    free(v);
+}
+
+/* Record 2 of write_collection (f/3, f/4: atoms 2 rows, steps 100, 101):
+ * f/4 replaced by `u` must make validate refuse with `msg`; restored after. */
+static void expect_f4_invalid(const char *path, zmr_frame *u, const char *msg)
+{
+    unsigned char k[9];
+    size_t n;
+    fkey(k, 'f', 4);
+    void *keep = raw_get(path, k, 9, &n);
+    put_frame(path, 'f', 4, u);
+    assert_int_equal(zmr_validate(path, 0), ZMR_ECORRUPT);
+    HAS("record 2 frame 1 (at f/4)");
+    HAS(msg);
+    raw_put(path, k, 9, keep, n);
+    free(keep);
+    OK(zmr_validate(path, 0));
+}
+
+/* An update of record 2: atoms 2 rows, meta n and energy, step. */
+static zmr_frame *rec2_update(int64_t step)
+{
+    zmr_frame *u = atoms_frame(ZMR_FRAME_UPDATE, 2, 0.25);
+    OK(zmr_frame_set_meta(u, "n", ZMR_TAG_U64, "1"));
+    OK(zmr_frame_set_meta(u, "energy", ZMR_TAG_F64, "\"NaN\""));
+    OK(zmr_frame_set_step(u, step));
+    return u;
+}
+
+static void test_validate_rules(void **state)
+{
+    fixture *fx = *state;
+    write_collection(fx->path);
+    OK(zmr_validate(fx->path, 0));
+    /* steps increase strictly: stored, and given to the writer */
+    zmr_frame *u = rec2_update(100);
+    expect_f4_invalid(fx->path, u, "step 100 after step 100: steps increase strictly within a record");
+    zmr_writer *w;
+    char other[600];
+    snprintf(other, sizeof other, "%s/w.mrec.lmdb", fx->dir);
+    OK(zmr_writer_create(&w, other, NULL, "{\"meta\":{\"n\":{\"dtype\":\"u64\"},\"energy\":{\"dtype\":\"f64\"}}}"));
+    OK(zmr_writer_begin_record(w, NULL, NULL, NULL));
+    zmr_frame *first = rec2_update(100);
+    OK(zmr_writer_add_frame(w, first));
+    assert_int_equal(zmr_writer_add_frame(w, u), ZMR_EINVAL);
+    HAS("step 100 after step 100: steps increase strictly within a record");
+    zmr_frame_free(u);
+    /* a time on some frames only */
+    u = rec2_update(101);
+    OK(zmr_frame_set_time(u, 2.5));
+    expect_f4_invalid(fx->path, u, "frame 1 has a time but the record's first frame has none (time is all or "
+                                   "nothing within a record)");
+    assert_int_equal(zmr_writer_add_frame(w, u), ZMR_EINVAL);
+    HAS("frame 1 has a time but the record's first frame has none");
+    zmr_frame_free(u);
+    /* one cell_defined for the record's cells */
+    zmr_box defined = {.vectors = {5, 0, 0, 0, 5, 0, 0, 0, 5}, .boundary = {true, true, true}, .cell_defined = true};
+    zmr_box undefined = {.cell_defined = false};
+    OK(zmr_frame_set_box(first, &defined));
+    OK(zmr_frame_set_step(first, 100));
+    put_frame(fx->path, 'f', 3, first);
+    u = rec2_update(101);
+    OK(zmr_frame_set_box(u, &undefined));
+    expect_f4_invalid(fx->path, u, "the cell's cell_defined is false, an earlier cell of the record says true");
+    zmr_writer_abort(w);
+    remove_collection(other);
+    OK(zmr_writer_create(&w, other, NULL, "{\"meta\":{\"n\":{\"dtype\":\"u64\"},\"energy\":{\"dtype\":\"f64\"}}}"));
+    OK(zmr_writer_begin_record(w, NULL, NULL, NULL));
+    OK(zmr_writer_add_frame(w, first));
+    assert_int_equal(zmr_writer_add_frame(w, u), ZMR_EINVAL);
+    HAS("the cell's cell_defined is false, an earlier cell of the record says true");
+    zmr_writer_abort(w);
+    zmr_frame_free(u);
+    zmr_frame_free(first);
+    /* an undefined cell that is periodic (set_box refuses to build one) */
+    put_header(fx->path, 4, "{\"blocks\":{},\"meta\":{\"n\":1,\"energy\":\"NaN\"},\"step\":101,\"box\":{\"vectors\":[[1.0,0.0,0.0],"
+                            "[0.0,1.0,0.0],[0.0,0.0,1.0]],\"origin\":[0.0,0.0,0.0],\"boundary\":[true,false,false],"
+                            "\"cell_defined\":false}}");
+    assert_int_equal(zmr_validate(fx->path, 0), ZMR_ECORRUPT);
+    HAS("f/4: an undefined cell (cell_defined false) is periodic on no axis, but boundary says [true, false, "
+        "false]");
+    /* a structural shape whose product is not the row count */
+    put_header(fx->path, 4, "{\"blocks\":{\"rho\":{\"count\":0,\"structural_shape\":[2,0,3],\"columns\":{}},"
+                            "\"g\":{\"count\":8,\"structural_shape\":[2,2,3],\"columns\":{}}},\"meta\":{\"n\":1,\"energy\":\"NaN\"},"
+                            "\"step\":101}");
+    assert_int_equal(zmr_validate(fx->path, 0), ZMR_ECORRUPT);
+    HAS("block g: structural_shape [2,2,3] has product 12 but the block has 8 rows");
+    remove_collection(other);
+    /* a file declaring no blocks at all (sequence_schema without "blocks")
+     * is held to the rules that need no declaration */
+    remove_collection(fx->path);
+    write_collection(fx->path);
+    edit_meta(fx->path, "\"sequence_schema\":{\"blocks\"", 20, "blockz");
+    OK(zmr_validate(fx->path, 0));
+    u = rec2_update(100);
+    expect_f4_invalid(fx->path, u, "steps increase strictly");
+    zmr_frame_free(u);
+}
+
+/* A grid block's shape, declared with its first presentation, is the same
+ * in every update; a declared aligned_with holds at every resolved frame. */
+static void test_validate_grid_and_alignment(void **state)
+{
+    fixture *fx = *state;
+    zmr_writer *w;
+    OK(zmr_writer_create(&w, fx->path, NULL,
+                         "{\"blocks\":{\"atoms\":{\"columns\":{\"position\":{\"dtype\":\"f64\",\"trailing\":[3]}}},"
+                         "\"tags\":{\"aligned_with\":\"atoms\",\"columns\":{\"tag\":{\"dtype\":\"i32\"}}}}}"));
+    OK(zmr_writer_begin_record(w, NULL, NULL, NULL));
+    double d[8] = {0};
+    int32_t tg[3] = {1, 2, 3};
+    uint64_t s8[1] = {8}, s2[1] = {2}, s3[1] = {3};
+    for (int k = 0; k < 3; k++) {
+        zmr_frame *u = atoms_frame(ZMR_FRAME_UPDATE, 2, k);
+        OK(zmr_frame_add_block(u, "rho", 8));
+        OK(zmr_frame_set_block_json(u, "rho", "structural_shape", "[2,2,2]"));
+        OK(zmr_frame_add_column(u, "rho", "v", ZMR_F64, s8, 1, d, 64, NULL, 0));
+        if (k == 0) {
+            OK(zmr_frame_add_block(u, "tags", 2));
+            OK(zmr_frame_add_column(u, "tags", "tag", ZMR_I32, s2, 1, tg, 8, NULL, 0));
+        }
+        OK(zmr_writer_add_frame(w, u));
+        zmr_frame_free(u);
+    }
+    /* the writer refuses a frame that breaks the alignment */
+    zmr_frame *u = atoms_frame(ZMR_FRAME_UPDATE, 3, 9);
+    assert_int_equal(zmr_writer_add_frame(w, u), ZMR_EINVAL);
+    HAS("block tags is aligned with atoms but holds 2 rows to its 3");
+    zmr_frame_free(u);
+    zmr_writer_abort(w);
+    remove_collection(fx->path);
+    /* the same collection written whole, then damaged */
+    OK(zmr_writer_create(&w, fx->path, NULL,
+                         "{\"blocks\":{\"atoms\":{\"columns\":{\"position\":{\"dtype\":\"f64\",\"trailing\":[3]}}},"
+                         "\"tags\":{\"aligned_with\":\"atoms\",\"columns\":{\"tag\":{\"dtype\":\"i32\"}}}}}"));
+    OK(zmr_writer_begin_record(w, NULL, NULL, NULL));
+    for (int k = 0; k < 2; k++) {
+        u = atoms_frame(ZMR_FRAME_UPDATE, 2, k);
+        OK(zmr_frame_add_block(u, "rho", 8));
+        OK(zmr_frame_set_block_json(u, "rho", "structural_shape", "[2,2,2]"));
+        OK(zmr_frame_add_column(u, "rho", "v", ZMR_F64, s8, 1, d, 64, NULL, 0));
+        OK(zmr_frame_add_block(u, "tags", 2));
+        OK(zmr_frame_add_column(u, "tags", "tag", ZMR_I32, s2, 1, tg, 8, NULL, 0));
+        OK(zmr_writer_add_frame(w, u));
+        zmr_frame_free(u);
+    }
+    OK(zmr_writer_commit(w));
+    OK(zmr_validate(fx->path, 0));
+    /* f/1: atoms grows to 3 rows, the aligned tags stay at 2 */
+    u = atoms_frame(ZMR_FRAME_UPDATE, 3, 5);
+    OK(zmr_frame_set_step(u, 1));
+    put_frame(fx->path, 'f', 1, u);
+    zmr_frame_free(u);
+    assert_int_equal(zmr_validate(fx->path, 0), ZMR_ECORRUPT);
+    HAS("record 0 frame 1 (resolved at f/1)");
+    HAS("block tags is aligned with atoms but holds 2 rows to its 3");
+    /* f/1: the grid's shape changes (same row count) */
+    u = atoms_frame(ZMR_FRAME_UPDATE, 2, 5);
+    OK(zmr_frame_set_step(u, 1));
+    OK(zmr_frame_add_block(u, "rho", 8));
+    OK(zmr_frame_set_block_json(u, "rho", "structural_shape", "[4,2,1]"));
+    OK(zmr_frame_add_column(u, "rho", "v", ZMR_F64, s8, 1, d, 64, NULL, 0));
+    put_frame(fx->path, 'f', 1, u);
+    zmr_frame_free(u);
+    assert_int_equal(zmr_validate(fx->path, 0), ZMR_ECORRUPT);
+    HAS("record 0 frame 1 (at f/1)");
+    HAS("block rho has structural shape [4,2,1], sequence_schema declares [2,2,2]");
+    /* a declaration whose aligned_with names no other block */
+    edit_meta(fx->path, "\"aligned_with\":\"atoms\"", 16, "tags\" ");
+    assert_int_equal(zmr_validate(fx->path, 0), ZMR_ECORRUPT);
+    HAS("sequence_schema.blocks.tags: aligned_with \"tags\" is no other declared block");
+    /* and the writer refuses that declaration */
+    remove_collection(fx->path);
+    assert_int_equal(zmr_writer_create(&w, fx->path, NULL, "{\"blocks\":{\"tags\":{\"aligned_with\":\"atoms\"}}}"),
+                     ZMR_EINVAL);
+    HAS("sequence_schema.blocks.tags: aligned_with \"atoms\" is no other declared block");
+    (void)s3;
+}
+
+/* Values off their precision grid: read as stored by every reader,
+ * reported by validate (system, index and update columns). */
+static void test_off_grid(void **state)
+{
+    fixture *fx = *state;
+    write_collection(fx->path); /* atoms/position declared with precision 0.001 */
+    zmr_frame *u = rec2_update(101);
+    zmr_column c;
+    OK(zmr_frame_find_column(u, "atoms", "position", &c));
+    ((double *)c.data)[1] = 0.1; /* 0.1 is no multiple of 2^-10 */
+    put_frame(fx->path, 'f', 4, u);
+    zmr_frame_free(u);
+    zmr_reader *r;
+    zmr_frame *f;
+    OK(zmr_open(&r, fx->path, 0));
+    OK(zmr_read_frame(r, 2, 1, &f));
+    OK(zmr_frame_find_column(f, "atoms", "position", &c));
+    assert_true(((const double *)c.data)[1] == 0.1);
+    zmr_frame_free(f);
+    zmr_close(r);
+    assert_int_equal(zmr_validate(fx->path, 0), ZMR_ECORRUPT);
+    HAS("f/4: column atoms/position: element 1 (0.10000000000000001) is off the grid of its declared precision "
+        "0.001");
+    /* a system column with its own precision */
+    remove_collection(fx->path);
+    write_collection(fx->path);
+    zmr_frame *sys;
+    OK(zmr_frame_create(&sys, ZMR_FRAME_SYSTEM));
+    OK(zmr_frame_add_block(sys, "atoms", 3));
+    double q[3] = {0.5, 0.25, 0.125};
+    uint64_t s3[1] = {3};
+    OK(zmr_frame_add_column(sys, "atoms", "charge", ZMR_F64, s3, 1, q, 24, NULL, 0.5));
+    void *bytes;
+    size_t len;
+    OK(zmr_frame_encode(sys, &bytes, &len));
+    zmr_frame_free(sys);
+    unsigned char k[9];
+    fkey(k, 's', 1);
+    /* precision 0.5 is the grid of q = 0.25: the encoder rounded 0.125 to
+     * 0.0; the stored value is put back off the grid */
+    double eighth = 0.125;
+    memcpy((unsigned char *)bytes + len - 8, &eighth, 8);
+    raw_put(fx->path, k, 9, bytes, len);
+    zmr_free(bytes);
+    OK(zmr_open(&r, fx->path, 0));
+    OK(zmr_read_system(r, 1, &f));
+    OK(zmr_frame_find_column(f, "atoms", "charge", &c));
+    assert_true(((const double *)c.data)[2] == 0.125);
+    zmr_frame_free(f);
+    zmr_close(r);
+    assert_int_equal(zmr_validate(fx->path, 0), ZMR_ECORRUPT);
+    HAS("s/1: column atoms/charge: element 2 (0.125) is off the grid of its declared precision 0.5");
+}
+
+/* What the writer normalizes: an undefined cell's vectors are the identity
+ * (written so, read so whatever is stored), fills in their typed JSON form,
+ * units only strings. */
+static void test_writer_normalizes(void **state)
+{
+    fixture *fx = *state;
+    zmr_frame *f;
+    OK(zmr_frame_create(&f, ZMR_FRAME_SYSTEM));
+    zmr_box b = {.vectors = {0}, .origin = {1, 2, 3}, .cell_defined = false}, got;
+    OK(zmr_frame_set_box(f, &b));
+    assert_true(zmr_frame_get_box(f, &got));
+    for (int k = 0; k < 9; k++)
+        assert_true(got.vectors[k] == (k % 4 == 0 ? 1.0 : 0.0));
+    assert_true(got.origin[2] == 3.0);
+    assert_non_null(strstr(zmr_frame_header_json(f), "\"vectors\":[[1.0,0.0,0.0],[0.0,1.0,0.0],[0.0,0.0,1.0]]"));
+    zmr_frame_free(f);
+    /* stored zeros read back as the identity */
+    size_t len;
+    unsigned char *v = mrf1("{\"blocks\":{},\"meta\":{},\"meta_types\":{},\"box\":{\"vectors\":[[0.0,0.0,0.0],"
+                            "[0.0,0.0,0.0],[0.0,0.0,0.0]],\"origin\":[0.0,0.0,0.0],\"boundary\":[false,false,false],"
+                            "\"cell_defined\":false}}", NULL, 0, &len);
+    OK(zmr_frame_decode(&f, v, len, ZMR_FRAME_SYSTEM, "s/0"));
+    assert_true(zmr_frame_get_box(f, &got) && got.vectors[0] == 1.0 && got.vectors[8] == 1.0 && got.vectors[1] == 0);
+    zmr_frame_free(f);
+    free(v);
+    zmr_writer *w;
+    assert_int_equal(zmr_writer_create(&w, fx->path, "{\"units\":{\"length\":1}}", NULL), ZMR_EINVAL);
+    HAS("collection.units.length must be a unit name (a string), got 1");
+    OK(zmr_writer_create(&w, fx->path, "{\"units\":{\"length\":\"angstrom\"}}",
+                         "{\"meta\":{\"n\":{\"dtype\":\"u64\",\"fill\":18446744073709551615},"
+                         "\"k\":{\"dtype\":\"i64\",\"fill\":-9007199254740993},\"s\":{\"dtype\":\"u64\",\"fill\":7}}}"));
+    OK(zmr_writer_begin_record(w, NULL, NULL, NULL));
+    zmr_frame *u = atoms_frame(ZMR_FRAME_UPDATE, 1, 0);
+    OK(zmr_writer_add_frame(w, u));
+    zmr_frame_free(u);
+    OK(zmr_writer_commit(w));
+    char *meta = raw_meta(fx->path);
+    assert_non_null(strstr(meta, "\"n\":{\"dtype\":\"u64\",\"fill\":\"18446744073709551615\"}"));
+    assert_non_null(strstr(meta, "\"k\":{\"dtype\":\"i64\",\"fill\":\"-9007199254740993\"}"));
+    assert_non_null(strstr(meta, "\"s\":{\"dtype\":\"u64\",\"fill\":7}"));
+    free(meta);
+    OK(zmr_validate(fx->path, 0));
+}
+
+/* Read-only opens map the file's pages, not its recorded map size: a file
+ * whose meta pages record 1 TiB (as the reference writer's do) opens
+ * 1000 times in one process; a damaged map size is named. */
+static void test_reference_map_size(void **state)
+{
+    fixture *fx = *state;
+    write_collection(fx->path);
+    const long ps = 4096;
+    unsigned char tib[8] = {0, 0, 0, 0, 0, 1, 0, 0}; /* 2^40, little-endian */
+    zt_patch_file(fx->path, 32, tib, 8);
+    zt_patch_file(fx->path, ps + 32, tib, 8);
+    enum { N = 1000 };
+    zmr_reader **rs = calloc(N, sizeof *rs);
+    for (int k = 0; k < N; k++) {
+        int st = zmr_open(&rs[k], fx->path, 0);
+        if (st != ZMR_OK)
+            fail_msg("reader %d of a 1 TiB-map file: %s", k, zmr_last_error());
+    }
+    zmr_frame *f;
+    OK(zmr_read_frame(rs[N - 1], 0, 2, &f));
+    zmr_frame_free(f);
+    for (int k = 0; k < N; k++)
+        zmr_close(rs[k]);
+    free(rs);
+    OK(zmr_validate(fx->path, 0));
+    unsigned char huge[8] = {0, 0, 0, 0, 0, 0, 0, 0x40}; /* 2^62 */
+    zt_patch_file(fx->path, 32, huge, 8);
+    zmr_reader *r;
+    assert_int_equal(zmr_open(&r, fx->path, 0), ZMR_ECORRUPT);
+    HAS("LMDB meta page 0 is damaged: map size (mm_mapsize) 4611686018427387904 is beyond any address space");
+    unsigned char small[8] = {0, 16, 0, 0, 0, 0, 0, 0}; /* 4096: below the pages used */
+    zt_patch_file(fx->path, 32, small, 8);
+    assert_int_equal(zmr_validate(fx->path, 0), ZMR_ECORRUPT);
+    HAS("map size (mm_mapsize) 4096 is below the bytes its pages use");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1756,6 +2104,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_open_messages, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_cell_and_grid_rules, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_validate_declarations, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_validate_rules, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_validate_grid_and_alignment, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_off_grid, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_writer_normalizes, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_reference_map_size, setup, zt_dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,10 +1,11 @@
 /*
- * fuzz_mrec_lmdb.c - an mrec-lmdb file from the input: the checks libzmrec
- * makes before LMDB maps a file, then open, read every record and frame,
- * and validate. liblmdb's own page walk trusts its file, so a damaged one
- * that passes libzmrec's checks can still crash inside liblmdb (documented
- * in docs/MREC.md; `zr mrec validate` runs it in a child with a time
- * limit); such a crash found here is in liblmdb, not in our code.
+ * fuzz_mrec_lmdb.c - an mrec-lmdb file from the input, through every read
+ * entry point of libzmrec: open (its checks before LMDB maps the file,
+ * then meta and index), every record's meta, system, stored and resolved
+ * frames, the index and ff, then zmr_validate. A damaged file must be an
+ * error, never a crash: scripts/fuzz.sh fails on any crash, inside
+ * liblmdb or not (liblmdb is built from source with py-lmdb's hardening
+ * series for that, subprojects/lmdb.wrap).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -13,6 +14,32 @@
 #include "fuzz_common.h"
 #include "zmrec.h"
 
+static void read_all(zmr_reader *r)
+{
+    zmr_frame *f = NULL;
+    if (zmr_read_index(r, &f) == ZMR_OK)
+        zmr_frame_free(f);
+    if (zmr_read_ff(r, &f) == ZMR_OK)
+        zmr_frame_free(f);
+    uint64_t n = zmr_n_records(r);
+    for (uint64_t i = 0; i < n && i < 64; i++) {
+        char *json = NULL;
+        uint64_t nf = 0;
+        if (zmr_read_record_meta(r, i, &json) == ZMR_OK)
+            zmr_free(json);
+        if (zmr_read_system(r, i, &f) == ZMR_OK)
+            zmr_frame_free(f);
+        if (zmr_record_info(r, i, NULL, &nf, NULL, NULL) != ZMR_OK)
+            continue;
+        for (uint64_t k = 0; k < nf && k < 16; k++) {
+            if (zmr_read_update(r, i, k, &f) == ZMR_OK)
+                zmr_frame_free(f);
+            if (zmr_read_frame(r, i, k, &f) == ZMR_OK)
+                zmr_frame_free(f);
+        }
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char path[300];
@@ -20,16 +47,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_write(path, data, size);
     zmr_reader *r = NULL;
     if (zmr_open(&r, path, ZMR_OPEN_NOLOCK) == ZMR_OK) {
-        uint64_t n = zmr_n_records(r);
-        for (uint64_t i = 0; i < n && i < 64; i++) {
-            zmr_frame *f = NULL;
-            if (zmr_read_system(r, i, &f) == ZMR_OK)
-                zmr_frame_free(f);
-            char *json = NULL;
-            if (zmr_read_record_meta(r, i, &json) == ZMR_OK)
-                zmr_free(json);
-        }
+        read_all(r);
         zmr_close(r);
+        (void)zmr_validate(path, ZMR_OPEN_NOLOCK);
     }
     return 0;
 }

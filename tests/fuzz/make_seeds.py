@@ -76,6 +76,17 @@ def main():
     # Trim trailing zero pages past the last used one (LMDB maps sparse files).
     put("fuzz_mrec_lmdb", "two-records", data.rstrip(b"\0") or data[:4096])
     put("fuzz_mrec_lmdb", "two-records-full", data[:65536])
+    # LMDB's structure beyond one leaf page: a branch page over several
+    # leaves, overflow pages (a value past half a page), trajectories
+    p = os.path.join(tmp, "t.mrec.lmdb")
+    with mrec.Writer(p, units={"length": "angstrom"}, schema={"meta": {"pe": {"dtype": "f64", "fill": "NaN"}}}) as w:
+        for r in range(12):
+            n = 400 if r == 5 else 2 + r % 3
+            w.add_record(meta={"i": r}, system={"blocks": {"atoms": {"element": ["H"] * n}}},
+                         frames=[{"blocks": {"atoms": {c: np.full(n, r + k / 4) for c in "xyz"}},
+                                  "meta": {"pe": -k}, "step": k} for k in range(2)])
+    data = open(p, "rb").read()
+    put("fuzz_mrec_lmdb", "branch-and-overflow", data.rstrip(b"\0")[:65536])
 
 
 if __name__ == "__main__":

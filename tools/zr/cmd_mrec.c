@@ -5,7 +5,9 @@
  *   zr mrec dump [--nolock] FILE RECORD [FRAME]  a record's meta and system, or a resolved frame
  *   zr mrec dump [--nolock] FILE index           the index frame (own columns and the binding's)
  *   zr mrec import FILE... [--format NAME] [--units STYLE] -o OUT.mrec.lmdb
- *                                                ASE-based importers: runs loaderx.mrec's main
+ *                                                the ASE-based importer of the Python package
+ *                                                loaderx (loaderx.mrec.main; needs Python,
+ *                                                loaderx and ASE, see run_import)
  * --nolock may also come before the subcommand (zr mrec --nolock info FILE).
  *
  * Exit status: 0 ok; 1 a check failed / the file is damaged; 2 usage (bad
@@ -45,6 +47,8 @@ static const char OPTIONS[] =
     "  --json      validate, info: one JSON object on stdout\n"
     "  --nolock    open without LMDB's lock file (read-only media; no writer may run)\n"
     "  -h, --help  this help (zr mrec SUB --help: the subcommand's)\n"
+    "import runs the importer of the Python package loaderx: it needs Python 3 with loaderx and ASE\n"
+    "($ZR_PYTHON, else python3 on PATH)\n"
     "exit status: 0 ok, 1 check failed or file damaged, 2 usage, 3 cannot open\n";
 
 struct sub_help {
@@ -62,15 +66,17 @@ static const struct sub_help SUB_HELP[] = {
                  "example: zr mrec validate water.mrec.lmdb\n"},
     {"info", "usage: zr mrec info [--json] [--nolock] FILE\n"
              "Records, frames, atoms, the meta document, the collection's own index columns, and the\n"
-             "blocks of record 0's system and first frame (both read and checked).\n"
+             "blocks of record 0's system and first frame. Every stored value is read and decoded\n"
+             "(the rules across values are validate's).\n"
              "options:\n  --json    print one JSON object on stdout\n"
              "  --nolock  open without LMDB's lock file (read-only media)\n"
-             "exit status: 0 ok, 1 record 0's system or first frame is damaged, 3 cannot open\n"
+             "exit status: 0 ok, 1 a stored value is damaged (\"ok\": false), 3 cannot open\n"
              "example: zr mrec info --json water.mrec.lmdb\n"},
     {"dump", "usage: zr mrec dump [--nolock] FILE RECORD [FRAME]\n"
              "       zr mrec dump [--nolock] FILE index\n"
              "A record's index row, meta and system; or frame FRAME of it resolved (carry-forward);\n"
-             "or the index frame. Headers print as compact JSON, arrays past 6 elements cut.\n"
+             "or the index frame. Headers print as compact JSON, arrays past 6 elements cut; columns\n"
+             "print their first 9 elements, a null row as null.\n"
              "options:\n  --nolock  open without LMDB's lock file (read-only media)\n"
              "exit status: 0 ok, 1 the value is damaged, 2 usage or RECORD / FRAME out of range,\n"
              "3 cannot open\n"
@@ -239,8 +245,34 @@ static int is_binding_column(const char *name)
     return 0;
 }
 
-/* info reads (and so checks) the index, record 0's system and first
- * frame: a damaged one is reported and makes the exit status 1. */
+/* Decode every stored value of the collection: each record's meta
+ * document, system and stored updates, in record order (the rules across
+ * values are validate's). The first damaged one is reported; returns its
+ * status or ZMR_OK. */
+static int read_every_value(zmr_reader *r, const char *path)
+{
+    int st = ZMR_OK;
+    for (uint64_t rec = 0; st == ZMR_OK && rec < zmr_n_records(r); rec++) {
+        char *meta = NULL;
+        zmr_frame *f = NULL;
+        uint64_t nf = 0;
+        if ((st = zmr_read_record_meta(r, rec, &meta)) == ZMR_OK && (st = zmr_read_system(r, rec, &f)) == ZMR_OK)
+            st = zmr_record_info(r, rec, NULL, &nf, NULL, NULL);
+        zmr_free(meta);
+        zmr_frame_free(f);
+        for (uint64_t k = 0; st == ZMR_OK && k < nf; k++) {
+            if ((st = zmr_read_update(r, rec, k, &f)) == ZMR_OK)
+                zmr_frame_free(f);
+        }
+    }
+    if (st < 0)
+        fail("info", path, st);
+    return st;
+}
+
+/* info reads (and so checks) the index and every stored value (record 0's
+ * system and first frame are summarized): a damaged one is reported and
+ * makes the exit status 1 and "ok" false. */
 static int cmd_info(const char *path, const struct opts *o)
 {
     zmr_reader *r;
@@ -267,6 +299,8 @@ static int cmd_info(const char *path, const struct opts *o)
     if (R && zmr_record_info(r, 0, NULL, &nf0, NULL, NULL) == ZMR_OK && nf0 &&
         (st = zmr_read_frame(r, 0, 0, &fr)) < 0)
         rc = fail("info", path, st);
+    if (!rc && read_every_value(r, path) < 0)
+        rc = 1;
     if (rc)
         rc = EXIT_CHECK;
     if (o->json) {
@@ -415,6 +449,48 @@ static const char *json_print_summary(const char *p)
     return e;
 }
 
+/* Element e of a column, as " <value>": integers in decimal, f64 with 10
+ * significant digits, complex as re+imj, strings as stored (a null entry
+ * of a string column: null). */
+static void print_element(const zmr_column *col, uint64_t e)
+{
+    const unsigned char *p = col->data;
+    union {
+        double d;
+        float f[2];
+        int64_t i64;
+        uint64_t u64;
+        int32_t i32;
+        uint32_t u32;
+        int16_t i16;
+        uint16_t u16;
+        int8_t i8;
+    } v;
+    size_t isz = zmr_dtype_itemsize(col->dtype);
+    if (col->dtype != ZMR_STRING && col->dtype != ZMR_C128)
+        memcpy(&v, p + isz * e, isz);
+    switch (col->dtype) {
+    case ZMR_F64: printf(" %.10g", v.d); break;
+    case ZMR_I64: printf(" %" PRId64, v.i64); break;
+    case ZMR_U64: printf(" %" PRIu64, v.u64); break;
+    case ZMR_I32: printf(" %" PRId32, v.i32); break;
+    case ZMR_U32: printf(" %" PRIu32, v.u32); break;
+    case ZMR_I16: printf(" %d", (int)v.i16); break;
+    case ZMR_U16: printf(" %u", (unsigned)v.u16); break;
+    case ZMR_I8: printf(" %d", (int)v.i8); break;
+    case ZMR_U8: case ZMR_BOOL: printf(" %u", p[e]); break;
+    case ZMR_C64: printf(" %.7g%+.7gj", (double)v.f[0], (double)v.f[1]); break;
+    case ZMR_C128: {
+        double re, im;
+        memcpy(&re, p + 16 * e, 8);
+        memcpy(&im, p + 16 * e + 8, 8);
+        printf(" %.10g%+.10gj", re, im);
+        break;
+    }
+    case ZMR_STRING: printf(" %s", col->strings[e] ? col->strings[e] : "null"); break;
+    }
+}
+
 static void print_frame(zmr_frame *f)
 {
     const char *h = zmr_frame_header_json(f);
@@ -427,18 +503,12 @@ static void print_frame(zmr_frame *f)
             zmr_column col;
             zmr_frame_column(f, b, c, &col);
             printf("%s/%s %s:", zmr_frame_block_name(f, b), col.name, zmr_dtype_name(col.dtype));
-            uint64_t n = col.nelem < 9 ? col.nelem : 9;
+            uint64_t n = col.nelem < 9 ? col.nelem : 9, per_row = col.shape[0] ? col.nelem / col.shape[0] : 1;
             for (uint64_t e = 0; e < n; e++) {
-                const unsigned char *p = col.data;
-                switch (col.dtype) {
-                case ZMR_F64: { double d; memcpy(&d, p + 8 * e, 8); printf(" %.10g", d); break; }
-                case ZMR_I64: { int64_t v; memcpy(&v, p + 8 * e, 8); printf(" %" PRId64, v); break; }
-                case ZMR_U64: { uint64_t v; memcpy(&v, p + 8 * e, 8); printf(" %" PRIu64, v); break; }
-                case ZMR_I32: { int32_t v; memcpy(&v, p + 4 * e, 4); printf(" %" PRId32, v); break; }
-                case ZMR_BOOL: case ZMR_U8: printf(" %u", p[e]); break;
-                case ZMR_STRING: printf(" %s", col.strings[e] ? col.strings[e] : "null"); break;
-                default: printf(" ."); break;
-                }
+                if (col.validity && !col.validity[e / per_row])
+                    printf(" null"); /* a null row: its stored value means nothing */
+                else
+                    print_element(&col, e);
             }
             printf("%s\n", col.nelem > n ? " ..." : "");
         }
@@ -590,9 +660,16 @@ static int cmd_validate(const char *path, const struct opts *o)
     return EXIT_CHECK;
 }
 
+/* zr mrec import is the ASE-based importer of the Python package loaderx
+ * (loaderx.mrec.main, run as "zr mrec"): this tool stays C, the importer
+ * needs Python, loaderx and ASE. It runs in $ZR_PYTHON, else python3 on
+ * PATH; the `zr` a pip install puts in an environment sets ZR_PYTHON to
+ * that environment's interpreter, so .venv/bin/zr works without the venv
+ * on PATH. A missing interpreter or package is one line naming what to
+ * install, exit status 3 (like an input that cannot be opened). */
+#define IMPORT_NEEDS "zr mrec import runs the importer of the Python package loaderx (with ASE)"
 static int run_import(int argc, char **argv)
 {
-    /* python3 -c <run loaderx.mrec.main as "zr mrec"> import ARGS... */
     char **av = calloc((size_t)argc + 4, sizeof *av);
     if (av == NULL)
         return EXIT_CHECK;
@@ -603,7 +680,9 @@ static int run_import(int argc, char **argv)
             "try:\n"
             "    from loaderx.mrec import main\n"
             "except ImportError as e:\n"
-            "    sys.exit('zr mrec import: needs the loaderx Python package (%s)' % e)\n"
+            "    sys.stderr.write('" IMPORT_NEEDS "; %s cannot import it (%s): install it there (pip install "
+            "loaderx ase), or set ZR_PYTHON to a python3 that has it\\n' % (sys.executable, e))\n"
+            "    sys.exit(3)\n"
             "sys.exit(main(sys.argv[1:], prog='zr mrec'))\n";
     for (int k = 1; k < argc; k++)
         av[2 + k] = argv[k];
@@ -612,10 +691,10 @@ static int run_import(int argc, char **argv)
     int code = 1, crashed = 0;
     int rc = zrp_run_wait((const char *const *)av, 0, &code, &crashed);
     if (rc < 0)
-        fprintf(stderr, "zr mrec import: cannot run %s (%s; needs python3 with the loaderx package and ase)\n",
-                av[0], strerror(-rc));
+        fprintf(stderr, IMPORT_NEEDS "; cannot run %s (%s): install Python 3 with loaderx and ASE, or set "
+                        "ZR_PYTHON to one\n", av[0], strerror(-rc));
     free(av);
-    return rc < 0 || crashed ? EXIT_CHECK : code;
+    return rc < 0 ? EXIT_OPEN : crashed ? EXIT_CHECK : code;
 }
 
 int zr_cmd_mrec(int argc, char **argv)

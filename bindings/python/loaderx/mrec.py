@@ -16,6 +16,13 @@ Frames are plain dicts::
      "box": {"vectors": 3x3, "origin": [3], "boundary": [3 bools],
              "cell_defined": True}}
 
+A box's ``vectors`` hold the lattice vectors as **columns** (the layout's
+convention): ``vectors[:, 0]`` is a, ``vectors[:, 1]`` b, ``vectors[:, 2]``
+c, in the collection's length unit. ASE's ``atoms.cell`` holds them as
+rows, so the ASE boundary transposes (:func:`import_files`,
+:func:`to_atoms`). An undefined cell (``cell_defined`` False) is periodic
+on no axis and its vectors are the identity (written so, read so).
+
 A block value may also be a :class:`Block` (count, targets, attributes,
 structural_shape, per-column precision). Column dtypes are the closed set
 f64 i8 i16 i32 i64 u8 u16 u32 u64 bool string c64 c128: numpy float32 /
@@ -29,8 +36,10 @@ collection, NotImplementedError for versions this library does not read.
 
 Command line: ``python3 -m loaderx.mrec import FILE... [--format NAME]
 [--units STYLE] -o OUT.mrec.lmdb`` (ASE format names, guessed when left
-out; LAMMPS unit style names, ``ase`` or ``unknown``), also reached as
-``zr mrec import``.
+out; LAMMPS unit style names, ``ase`` or ``unknown``). ``zr mrec import``
+runs this importer: it needs this package and ASE in the Python that runs
+it (``$ZR_PYTHON``; the ``zr`` a pip install puts beside that Python sets
+it to its own interpreter).
 
 Loader streams: :func:`to_zrecord` converts a collection into zrecord
 stores; :func:`lmdb_streams` reads the same items straight from LMDB.
@@ -49,7 +58,7 @@ from . import _zr
 from ._closing import Closing as _Closing
 
 __all__ = ["Block", "Writer", "Reader", "validate", "round_precision",
-           "import_files", "to_zrecord", "lmdb_streams", "LmdbStream", "units_for",
+           "import_files", "to_atoms", "to_zrecord", "lmdb_streams", "LmdbStream", "units_for",
            "DTYPES", "TAGS"]
 
 SYSTEM, UPDATE, INDEX, FF = 0, 1, 2, 3
@@ -342,6 +351,27 @@ def decode_frame(value, kind="system", what="frame"):
 
 # ----------------------------------------------------------- writer
 
+def _typed_fills(schema):
+    """``schema`` with every per-step fill in its tag's typed JSON form
+    (a float NaN as "NaN", an integer beyond 2^53 as a decimal string), so
+    a fill given as a Python value is declared as the layout writes it."""
+    meta = schema.get("meta") if isinstance(schema, dict) else None
+    if not isinstance(meta, dict):
+        return schema
+    out = {}
+    for key, decl in meta.items():
+        if isinstance(decl, dict) and "fill" in decl and decl["fill"] is not None:
+            tag = decl_tag(decl)
+            if tag in TAGS and tag != "json":
+                try:
+                    decl = {**decl, "fill": typed_encode(tag, decl["fill"])}
+                except (TypeError, ValueError) as e:
+                    raise ValueError(f"schema['meta'][{key!r}]: fill {decl['fill']!r} is not a {tag} value: "
+                                     f"{e}") from None
+        out[key] = decl
+    return {**schema, "meta": out}
+
+
 class Writer:
     """Create a collection at ``path`` (FileExistsError if it exists).
 
@@ -361,7 +391,7 @@ class Writer:
             coll["molrec_version"] = molrec_version
         self.schema = schema or {}
         self._schema_meta = dict(self.schema.get("meta") or {})
-        self._h = _zr.zmr_py_writer_create(os.fspath(path), _dumps(coll), _dumps(self.schema))
+        self._h = _zr.zmr_py_writer_create(os.fspath(path), _dumps(coll), _dumps(_typed_fills(self.schema)))
         self.path = os.fspath(path)
 
     def _w(self):
@@ -461,37 +491,59 @@ def _check_exists(path):
 INDEX_COLUMNS = ("first_frame", "n_frames", "n_atoms", "has_trajectory")
 
 
-def _u64_index(what, v):
+def _u64_index(what, v, path):
     """A record / frame number as the native side takes it: IndexError
-    (not SWIG's OverflowError) for a negative or too large one."""
-    if isinstance(v, (float, np.floating)) or isinstance(v, (bool, np.bool_)):
-        raise TypeError(f"{what} index must be an integer, got {v!r}")
+    (not SWIG's OverflowError) for a negative or too large one, TypeError
+    for a non-integer; the message names the file."""
+    if isinstance(v, (float, np.floating)) or isinstance(v, (bool, np.bool_)) or \
+            not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{path}: {what} index must be an integer, got {v!r}")
     v = int(v)
     if v < 0:
-        raise IndexError(f"{what} index {v} is negative (indices count from 0; negative indices are not "
+        raise IndexError(f"{path}: {what} index {v} is negative (indices count from 0; negative indices are not "
                          "supported)")
     if v >= 2 ** 64:
-        raise IndexError(f"{what} index {v} is out of range")
+        raise IndexError(f"{path}: {what} index {v} is out of range")
     return v
 
 
 class Reader(_Closing):
     """Open a collection read-only (``nolock=True`` for read-only media:
-    LMDB's MDB_NOLOCK, no writer may run meanwhile)."""
+    LMDB's MDB_NOLOCK, no writer may run meanwhile).
+
+    The file's pages are mapped, not the map size its writer recorded, so
+    many readers of one file fit in one process. A Reader pickles by path
+    (and ``nolock``): a spawn or forkserver worker that unpickles one opens
+    the file again. Every error names the file."""
 
     def __init__(self, path, nolock=False):
         self._h = None
         self.path = os.fspath(path)
+        self.nolock = bool(nolock)
         _check_exists(self.path)
         self._h = _zr.zmr_py_open(self.path, 1 if nolock else 0)
         self.meta = json.loads(_zr.zmr_meta_json(self._h))
         self.schema = self.meta.get("sequence_schema") or {}
         self._schema_meta = self.schema.get("meta") or {}
 
+    def __reduce__(self):
+        if self._h is None:
+            raise TypeError(f"{self.path}: cannot pickle a closed Reader")
+        return (Reader, (self.path, self.nolock))
+
+    def __repr__(self):
+        return f"Reader({self.path!r}, {'closed' if self._h is None else f'{len(self)} records'})"
+
     def _r(self):
         if self._h is None:
-            raise ValueError("reader is closed")
+            raise ValueError(f"{self.path}: reader is closed")
         return self._h
+
+    def _rec(self, r):
+        return _u64_index("record", r, self.path)
+
+    def _frame(self, r, k):
+        return _u64_index(f"record {r}: frame", k, self.path)
 
     def close(self):
         if self._h is not None:
@@ -520,25 +572,23 @@ class Reader(_Closing):
 
     def record_info(self, r):
         """{'first_frame', 'n_frames', 'n_atoms', 'has_trajectory'}"""
-        a, b, c, d = _zr.zmr_py_record_info(self._r(), _u64_index("record", r))
+        a, b, c, d = _zr.zmr_py_record_info(self._r(), self._rec(r))
         return {"first_frame": a, "n_frames": b, "n_atoms": c, "has_trajectory": d}
 
     def record_meta(self, r, raw=False):
-        text = _zr.zmr_py_read_record_meta(self._r(), _u64_index("record", r))
+        text = _zr.zmr_py_read_record_meta(self._r(), self._rec(r))
         return text if raw else json.loads(text)
 
     def system(self, r):
-        return _read_frame(_zr.zmr_py_read(self._r(), 0, _u64_index("record", r), 0))
+        return _read_frame(_zr.zmr_py_read(self._r(), 0, self._rec(r), 0))
 
     def update(self, r, k):
         """Frame k of record r as stored (only the blocks that changed)."""
-        return _read_frame(_zr.zmr_py_read(self._r(), 1, _u64_index("record", r),
-                                           _u64_index(f"record {r}: frame", k)), self._schema_meta)
+        return _read_frame(_zr.zmr_py_read(self._r(), 1, self._rec(r), self._frame(r, k)), self._schema_meta)
 
     def frame(self, r, k):
         """Frame k of record r resolved (carry-forward within the record)."""
-        return _read_frame(_zr.zmr_py_read(self._r(), 2, _u64_index("record", r),
-                                           _u64_index(f"record {r}: frame", k)), self._schema_meta)
+        return _read_frame(_zr.zmr_py_read(self._r(), 2, self._rec(r), self._frame(r, k)), self._schema_meta)
 
     def frames(self, r):
         """Every resolved frame of record r, in order (one pass)."""
@@ -738,6 +788,10 @@ def _dynamic_columns(atoms, fmt):
 
 
 def _box(atoms):
+    """The layout's box of an ASE image, or None for no cell at all. ASE's
+    cell rows are the lattice vectors, the layout's vectors columns: the
+    matrix is transposed here, the ASE boundary. An undefined cell (rank
+    below 3) is periodic on no axis and its vectors are the identity."""
     cell = np.asarray(atoms.cell[:], dtype=float)
     if not atoms.pbc.any() and not cell.any():
         return None
@@ -745,9 +799,35 @@ def _box(atoms):
     # displacement and leaves positions as in the file: it is the origin.
     origin = np.asarray(atoms.get_celldisp(), dtype=float).ravel()
     defined = bool(atoms.cell.rank == 3)
-    # an undefined cell is periodic on no axis (the layout's rule)
-    return {"vectors": cell, "origin": [float(x) for x in origin],
+    return {"vectors": cell.T.copy() if defined else np.eye(3), "origin": [float(x) for x in origin],
             "boundary": [bool(x) and defined for x in atoms.pbc], "cell_defined": defined}
+
+
+def to_atoms(frame, block="atoms"):
+    """An ASE ``Atoms`` of a frame dict (a system, or a resolved frame from
+    :meth:`Reader.frame`): symbols from ``element`` (else numbers from
+    ``atomic_number``), positions from ``x y z``, and the box: cell rows =
+    the lattice vectors (the columns of the layout's ``vectors``), ``pbc``
+    = boundary, the origin as the cell displacement. An undefined cell
+    gives no cell (zeros) and no periodicity. Needs ASE."""
+    import ase
+
+    b = frame["blocks"][block]
+    cols = b.columns if isinstance(b, Block) else b
+    kw = {"positions": np.stack([np.asarray(cols[c], dtype=np.float64) for c in "xyz"], axis=1)}
+    if "element" in cols:
+        kw["symbols"] = [str(e) for e in np.asarray(cols["element"], dtype=object).tolist()]
+    elif "atomic_number" in cols:
+        kw["numbers"] = np.asarray(cols["atomic_number"], dtype=np.int64)
+    box = frame.get("box")
+    atoms = ase.Atoms(**kw)
+    if box is not None and box["cell_defined"]:
+        atoms.set_cell(np.asarray(box["vectors"], dtype=float).T)
+        atoms.set_pbc([bool(x) for x in box["boundary"]])
+        atoms.set_celldisp(np.asarray(box["origin"], dtype=float))
+    elif box is not None:
+        atoms.set_celldisp(np.asarray(box["origin"], dtype=float))
+    return atoms
 
 
 def _calc_results(atoms, fmt):
@@ -758,10 +838,54 @@ def _calc_results(atoms, fmt):
     return energy, res.get("forces")
 
 
-def _system_from_atoms(atoms, fmt, dynamic=True, with_atoms=True):
+def _info_scalars(atoms):
+    """The scalar ASE ``info`` entries of one image (numpy scalars as
+    Python values); ``timestep`` is the step, not meta."""
+    out = {}
+    for k, v in atoms.info.items():
+        if k != "timestep" and isinstance(v, (bool, int, float, str, np.bool_, np.integer, np.floating)):
+            out[k] = v.item() if isinstance(v, np.generic) else v
+    return out
+
+
+def _info_declarations(images, taken):
+    """sequence_schema.meta declarations for the scalar ``info`` keys of
+    trajectory images (every image of every multi-image input), so each
+    image's keys reach its frame. A key's tag follows its values: bool,
+    i64 (u64 beyond), f64 (integers and reals mixed too) or string, else
+    json. A key some images lack gets a fill: "NaN" for f64, else the key
+    is declared json with fill null. Keys in ``taken`` (declared already)
+    are left out."""
+    kinds, counts, big = {}, {}, set()
+    for im in images:
+        for k, v in _info_scalars(im).items():
+            kind = "bool" if isinstance(v, bool) else "int" if isinstance(v, int) else \
+                "float" if isinstance(v, float) else "str"
+            kinds.setdefault(k, set()).add(kind)
+            counts[k] = counts.get(k, 0) + 1
+            if kind == "int" and v >= 2 ** 63:
+                big.add(k)
+    decl = {}
+    for k, ks in kinds.items():
+        if k in taken:
+            continue
+        everywhere = counts[k] == len(images)
+        if ks <= {"int", "float"} and ("float" in ks or k in CANONICAL_META):
+            decl[k] = {"dtype": "f64"} if everywhere else {"dtype": "f64", "fill": "NaN"}
+        elif everywhere and len(ks) == 1 and k not in CANONICAL_META:
+            tag = {"bool": "bool", "int": "u64" if k in big else "i64", "str": "string"}[next(iter(ks))]
+            decl[k] = {"dtype": tag}
+        elif k not in CANONICAL_META:
+            decl[k] = {"dtype": "json", "fill": None}
+    return decl
+
+
+def _system_from_atoms(atoms, fmt, dynamic=True, with_atoms=True, with_info=True):
     """The system frame of one image: its static columns, plus (``dynamic``:
     a file of one image) positions, forces, velocities; without
-    ``with_atoms`` (a trajectory whose atom count changes) no atoms block."""
+    ``with_atoms`` (a trajectory whose atom count changes) no atoms block;
+    with ``with_info`` (one image: its info is the record's) the image's
+    scalar ASE info keys as meta."""
     cols = _static_columns(atoms, fmt)
     if dynamic:
         cols.update(_dynamic_columns(atoms, fmt))
@@ -769,9 +893,8 @@ def _system_from_atoms(atoms, fmt, dynamic=True, with_atoms=True):
     energy, _ = _calc_results(atoms, fmt)
     if energy is not None:
         meta["pe"], types["pe"] = float(energy), "f64"
-    for k, v in atoms.info.items():
-        if isinstance(v, (bool, int, float, str, np.integer, np.floating)) and k not in meta:
-            meta[k] = v.item() if isinstance(v, np.generic) else v
+    for k, v in (_info_scalars(atoms) if with_info else {}).items():
+        meta.setdefault(k, v)
     d = {"blocks": {"atoms": cols} if with_atoms else {}, "meta": meta, "meta_types": types}
     box = _box(atoms)
     if box is not None:
@@ -779,18 +902,87 @@ def _system_from_atoms(atoms, fmt, dynamic=True, with_atoms=True):
     return d
 
 
-def _update_from_atoms(atoms, k, fmt, with_energy, with_static=False):
+def _update_from_atoms(atoms, k, fmt, with_energy, with_static=False, info_keys=()):
+    """One image as a trajectory update: positions (forces, velocities),
+    with ``with_static`` the static columns too, energy as ``pe``, its
+    declared info keys as per-step meta, the LAMMPS timestep (else the
+    image number) as step, and the box."""
     cols = _static_columns(atoms, fmt) if with_static else {}
     cols.update(_dynamic_columns(atoms, fmt))
     energy, _ = _calc_results(atoms, fmt)
     d = {"blocks": {_TRAJ_BLOCK: cols}, "meta": {}}
     if with_energy and energy is not None:
         d["meta"]["pe"] = float(energy)
+    info = _info_scalars(atoms)
+    d["meta"].update({key: info[key] for key in info_keys if key in info})
     d["step"] = int(atoms.info.get("timestep", k))
     box = _box(atoms)
     if box is not None:
         d["box"] = box
     return d
+
+
+#: LAMMPS dump columns ASE reads only to order or type the atoms, and the
+#: ASE array each is kept as (loaderx's importer reads them itself).
+_LAMMPS_KEPT = {"id": "id", "mol": "mol-id", "mass": "masses"}
+
+
+def _lammps_dump_columns(path):
+    """Per image of a LAMMPS text dump, {ASE array name: values} of its
+    ``id``, ``mol`` and ``mass`` columns, rows ordered by id as ASE orders
+    them. ASE's reader uses id for the order and mass for the element and
+    keeps none of them."""
+    import gzip
+
+    opener = gzip.open if str(path).endswith(".gz") else open
+    images = []
+    with opener(path, "rt") as f:
+        n = None
+        for line in f:
+            if line.startswith("ITEM: NUMBER OF ATOMS"):
+                n = int(next(f).split()[0])
+            elif line.startswith("ITEM: ATOMS") and n is not None:
+                names = line.split()[2:]
+                rows = [next(f).split() for _ in range(n)]
+                keep = {c: i for i, c in enumerate(names) if c in _LAMMPS_KEPT}
+                cols = {}
+                if "id" in keep:
+                    ids = np.array([int(r[keep["id"]]) for r in rows], dtype=np.int64)
+                    order = np.argsort(ids, kind="stable")
+                else:
+                    order = np.arange(n)
+                for c, i in keep.items():
+                    vals = np.array([float(r[i]) if c == "mass" else int(r[i]) for r in rows])
+                    cols[_LAMMPS_KEPT[c]] = vals[order]
+                images.append(cols)
+    return images
+
+
+def _read_images(path, fmt):
+    """Every image of a file (ASE), with a LAMMPS text dump's id, mol and
+    mass columns attached as ASE arrays (``id``, ``mol-id``, ``masses``)."""
+    import ase.io
+
+    try:
+        images = ase.io.read(path, index=":", format=fmt)
+    except Exception as e:
+        raise ValueError(f"{path}: ASE's {fmt} reader failed: {type(e).__name__}: {e}") from e
+    if not isinstance(images, list):
+        images = [images]
+    if not images:
+        raise ValueError(f"{path}: ASE read no image ({fmt})")
+    if fmt == "lammps-dump-text":
+        extra = _lammps_dump_columns(path)
+        if len(extra) == len(images):
+            for im, cols in zip(images, extra):
+                for name, vals in cols.items():
+                    if len(vals) != len(im):
+                        continue
+                    if name == "masses":
+                        im.set_masses(vals)
+                    else:
+                        im.new_array(name, vals.astype(np.int64))
+    return images
 
 
 _COLLECTION_FORMATS = ("json", "db")
@@ -862,15 +1054,22 @@ def import_files(paths, out, format=None, progress=None, units=None):
     when the file has them), energy (when the file has one: never for
     LAMMPS dumps, whose ASE reader invents 0.0) and step (LAMMPS timestep).
 
+    A trajectory's images keep their scalar ASE ``info`` entries as
+    per-step meta (declared from every image of every input), a LAMMPS
+    text dump its ``id``, ``mol`` and ``mass`` columns (as ``id``,
+    ``mol_id``, ``mass``), which ASE reads but drops. Boxes are written in
+    the layout's convention (lattice vectors as columns: ASE's cell
+    transposed).
+
     ``units``: a name for :func:`units_for` or a units dict; default
     ``"unknown"`` when any input is a LAMMPS file (ASE hands out its
     numbers as they are) else ``"ase"`` (angstrom, eV). Formats are checked
-    (or guessed) for every file before anything is written
-    (:class:`FormatError`). The collection is written to
+    (or guessed) and every input is read (all of them are held in memory
+    until written) before anything is written (:class:`FormatError`, or
+    ValueError naming the file ASE could not read). The collection is written to
     ``out.partial-<pid>`` and renamed to ``out`` only when complete: a
     failed import leaves nothing behind. Returns {'records', 'frames'}."""
     import ase.db
-    import ase.io
 
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -892,9 +1091,14 @@ def import_files(paths, out, format=None, progress=None, units=None):
     if progress is None:
         progress = sys.stderr.isatty()
     bar = _Progress(progress)
+    # every file is read before anything is written: one ASE cannot read is
+    # found first, and the per-step meta keys are declared from all of them
+    images = [None if f in _COLLECTION_FORMATS else _read_images(p, f) for p, f in zip(paths, fmts)]
     with_energy = any(f not in _NO_ENERGY_FORMATS for f in fmts)
     # blocks are declared by the first frame presenting them (the writer)
-    schema = {"meta": {"pe": {"dtype": "f64", "fill": "NaN"}} if with_energy else {}}
+    meta_decl = {"pe": {"dtype": "f64", "fill": "NaN"}} if with_energy else {}
+    info_decl = _info_declarations([im for ims in images if ims and len(ims) > 1 for im in ims], set(meta_decl))
+    schema = {"meta": {**meta_decl, **info_decl}}
     partial = f"{out}.partial-{os.getpid()}"
     _remove_quietly(partial, partial + "-lock")
     nrec = nfr = 0
@@ -913,27 +1117,22 @@ def import_files(paths, out, format=None, progress=None, units=None):
                             nrec += 1
                             bar(i, len(paths), nrec, nfr)
                 else:
-                    try:
-                        images = ase.io.read(p, index=":", format=fmt)
-                    except Exception as e:
-                        raise ValueError(f"{p}: ASE's {fmt} reader failed: {type(e).__name__}: {e}") from e
-                    if not isinstance(images, list):
-                        images = [images]
-                    if not images:
-                        raise ValueError(f"{p}: ASE read no image ({fmt})")
+                    ims = images[i]
                     meta = {"source": os.path.basename(p), "format": fmt}
-                    if len(images) > 1:
+                    if len(ims) > 1:
                         # a trajectory block sharing the system's name keeps
                         # its row count: a changing atom count has no system atoms
-                        fixed = len({len(a) for a in images}) == 1
-                        w.add_record(meta=meta, system=_system_from_atoms(images[0], fmt, dynamic=False,
-                                                                          with_atoms=fixed))
-                        for k, a in enumerate(images):
-                            w.add_frame(_update_from_atoms(a, k, fmt, with_energy, with_static=not fixed))
+                        fixed = len({len(a) for a in ims}) == 1
+                        w.add_record(meta=meta, system=_system_from_atoms(ims[0], fmt, dynamic=False,
+                                                                          with_atoms=fixed, with_info=False))
+                        for k, a in enumerate(ims):
+                            w.add_frame(_update_from_atoms(a, k, fmt, with_energy, with_static=not fixed,
+                                                           info_keys=info_decl))
                             nfr += 1
                             bar(i, len(paths), nrec, nfr)
                     else:
-                        w.add_record(meta=meta, system=_system_from_atoms(images[0], fmt))
+                        w.add_record(meta=meta, system=_system_from_atoms(ims[0], fmt))
+                    images[i] = None  # written: let it go
                     nrec += 1
                 bar(i + 1, len(paths), nrec, nfr)
         # complete: publish under the final name (link refuses an existing one)
@@ -1166,7 +1365,9 @@ def main(argv=None, prog="python3 -m loaderx.mrec"):
     sub = ap.add_subparsers(dest="cmd", required=True)
     imp = sub.add_parser("import", help="import files with ASE into a new collection",
                          description="Import files with ASE into a new collection OUT (written aside and "
-                                     "published only when complete).",
+                                     "published only when complete). This importer is the Python package "
+                                     "loaderx's (loaderx.mrec) and needs ASE; `zr mrec import` runs it in "
+                                     "$ZR_PYTHON, else python3 on PATH.",
                          epilog=f"exit status: 0 ok, 1 an input cannot be imported, 2 usage, 3 cannot open "
                                 f"an input or OUT exists\nexample: {prog} import dump.lammpstrj --units real "
                                 "-o run.mrec.lmdb",
