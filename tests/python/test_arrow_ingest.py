@@ -230,8 +230,9 @@ def test_zr_ingest_says_what_is_missing(tmp_path):
     res = subprocess.run([*_zr_native(), "ingest", str(src), str(tmp_path / "s")],
                          env=dict(os.environ, ZR_PYTHON=str(tmp_path / "no-python")),
                          capture_output=True)
-    assert res.returncode == FAILED
-    assert b"a Parquet file is read by python3 with the loaderx package and pyarrow" in res.stderr
+    assert res.returncode == OPEN
+    assert b"a Parquet file: Parquet and Arrow files are read by the Python package loaderx" \
+        in res.stderr and b"no-python" in res.stderr
     # an interpreter whose pyarrow does not import
     fake = tmp_path / "fake"
     (fake / "pyarrow").mkdir(parents=True)
@@ -239,8 +240,17 @@ def test_zr_ingest_says_what_is_missing(tmp_path):
     res = subprocess.run([*_zr_native(), "ingest", str(src), str(tmp_path / "s")],
                          env=dict(os.environ, ZR_PYTHON=sys.executable, PYTHONPATH=str(fake)),
                          capture_output=True)
-    assert res.returncode == FAILED
+    assert res.returncode == OPEN
     assert b"needs pyarrow" in res.stderr and b"no pyarrow here" in res.stderr
+    # an interpreter whose loaderx does not import
+    (fake / "loaderx").mkdir()
+    (fake / "loaderx" / "__init__.py").write_text("raise ImportError('no loaderx here')\n")
+    res = subprocess.run([*_zr_native(), "ingest", str(src), str(tmp_path / "s")],
+                         env=dict(os.environ, ZR_PYTHON=sys.executable, PYTHONPATH=str(fake)),
+                         capture_output=True)
+    assert res.returncode == OPEN
+    assert b"cannot import it (no loaderx here): install it there (pip install loaderx pyarrow)" \
+        in res.stderr
     assert not (tmp_path / "s").exists()
 
 

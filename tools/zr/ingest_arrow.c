@@ -8,8 +8,9 @@
  * itself with `$ZR_PYTHON -c <loaderx._arrow_ingest.main> OPTIONS -- SRC
  * STORE` (python3 when ZR_PYTHON is unset; the pip-installed `zr` sets it
  * to its own interpreter). The same pid keeps Ctrl-C, the standard
- * streams and the exit status zr ingest's own; without Python, loaderx or
- * pyarrow the message says which is missing.
+ * streams and the exit status zr ingest's own. Without Python, loaderx or
+ * pyarrow, one line names what to install and the exit status is 3, as
+ * for zr mrec import.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -21,13 +22,17 @@
 
 #define CMD "ingest"
 
+#define NEEDS "Parquet and Arrow files are read by the Python package loaderx (with pyarrow)"
+
 static const char PY_MAIN[] =
     "import sys\n"
     "try:\n"
     "    from loaderx._arrow_ingest import main\n"
     "except ImportError as e:\n"
-    "    sys.exit('zr ingest: %s: reading Parquet and Arrow files needs the loaderx Python "
-    "package and pyarrow (%s); set ZR_PYTHON to a python3 that has them' % (sys.argv[-2], e))\n"
+    "    sys.stderr.write('zr ingest: %s: " NEEDS "; %s cannot import it (%s): install it there "
+    "(pip install loaderx pyarrow), or set ZR_PYTHON to a python3 that has it\\n' "
+    "% (sys.argv[-2], sys.executable, e))\n"
+    "    sys.exit(3)\n"
     "sys.exit(main(sys.argv[1:]))\n";
 
 const char *zr_arrow_kind(const unsigned char *head, size_t got)
@@ -77,10 +82,9 @@ int zr_ingest_arrow(const char *src, const char *store, const char *kind, const 
     int code = ZR_EXIT_FAILED;
     int rc = zrp_exec(argv, &code);
     if (rc < 0) {
-        zr_error(CMD, src, "%s is read by python3 with the loaderx package and pyarrow: cannot "
-                 "run %s (%s); set ZR_PYTHON to such an interpreter", kind, argv[0],
-                 strerror(-rc));
-        return ZR_EXIT_FAILED;
+        zr_error(CMD, src, "%s: " NEEDS "; cannot run %s (%s): install Python 3 with loaderx and "
+                 "pyarrow, or set ZR_PYTHON to one", kind, argv[0], strerror(-rc));
+        return ZR_EXIT_OPEN;
     }
     return code; /* where zrp_exec ran it as a child */
 }

@@ -21,7 +21,7 @@ const char *zr_arrow_kind(const unsigned char *head, size_t got);
 
 /* Ingest SRC (of zr_arrow_kind `kind`) into STORE. On POSIX the process
  * becomes the Python ingest and this returns only when it could not start
- * (ZR_EXIT_FAILED, after saying what is missing); elsewhere it returns the
+ * (ZR_EXIT_OPEN, after saying what is missing); elsewhere it returns the
  * Python ingest's exit status. */
 int zr_ingest_arrow(const char *src, const char *store, const char *kind, const zr_arrow_args *a);
 

@@ -198,7 +198,8 @@ def main(argv=None):
     except KeyboardInterrupt:
         _error(a.src, "interrupted before any record was committed")
         return EXIT_INTERRUPTED
-    except ImportError as exc:
-        _error(a.src, str(exc))
-        return EXIT_FAILED
+    except ImportError as exc:  # pyarrow: exit 3, as for a missing loaderx
+        _error(a.src, f"{exc}: install it there (pip install pyarrow), or set ZR_PYTHON to a "
+                      "python3 that has it")
+        return EXIT_OPEN
     return 0
