@@ -111,6 +111,11 @@ int zrp_unlock(zrp_file f);
  * retry a read that met another process's write in progress. */
 void zrp_yield(void);
 
+/* Put stdin and stdout in binary mode: bytes pass unchanged (Windows' C
+ * runtime otherwise turns LF into CRLF on output, so `zr cat --raw` would
+ * corrupt every record holding a 0x0A byte). A no-op on POSIX. */
+void zrp_stdio_binary(void);
+
 /* ---------------------------------------------------------- directories */
 
 /* 1 if the path exists (any type), 0 if not. */

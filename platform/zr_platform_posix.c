@@ -444,6 +444,8 @@ int zrp_unlock(zrp_file f) { return do_flock(f, LOCK_UN); }
 
 void zrp_yield(void) { (void)sched_yield(); }
 
+void zrp_stdio_binary(void) {}
+
 /* ---------------------------------------------------------- directories */
 
 int zrp_path_exists(const char *path)

@@ -32,6 +32,8 @@
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
+#include <fcntl.h>
+#include <io.h>
 
 /* The opaque storage in the header must hold the native types. */
 _Static_assert(sizeof(SRWLOCK) <= sizeof(((zrp_mutex *)0)->opaque), "zrp_mutex storage too small");
@@ -306,6 +308,12 @@ int zrp_unlock(zrp_file f)
 }
 
 void zrp_yield(void) { (void)SwitchToThread(); }
+
+void zrp_stdio_binary(void)
+{
+    (void)_setmode(_fileno(stdin), _O_BINARY);
+    (void)_setmode(_fileno(stdout), _O_BINARY);
+}
 
 /* ---------------------------------------------------------- directories */
 

@@ -21,14 +21,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-CACHE=$ROOT/.cache/cross
-# The toolchain venv (zig, meson) and zig's compile cache live outside the
-# clone, so every clone on this machine shares them: zig builds each
-# target's C runtime (mingw, glibc stubs) once, minutes for Windows.
-TOOLS=${ZR_CROSS_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/loaderx-cross}
-export ZR_CROSS_TOOLS=$TOOLS
-ALL=(linux-x64-gnu linux-arm64-gnu linux-x64-musl linux-arm64-musl
-     windows-x64 windows-arm64 macos-x64 macos-arm64)
+. scripts/cross_common.sh
 RUNNABLE="linux-x64-gnu linux-arm64-gnu linux-x64-musl linux-arm64-musl windows-x64"
 RUN=${CROSS_RUN:-$RUNNABLE}
 JOBS=${CROSS_JOBS:-$(nproc)}
@@ -39,22 +32,8 @@ for t in "${targets[@]}"; do
     [ -f cross/$t.ini ] || { echo "cross: unknown target '$t' (have: ${ALL[*]})" >&2; exit 2; }
 done
 
-bash scripts/cross_setup.sh || { echo "cross: toolchain setup failed" >&2; exit 1; }
-MESON=$TOOLS/venv/bin/meson
-ZIG=$("$TOOLS/venv/bin/python3" -c 'import ziglang, os; print(os.path.join(os.path.dirname(ziglang.__file__), "zig"))')
-printf "[constants]\nzig = '%s'\n" "$ZIG" > "$CACHE/toolchain.ini"
-export ZIG_GLOBAL_CACHE_DIR=$TOOLS/zig-cache ZIG_LOCAL_CACHE_DIR=$TOOLS/zig-cache
-export WINEPREFIX=$CACHE/wine WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
-
-# Our shared libraries, by base name.
-LIBS=(zsampler zrengine zrstore zmrec zloader)
-# Exported names allowed in our shared libraries: the prefixed APIs and the
-# <lib>_version / <lib>_version_string functions.
-EXPORT_OK='^_?(zre_|zrs_|zsm_|zld_|zmr_|zr_|zrengine_version|zrstore_version|zsampler_version|zloader_version|zmrec_version)'
-EXPORT_BAD='^_?(ZSTD_|ZDICT_|HUF_|FSE_|mdb_|json_|msgpack_|lh_|array_list_|printbuf_|_cmocka|mock_)'
-# DLLs a Windows artifact may import: the system's (UCRT through its
-# api-ms-win-crt-* sets, kernel32, advapi32 for json-c's seed) and ours.
-DLL_OK='^(kernel32|advapi32|ntdll|bcrypt|ucrtbase|api-ms-win-[a-z0-9-]+|lib(zsampler|zrengine|zrstore|zmrec|zloader)(-[0-9]+)?)\.dll$'
+bash scripts/cross_setup.sh --wheels || { echo "cross: toolchain setup failed" >&2; exit 1; }
+cross_toolchain
 
 declare -A R_BUILT R_SUITES R_FAILED R_TIME
 
@@ -74,83 +53,22 @@ artifacts() {
     esac
 }
 
-file_pattern() {
-    case $1 in
-        linux-x64-*) echo 'ELF 64-bit LSB .*x86-64' ;;
-        linux-arm64-*) echo 'ELF 64-bit LSB .*ARM aarch64' ;;
-        windows-x64) echo 'PE32\+ executable .*x86-64' ;;
-        windows-arm64) echo 'PE32\+ executable .*Aarch64' ;;
-        macos-x64) echo 'Mach-O 64-bit .*x86_64' ;;
-        macos-arm64) echo 'Mach-O 64-bit .*arm64' ;;
-    esac
-}
-
-# Exported (defined, global) symbol names of shared library $2 for target $1.
-exports() {
-    case $1 in
-        linux-*) llvm-nm -D --defined-only "$2" | awk '{print $NF}' ;;
-        # (less the two symbols ld64 defines in every dylib)
-        macos-*) llvm-nm -gU "$2" | awk '{print $NF}' | grep -Ev '^(___dso_handle|__mh_dylib_header)$' ;;
-        windows-*) llvm-readobj --coff-exports "$2" | sed -n 's/^ *Name: //p' ;;
-    esac
-}
-
 # Check target $1 (build dir $2); prints failed check names, one a line.
 check_target() {
-    local t=$1 b=$2 kind f pat bad max
-    pat=$(file_pattern "$t")
+    local kind f
     while read -r kind f; do
-        local name
-        name=$(basename "$f")
-        if [ -z "$f" ] || [ ! -f "$f" ]; then echo "missing:$kind"; continue; fi
-        file -bL "$f" | grep -Eq "$pat" || echo "file:$name"
-        case $t in
-            linux-*-gnu)
-                max=$(llvm-objdump -T "$f" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1)
-                [ -z "$max" ] || [ "$(printf '%s\n2.17\n' "$max" | sort -V | tail -1)" = 2.17 ] \
-                    || echo "glibc($max):$name"
-                ;;
-            macos-*)
-                local hdr
-                hdr=$(llvm-objdump --macho --private-headers "$f")
-                # LC_BUILD_VERSION "minos 11.0" (or LC_VERSION_MIN_MACOSX "version 11.0").
-                echo "$hdr" | grep -A4 -E 'LC_BUILD_VERSION|LC_VERSION_MIN_MACOSX' \
-                    | grep -Eq '^ *(minos|version) 11\.0$' || echo "minos:$name"
-                if [ "$kind" = lib ]; then
-                    echo "$hdr" | grep -A3 'cmd LC_ID_DYLIB' | grep -Eq "name @rpath/lib[a-z]+\.[0-9]+\.dylib" \
-                        || echo "install-name:$name"
-                fi
-                # Every dylib of ours it loads is by @rpath, and it has an rpath.
-                if echo "$hdr" | grep -A3 'cmd LC_LOAD_DYLIB' | grep -E 'name .*libz' | grep -vq '@rpath/'; then
-                    echo "load-path:$name"
-                fi
-                if [ "$kind" = exe ] || echo "$hdr" | grep -A3 'cmd LC_LOAD_DYLIB' | grep -q '@rpath/'; then
-                    echo "$hdr" | grep -q 'cmd LC_RPATH' || echo "rpath:$name"
-                fi
-                ;;
-            windows-*)
-                bad=$(llvm-objdump -p "$f" | sed -n 's/^ *DLL Name: //p' | tr 'A-Z' 'a-z' | grep -Ev "$DLL_OK" | tr '\n' ' ')
-                [ -z "$bad" ] || echo "imports(${bad% }):$name"
-                ;;
-        esac
-        if [ "$kind" = lib ]; then
-            local ex
-            ex=$(exports "$t" "$f")
-            [ -n "$ex" ] || echo "no-exports:$name"
-            if echo "$ex" | grep -Eq "$EXPORT_BAD"; then
-                echo "dep-exports:$name"
-            elif [ -n "$(echo "$ex" | grep -Ev "$EXPORT_OK" | grep -v '^$')" ]; then
-                echo "foreign-exports:$name"
-            fi
-        fi
-    done < <(artifacts "$t" "$b")
+        check_file "$1" "$kind" "$f"
+    done < <(artifacts "$1" "$2")
 }
 
 # Run the C suites of target $1 (build dir $2); sets R_SUITES.
 run_suites() {
     local t=$1 b=$2
     rm -f "$b/meson-logs/testlog.json"
-    "$MESON" test -C "$b" --suite c --no-rebuild --num-processes "$JOBS" --print-errorlogs \
+    # The peak RSS of the largest suite (GNU time reports the largest
+    # waited-for descendant): bounded under emulation too (QEMU_RESERVED_VA).
+    /usr/bin/time -o "$b/cross-test.rss" -f %M \
+        "$MESON" test -C "$b" --suite c --no-rebuild --num-processes "$JOBS" --print-errorlogs \
         >"$b/cross-test.log" 2>&1
     local counts
     counts=$("$TOOLS/venv/bin/python3" - "$b/meson-logs/testlog.json" <<'EOF'
@@ -168,31 +86,69 @@ EOF
 )
     set -- $counts
     R_SUITES[$t]="$1/$2"
+    local rss
+    rss=$(tail -1 "$b/cross-test.rss" 2>/dev/null)
+    # (Measured: about 200 MiB natively, 1.0 GiB under wine, 1.6 GiB under
+    # qemu with the reserve, 7.5 GB for torture_store without it.)
+    if [ -n "$rss" ] && [ "$rss" -gt "$((4 * 1024 * 1024))" ]; then
+        echo "cross: $t: a suite peaked at $((rss / 1024)) MiB of RSS (bound: 4096 MiB)"
+        R_FAILED[$t]+="rss($((rss / 1024))MiB) "
+        return 1
+    fi
     if [ "$2" -eq 0 ] || [ "$1" -ne "$2" ]; then
         grep -E '^ *[0-9]+/[0-9]+ .*(FAIL|TIMEOUT|ERROR)' "$b/cross-test.log" | sort -u | sed "s/^/cross: $t: /"
         return 1
     fi
 }
 
+# How to run a program of target $1 here (empty: natively).
+runner() {
+    case $1 in
+        linux-arm64-*) echo qemu-aarch64-static ;;
+        windows-x64) echo /usr/lib/wine/wine64 ;;
+    esac
+}
+
+# zr's output of target $1 (build dir $2): text on stdout (`zr version`),
+# and `zr cat --raw` writes a store's bytes to stdout unchanged: an int64
+# store of 0..999 (8,000 bytes, with 0x0A bytes in it) must come back as
+# exactly the bytes that went in, as on Linux. Prints failed checks.
+check_stdout() {
+    local t=$1 b=$2 zr=$2/tools/zr run d
+    [[ $t == windows-* ]] && zr=$b/tools/zr.exe
+    run=$(runner "$t")
+    d=$(mktemp -d)
+    # wine finds the DLLs of the build tree through WINEPATH (as meson test
+    # sets it for the suites).
+    local WINEPATH="" l
+    for l in "${LIBS[@]}"; do WINEPATH+="Z:$(echo "$b/lib$l" | tr / '\\');"; done
+    export WINEPATH
+    # shellcheck disable=SC2086
+    $run "$zr" version >"$d/version.out" 2>"$d/version.err" </dev/null
+    grep -q zrengine "$d/version.out" || echo "stdout(zr version wrote $(wc -c <"$d/version.out") bytes to stdout):zr"
+    "$TOOLS/venv/bin/python3" - "$d" <<'PY'
+import struct, sys
+d = sys.argv[1]
+data = b"".join(struct.pack("<q", v) for v in range(1000))
+head = b"{'descr': '<i8', 'fortran_order': False, 'shape': (1000,), }"
+head += b" " * (117 - len(head)) + b"\n"  # 10 + 118 = 128 bytes of header
+open(f"{d}/x.npy", "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(head)) + head + data)
+open(f"{d}/x.bin", "wb").write(data)
+PY
+    # shellcheck disable=SC2086
+    (cd "$d" && $run "$zr" ingest x.npy store >/dev/null 2>&1 </dev/null &&
+        $run "$zr" cat --raw store 0:1000 >raw.out 2>raw.err </dev/null)
+    cmp -s "$d/x.bin" "$d/raw.out" || echo "binary-stdout(zr cat --raw wrote $(wc -c <"$d/raw.out" 2>/dev/null || echo 0) bytes, want 8000 unchanged):zr"
+    rm -rf "$d"
+}
+
 # Configure target $1 (meson setup is mostly serial compiler checks, so
 # the targets configure side by side); leaves its status and seconds in
 # $CACHE/setup-$1.rc.
 configure_target() {
-    local t=$1 b=$CACHE/build/$1 t0 rc=0
+    local t=$1 t0 rc=0
     t0=$(date +%s)
-    local opts=(-Dwrap_mode=forcefallback -Dpython=disabled -Dlua=disabled -Dtests=true
-                -Dbuildtype=release -Dwerror=true)
-    # Our code builds with -Werror; the dependencies' own warnings are theirs.
-    for sub in zstd msgpack-c lmdb json-c cmocka zlib; do opts+=(-D$sub:werror=false); done
-    [ "$t" = linux-arm64-musl ] && opts+=(-Dlmdb:robust_mutex=false)
-    local setup=()
-    [ ! -f "$b/build.ninja" ] || setup=(--reconfigure)
-    # A dependency's build file changed since this dir was set up (the
-    # stamp is from cross_setup.sh): reconfigure.
-    if [ ! -f "$b/build.ninja" ] || [ "$CACHE/reconfigure" -nt "$b/build.ninja" ]; then
-        "$MESON" setup "${setup[@]}" "$b" --cross-file "$CACHE/toolchain.ini" --cross-file "cross/$t.ini" \
-            "${opts[@]}" >"$CACHE/setup-$t.log" 2>&1 || rc=1
-    fi
+    cross_configure "$t" >"$CACHE/setup-$t.log" 2>&1 || rc=1
     echo "$rc $(( $(date +%s) - t0 ))" > "$CACHE/setup-$t.rc"
 }
 
@@ -227,7 +183,10 @@ for t in "${targets[@]}"; do
         if [[ " $RUN " == *" $t "* ]] && [[ " $RUNNABLE " == *" $t "* ]]; then
             run_suites "$t" "$b" || status=1
         fi
-        R_FAILED[$t]=$(check_target "$t" "$b" | tr '\n' ' ')
+        R_FAILED[$t]+=$(check_target "$t" "$b" | tr '\n' ' ')
+        if [[ " $RUN " == *" $t "* ]] && [[ " $RUNNABLE " == *" $t "* ]]; then
+            R_FAILED[$t]+=$(check_stdout "$t" "$b" | tr '\n' ' ')
+        fi
         [ -z "${R_FAILED[$t]}" ] || status=1
     else
         status=1

@@ -15,10 +15,13 @@
 #    from PyPI's lmdb source package (scripts/dep_sources.sh).
 # 2. A virtual environment, $VENV (default: .venv in this clone), made by
 #    the python3 on PATH (Debian's /usr/bin/python3 on a stock machine:
-#    PEP 668 keeps pip out of it, a venv is the way in). It sees that
-#    interpreter's own site-packages, so what is already installed there at
-#    the pinned version is not fetched again. Use it with
-#    `. .venv/bin/activate`, or run `.venv/bin/python3` directly.
+#    PEP 668 keeps pip out of it, a venv is the way in). It sees only what
+#    the pinned lists put in it, never the interpreter's own site-packages,
+#    so a test cannot pass because the machine happens to have a package
+#    (tests/python/test_requirements.py checks that every distribution a
+#    test imports is pinned). A venv made earlier with the system's
+#    site-packages is made again. Use it with `. .venv/bin/activate`, or run
+#    `.venv/bin/python3` directly.
 # 3. requirements/run.txt (numpy) into the venv, then `pip install .`: pip
 #    builds the libraries, the SWIG module, the `loaderx` package and `zr`
 #    with meson-python (pyproject.toml) and installs them into the venv.
@@ -87,9 +90,13 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # 2. The venv.
+if [ -f "$VENV/pyvenv.cfg" ] && grep -Eqi '^include-system-site-packages *= *true' "$VENV/pyvenv.cfg"; then
+    echo "setup: $VENV sees the system's site-packages; making it again without them"
+    rm -rf "$VENV"
+fi
 if [ ! -x "$VENV/bin/python3" ]; then
     echo "setup: making the venv $VENV (from $(command -v python3))"
-    python3 -m venv --system-site-packages "$VENV"
+    python3 -m venv "$VENV"
 fi
 py=$VENV/bin/python3
 pip=("$py" -m pip install -q --disable-pip-version-check)

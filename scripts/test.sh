@@ -3,7 +3,7 @@
 # suites (meson test), the Go binding (go test), the C example against the
 # installed headers and pkg-config files, the Python package's pytest suite
 # against the package pip installed into the venv, and the binary wheel in
-# a venv of its own. Sets up first (scripts/setup.sh --tests), so it works
+# a fresh venv of each CPython >= 3.11 found here. Sets up first (scripts/setup.sh --tests), so it works
 # on a fresh clone of a fresh Debian 12 machine.
 #
 # Environment: VENV (default: .venv), PREFIX (default: .prefix in this
@@ -38,5 +38,8 @@ bash examples/c/build.sh "$BUILD_DIR/example-c"
 # Run from outside the source tree so `import loaderx` is the installed one.
 (cd tests/python && "$VENV/bin/python3" -m pytest -q -p no:cacheprovider .)
 
-# The binary wheel: build, repair (auditwheel), install into a fresh venv, smoke-test.
+# The binary wheel of this platform (Linux x86-64, manylinux_2_17): built
+# with zig, checked, then installed into a fresh venv of every CPython >= 3.11
+# on this machine and smoke-tested there (scripts/wheel.sh; --all builds
+# the eight platforms' wheels).
 bash scripts/wheel.sh

@@ -1,6 +1,7 @@
 """The `zr` command of a pip-installed loaderx.
 
-A wheel carries the native `zr` tool inside the package (loaderx/zr),
+A wheel carries the native `zr` tool inside the package (loaderx/zr, or
+loaderx/zr.exe on Windows),
 linked against the libraries the wheel bundles. The console script `zr`
 that pip puts on the environment's PATH calls main() here, which replaces
 the Python process with that tool (same pid, same arguments).
@@ -31,7 +32,7 @@ def _tool():
     spec = importlib.util.find_spec("loaderx")  # locates, does not import
     if spec is None or not spec.submodule_search_locations:
         return None
-    return os.path.join(list(spec.submodule_search_locations)[0], "zr")
+    return os.path.join(list(spec.submodule_search_locations)[0], "zr.exe" if os.name == "nt" else "zr")
 
 
 def main():

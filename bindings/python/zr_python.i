@@ -25,6 +25,7 @@
 %}
 
 %{
+#include "zr_py_limited.h" /* the stable ABI: Py_LIMITED_API, see there */
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 #include <string.h>
@@ -67,18 +68,22 @@ static int zr_py_get_buffer(PyObject *obj, Py_buffer *view, int writable,
                             int want_int8, const char *func, const char *param)
 {
     if (!PyObject_CheckBuffer(obj)) {
+        PyObject *tn = zr_py_type_name(obj);
         PyErr_Format(PyExc_TypeError,
-                     "%s: parameter '%s' must support the buffer protocol, got %.100s",
-                     func, param, Py_TYPE(obj)->tp_name);
+                     "%s: parameter '%s' must support the buffer protocol, got %S",
+                     func, param, tn);
+        Py_XDECREF(tn);
         return -1;
     }
     int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(obj, view, flags) < 0) {
         PyErr_Clear();
         view->obj = NULL;
+        PyObject *tn = zr_py_type_name(obj);
         PyErr_Format(PyExc_ValueError,
-                     "%s: parameter '%s' must be a %sC-contiguous buffer, got %.100s",
-                     func, param, writable ? "writable " : "", Py_TYPE(obj)->tp_name);
+                     "%s: parameter '%s' must be a %sC-contiguous buffer, got %S",
+                     func, param, writable ? "writable " : "", tn);
+        Py_XDECREF(tn);
         return -1;
     }
     if (want_int8) {
@@ -326,7 +331,14 @@ static PyObject *zr_py_u64_array_copy(const uint64_t *src, uint64_t n)
 %}
 
 %init %{
+/* numpy's C API. SWIG >= 4.4 runs this in the module's exec slot, which
+ * returns an int; import_array() would return NULL (0, "success") there and
+ * leave its ImportError unreported. */
+#if SWIG_VERSION >= 0x040400
+    import_array1(-1);
+#else
     import_array();
+#endif
 %}
 
 /* Nothing releases the GIL unless listed below. */
@@ -372,7 +384,7 @@ static PyObject *zr_py_u64_array_copy(const uint64_t *src, uint64_t n)
 %define ZR_OUT_HANDLE(TYPE)
 %typemap(in, numinputs=0) TYPE **out (TYPE *tmp = NULL) { $1 = &tmp; }
 %typemap(argout) TYPE **out {
-    $result = SWIG_Python_AppendOutput($result, SWIG_NewPointerObj(SWIG_as_voidptr(tmp$argnum), $descriptor(TYPE *), 0));
+    $result = ZR_PY_APPEND_OUTPUT($result, SWIG_NewPointerObj(SWIG_as_voidptr(tmp$argnum), $descriptor(TYPE *), 0));
 }
 %enddef
 ZR_OUT_HANDLE(zre_engine)
@@ -383,7 +395,7 @@ ZR_OUT_HANDLE(zld_batch)
 %define ZR_OUT_ENUM(TYPE)
 %typemap(in, numinputs=0) TYPE *out (TYPE tmp = (TYPE)0) { $1 = &tmp; }
 %typemap(argout) TYPE *out {
-    $result = SWIG_Python_AppendOutput($result, PyLong_FromLong((long)tmp$argnum));
+    $result = ZR_PY_APPEND_OUTPUT($result, PyLong_FromLong((long)tmp$argnum));
 }
 %enddef
 ZR_OUT_ENUM(zre_codec)
@@ -392,7 +404,7 @@ ZR_OUT_ENUM(zsm_mode)
 
 %typemap(in, numinputs=0) uint64_t *first_index (uint64_t tmp = 0) { $1 = &tmp; }
 %typemap(argout) uint64_t *first_index {
-    $result = SWIG_Python_AppendOutput($result, PyLong_FromUnsignedLongLong(tmp$argnum));
+    $result = ZR_PY_APPEND_OUTPUT($result, PyLong_FromUnsignedLongLong(tmp$argnum));
 }
 
 /* zre_get_stats: the struct comes back as a dict. */
@@ -405,7 +417,7 @@ ZR_OUT_ENUM(zsm_mode)
         "chunk_bytes", (unsigned long long)tmp$argnum.chunk_bytes,
         "reclaimable", (unsigned long long)tmp$argnum.reclaimable);
     if (d == NULL) SWIG_fail;
-    $result = SWIG_Python_AppendOutput($result, d);
+    $result = ZR_PY_APPEND_OUTPUT($result, d);
 }
 
 /* zrs_ragged_decode: ((dims...), payload_offset). */
@@ -420,7 +432,7 @@ ZR_OUT_ENUM(zsm_mode)
         PyTuple_SET_ITEM(shape, (Py_ssize_t)k, PyLong_FromUnsignedLongLong(dv$argnum[k]));
     PyObject *pair = Py_BuildValue("(NK)", shape, (unsigned long long)off$argnum);
     if (pair == NULL) SWIG_fail;
-    $result = SWIG_Python_AppendOutput($result, pair);
+    $result = ZR_PY_APPEND_OUTPUT($result, pair);
 }
 
 /* ================================================================ buffers */
@@ -475,7 +487,7 @@ ZR_SRC_BUFFER(dict, dict_size)
     $3 = (uint64_t *)PyArray_DATA((PyArrayObject *)res);
 }
 %typemap(argout) (const int64_t *index, uint64_t count, uint64_t *OUTNAME) {
-    $result = SWIG_Python_AppendOutput($result, res$argnum);
+    $result = ZR_PY_APPEND_OUTPUT($result, res$argnum);
     res$argnum = NULL;
 }
 %typemap(freearg) (const int64_t *index, uint64_t count, uint64_t *OUTNAME) {
@@ -788,8 +800,10 @@ PyObject *zr_py_pad(PyObject *records, PyObject *proto, long long length, PyObje
         PyObject *r = PySequence_Fast_GET_ITEM(seq, got);
         if (PyObject_GetBuffer(r, &views[got], PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_ND) < 0) {
             PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "pad: record %zd is not a C-contiguous array (%.80s)",
-                         got, Py_TYPE(r)->tp_name);
+            PyObject *tn = zr_py_type_name(r);
+            PyErr_Format(PyExc_TypeError, "pad: record %zd is not a C-contiguous array (%S)",
+                         got, tn);
+            Py_XDECREF(tn);
             goto done;
         }
         Py_buffer *v = &views[got];
@@ -825,7 +839,7 @@ PyObject *zr_py_pad(PyObject *records, PyObject *proto, long long length, PyObje
         dims[0] = n;
         dims[1] = (npy_intp)L;
         for (int k = 0; k < nd - 1; k++) dims[2 + k] = inner[k];
-        Py_INCREF(PyArray_DESCR(pa));
+        Py_INCREF((PyObject *)PyArray_DESCR(pa));
         out = PyArray_NewFromDescr(&PyArray_Type, PyArray_DESCR(pa), nd + 1, dims, NULL, NULL, 0, NULL);
         if (out == NULL) goto done;
         int rc;
@@ -1122,7 +1136,7 @@ PyObject *zr_py_ragged_arrays(PyObject *buf, PyObject *bounds, int dtype_id, PyO
             goto fail;
         for (size_t k = 0; k < nd; k++)
             shape[k] = (npy_intp)dims[k];
-        Py_INCREF(descr); /* stolen by NewFromDescr */
+        Py_INCREF((PyObject *)descr); /* stolen by NewFromDescr */
         PyObject *a = PyArray_NewFromDescr(&PyArray_Type, descr, (int)nd, shape, NULL,
                                            data + b[j] + off, flags, NULL);
         if (a == NULL)

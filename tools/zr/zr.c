@@ -13,6 +13,7 @@
 #include <zmrec.h>
 
 #include "zr_cli.h"
+#include "zr_platform.h"
 
 static int cmd_version(int argc, char **argv);
 
@@ -90,6 +91,9 @@ static int cmd_version(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* Records are bytes: `cat --raw` and every other output pass them
+     * unchanged on Windows too. */
+    zrp_stdio_binary();
     if (argc < 2) {
         usage(stderr);
         return ZR_EXIT_USAGE;
