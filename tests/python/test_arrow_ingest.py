@@ -510,3 +510,113 @@ def test_spark_job_commit_takes_only_the_accepted_attempts(tmp_path):
     with pytest.raises(RuntimeError, match="reported 5 records, its shard holds 1"):
         _commit_attempts(staging, attempts, ["x"], [(0, 20, 5)])
     assert not os.path.exists(tmp_path / "ds2")
+
+
+DRIVER = textwrap.dedent("""
+    import os, signal, sys
+    import numpy as np, pyarrow as pa
+    from loaderx import _arrow, _dataset
+    from loaderx._spark import ATTEMPTS, _commit_attempts
+    out, kill_at, after = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "after"
+    specs = _arrow.column_specs(pa.schema([("x", pa.int64()), ("y", pa.list_(pa.int32()))]))
+    staging = _dataset.begin(out, True)
+    attempts = os.path.join(staging, ATTEMPTS)
+    results = []
+    for k in range(3):                     # three partitions, attempts 40, 41, 42
+        a = 40 + k
+        for c in ("x", "y"):
+            st = specs[c].create(os.path.join(attempts, str(a), c))
+            if c == "x":
+                st.append(np.arange(10 * k, 10 * k + 10, dtype=np.int64))
+            else:
+                st.append([np.arange(i % 3 + 1, dtype=np.int32) for i in range(10)])
+            st.close()
+        results.append((k, a, 10))
+    rename, calls = os.rename, [0]
+    def dying(src, dst):
+        calls[0] += 1
+        if calls[0] == kill_at and not after:
+            os.kill(os.getpid(), signal.SIGKILL)
+        rename(src, dst)
+        if calls[0] == kill_at and after:
+            os.kill(os.getpid(), signal.SIGKILL)
+    os.rename = dying
+    _commit_attempts(staging, attempts, ["x", "y"], results)
+    _dataset.commit(staging, out, ["x", "y"])
+    print(calls[0])
+""")
+
+
+def test_spark_driver_killed_during_its_commit_leaves_one_whole_dataset(tmp_path):
+    """The driver side of write_spark SIGKILLed before and after each of its
+    renames (the accepted attempts' shards into place, then the dataset
+    over the earlier one): the path holds the earlier dataset or the new
+    one, whole, never a mix or a half shard; where the kill fell between
+    the two renames of the swap, the earlier dataset waits at OUT.old and
+    the next write puts it back before anything else."""
+    from loaderx import _dataset
+
+    out = str(tmp_path / "ds")
+
+    def earlier():
+        from_arrow(pa.table({"x": pa.array([7, 8], pa.int64()),
+                             "y": pa.array([[1], [2, 3]], pa.list_(pa.int32()))}),
+                   out, overwrite=True)
+
+    def read(path):
+        with ConcatStore(os.path.join(path, "x", "*")) as x, \
+                ConcatStore(os.path.join(path, "y", "*")) as y:
+            assert len(x) == len(y)
+            return x[:].tolist(), [r.tolist() for r in y[:]]
+
+    new = (list(range(30)), [list(range(i % 3 + 1)) for i in range(10)] * 3)
+    old = ([7, 8], [[1], [2, 3]])
+    earlier()
+    p = subprocess.run([sys.executable, "-c", DRIVER, out, "0", "before"], capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stderr
+    renames = int(p.stdout)
+    assert renames == 3 * 2 + 2  # 3 partitions x 2 columns, then the swap's two
+    assert read(out) == new and not os.path.exists(out + ".partial")
+    seen = set()
+    for kill_at in range(1, renames + 1):
+        for when in ("before", "after"):
+            earlier()
+            p = subprocess.run([sys.executable, "-c", DRIVER, out, str(kill_at), when],
+                               capture_output=True, text=True)
+            assert p.returncode == -signal.SIGKILL, p.stderr
+            if os.path.exists(out):
+                got = read(out)
+                assert got in (old, new), (kill_at, when)
+                seen.add("new" if got == new else "old")
+            else:  # between the swap's renames
+                assert (kill_at, when) in ((renames, "before"), (renames - 1, "after"))
+                assert read(out + ".old") == old
+                seen.add("between")
+            # the next write starts by putting the earlier dataset back
+            staging = _dataset.begin(out, True)
+            assert not os.listdir(staging) and not os.path.exists(out + ".old")
+            assert read(out) in (old, new)
+            os.rmdir(staging)
+    assert seen == {"old", "new", "between"}
+
+
+@pytest.mark.parametrize("typ", [pa.int64(), pa.list_(pa.uint8(), 4), pa.list_(pa.int32()),
+                                 pa.binary(), pa.string(), pa.list_(pa.list_(pa.int16(), 2))],
+                         ids=str)
+def test_a_slice_of_no_rows_appends_nothing(tmp_path, typ):
+    """A batch of no rows (Spark hands a task one for a partition a filter
+    emptied) appends no record to a dense or a ragged store, and the store
+    takes rows after it."""
+    from loaderx import _arrow
+
+    spec = _arrow.column_specs(pa.schema([("c", typ)]))["c"]
+    one = {"int64": [5], "fixed_size_list<item: uint8>[4]": [[1, 2, 3, 4]], "binary": [b"ab"],
+           "string": ["ab"], "list<item: int32>": [[1, 2]],
+           "list<item: fixed_size_list<item: int16>[2]>": [[[1, 2]]]}[str(typ)]
+    with spec.create(str(tmp_path / "s")) as st:
+        for empty in (pa.array([], typ), pa.array(one, typ).slice(1)):
+            assert spec.append(st, spec.convert(empty)) == 0
+            assert len(st) == 0
+        spec.append(st, spec.convert(pa.array(one * 3, typ)))
+        assert len(st) == 3

@@ -163,6 +163,8 @@ class ColumnSpec:
         if isinstance(records, np.ndarray):
             return store.append(records)
         packed, bounds = records
+        if len(bounds) < 2:  # a slice of no rows: nothing to append
+            return len(store)
         return store._append_packed(packed, bounds)
 
     @staticmethod

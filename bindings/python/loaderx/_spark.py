@@ -124,6 +124,8 @@ def _write_partition(attempts, specs, codecs, dicts, batches):
 
     def fill(stores):
         for b in batches:
+            if b.num_rows == 0:
+                continue
             for (c, spec), st in zip(specs.items(), stores):
                 try:
                     spec.append(st, spec.convert(b.column(c), rows[0]))
