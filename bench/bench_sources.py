@@ -2,7 +2,7 @@
 """Benchmark (not a test): datasets written where they live.
 
     python3 bench/bench_sources.py [--dir /var/tmp/zr_bench_sources] [--rounds 3]
-        [--records 60000] [--shards 8] [--workers 2] [--skip spark,dask,parquet]
+        [--records 60000] [--shards 8] [--workers 2] [--skip writers,parquet]
 
 1. Spark and dask writing the same dataset: ``--records`` records, each a
    (28, 28) uint8 image and an int64 label, a pure function of its index
