@@ -157,7 +157,10 @@ int zrp_read_file(const char *path, void **out, size_t *len, size_t max_len);
  * the next one) of `kind` fail with `err` (a negative errno, or
  * ZRP_FP_SHORT: a write transfers half its bytes and then fails with
  * -ENOSPC, a read stops short), once or, with `sticky`, for every call
- * from then on. An observer, when set, is told of every call that changes
+ * from then on. A sticky ZRP_FP_SHORT write tears only that one write:
+ * every later write fails with -ENOSPC without writing a byte (a full
+ * device), so it models a single torn write that nothing can put back.
+ * An observer, when set, is told of every call that changes
  * files (after it succeeded), so a test can record a workload's writes and
  * barriers and build the states a power loss could leave. Without
  * ZRP_FAILPOINTS these functions exist and do nothing (zrp_fp_enabled()

@@ -104,7 +104,10 @@ void zrp_fp_observe(void (*fn)(const zrp_fp_event *, void *), void *arg)
     pthread_mutex_unlock(&fp_lock);
 }
 
-/* 0, or the error to inject into this call of `kind`. */
+/* 0, or the error to inject into this call of `kind`. A sticky short
+ * write tears one write: every later one fails whole with ENOSPC (the
+ * device stays full), so a write that was to undo the torn one (a header
+ * put back) cannot hide it. */
 static int fp_hit(zrp_fp_kind kind)
 {
     uint64_t n = atomic_fetch_add(&fp_slots[kind].count, 1) + 1;
@@ -112,7 +115,8 @@ static int fp_hit(zrp_fp_kind kind)
     if (nth == 0 || n < nth || (n > nth && !fp_slots[kind].sticky))
         return 0;
     atomic_fetch_add(&fp_injected, 1);
-    return fp_slots[kind].err;
+    int err = fp_slots[kind].err;
+    return err == ZRP_FP_SHORT && n > nth && kind == ZRP_FP_PWRITE ? -ENOSPC : err;
 }
 
 static void fp_event(zrp_fp_event_kind kind, const char *path, const char *path2, uint64_t off,

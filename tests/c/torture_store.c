@@ -44,15 +44,8 @@ static void write_identity(const char *store, const void *buf, size_t n)
     char p[800];
     snprintf(p, sizeof p, "%s/store.zr", store);
     zt_write_file(p, buf, n);
-    snprintf(p, sizeof p, "%s/meta.zr", store);
-    unsigned char m[32];
-    assert_int_equal(zt_read_file(p, m, sizeof m), 32);
     uint32_t tag = zt_fnv1a32(buf, n);
-    if (tag == 0)
-        tag = 1;
-    zt_put_le32(m + 24, tag);
-    zt_put_le32(m + 28, zt_fnv1a32(m, 28));
-    zt_write_file(p, m, 32);
+    zt_meta_set_tag(store, tag ? tag : 1);
 }
 
 /* Append one ragged record [ndim][dims][payload] at buf + *len. */
@@ -516,15 +509,15 @@ static void test_store_zr_invalid(void **state)
     zt_write_file(zr, wide, sizeof wide);
     assert_int_equal(zrs_open(&s, path), ZR_ENOTSTORE);
     assert_msg_contains("do not match");
-    unsigned char meta_before[32];
+    unsigned char meta_before[ZRE_META_SIZE];
     char mp[800];
     snprintf(mp, sizeof mp, "%s/meta.zr", path);
-    assert_int_equal(zt_read_file(mp, meta_before, 32), 32);
+    assert_int_equal(zt_read_file(mp, meta_before, sizeof meta_before), sizeof meta_before);
     write_identity(path, wide, sizeof wide);
     assert_int_equal(zrs_open(&s, path), ZR_OK);
     assert_int_equal(zrs_record_size(s), 8);
     assert_int_equal(zrs_close(s), ZR_OK);
-    zt_write_file(mp, meta_before, 32);
+    zt_write_file(mp, meta_before, sizeof meta_before);
 
     /* Missing store.zr. */
     assert_int_equal(remove(zr), 0);

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from loaderx.zrecord import DenseStore, RaggedStore
-from zr_cli_helpers import (FAILED, INTERRUPTED, OK, OPEN, USAGE, FASHION, copyright_folder,
-                            fashion, interrupt_after, needs_fashion, needs_zr, start_zr, zr, zr_json)
+from zr_cli_helpers import (FAILED, INTERRUPTED, OK, OPEN, USAGE, FASHION, committed_length,
+                            copyright_folder, fashion, interrupt_after, needs_fashion, needs_zr,
+                            start_zr, zr, zr_json)
 
 pytestmark = needs_zr
 
@@ -225,13 +226,7 @@ def _images(tmp_path):
 
 
 def _committed(store):
-    """The committed length in meta.zr (u64 at offset 0), readable while a
-    writer holds the store."""
-    try:
-        with open(os.path.join(store, "meta.zr"), "rb") as f:
-            return int.from_bytes(f.read(8), "little")
-    except OSError:
-        return 0
+    return committed_length(store)
 
 
 def _start_and_wait_for_a_commit(args, store):

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from loaderx.zrecord import DenseStore, RaggedStore
-from zr_cli_helpers import (FAILED, INTERRUPTED, OK, OPEN, USAGE, FASHION, copyright_folder,
-                            fashion, needs_zr, start_zr, zr, zr_json)
+from zr_cli_helpers import (FAILED, INTERRUPTED, OK, OPEN, USAGE, FASHION, committed_length,
+                            copyright_folder, fashion, needs_zr, start_zr, zr, zr_json)
 
 pytestmark = needs_zr
 
@@ -352,7 +352,7 @@ def test_recode_interrupted_then_resumed(tmp_path, images):
     meta = dst / "meta.zr"
     deadline = time.monotonic() + 120
     while p.poll() is None and time.monotonic() < deadline:
-        if meta.exists() and int.from_bytes(meta.read_bytes()[:8], "little") > 0:
+        if meta.exists() and committed_length(str(dst)) > 0:
             break
         time.sleep(0.02)
     if p.poll() is not None:
