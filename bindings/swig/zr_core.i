@@ -23,6 +23,11 @@
 /* Variadic and "for the layers above the engine" only. */
 %ignore zr_set_error;
 
+/* The store's files by role: `zr info`'s view; the bindings report space
+ * through zre_get_stats. */
+%ignore zre_disk_usage;
+%ignore zre_get_disk_usage;
+
 /* C callback tables: only C (or a binding's own C glue) can fill them. */
 %ignore zld_stream;
 %ignore zld_stream_kind;

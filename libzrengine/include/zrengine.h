@@ -368,6 +368,28 @@ ZRE_API int zre_get_stats(zre_engine *e, zre_stats *out);
  * decisions such as the loader's adaptive readahead. 0 for NULL. */
 ZRE_API uint64_t zre_chunk_bytes(zre_engine *e);
 
+/* The store directory's regular files by role, with the sizes the file
+ * system reports for them: what `du --apparent-size` adds up, so a tool
+ * can show what a store costs on disk without knowing its file names.
+ * Chunk files count whole (live records, reclaimable bytes and any tail
+ * past the frontier), unlike zre_stats.chunk_bytes. */
+typedef struct zre_disk_usage {
+    uint64_t chunk_files; /* N.chunk files */
+    uint64_t chunk_bytes; /* their sizes */
+    uint64_t table_bytes; /* N.loc: the record table, 16 bytes a record slot */
+    uint64_t dict_bytes;  /* dict.zr (zstd_dict stores) */
+    uint64_t meta_bytes;  /* meta.zr, store.zr, lock.zr */
+    uint64_t other_bytes; /* journal.zr and any other file in the directory */
+    int journal_pending;  /* journal.zr is present (a delete or compact left it) */
+} zre_disk_usage;
+
+/* Fill *out from a listing of the store's directory (O(files); each file
+ * examined without following a symbolic link, and anything but a regular
+ * file left out). Errors: ZR_EINVAL (NULL argument), ZR_EIO naming the
+ * directory or the file that cannot be examined, ZR_ECLOSED / ZR_ESTATE
+ * as for a gather. */
+ZRE_API int zre_get_disk_usage(zre_engine *e, zre_disk_usage *out);
+
 /* ============================================================ maintenance */
 
 /* Delete the records at index[0..count) (any order; duplicates count

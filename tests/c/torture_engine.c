@@ -13,6 +13,9 @@
 #include <string.h>
 
 #include <cmocka.h>
+#ifndef _WIN32
+#include <unistd.h> /* symlink */
+#endif
 
 #include "zr_platform.h"
 #include "zr_test_util.h"
@@ -926,6 +929,80 @@ static void test_platform(void **state)
     assert_int_equal(zrp_close(&b), 0);
 }
 
+/* zre_get_disk_usage: every file of the store by role, each as large as
+ * the file system says; a stray file is "other", a journal.zr is pending,
+ * and a directory or a symbolic link is no file of the store. */
+static void test_disk_usage(void **state)
+{
+    const char *p = spath(state, "s");
+    zre_engine *e;
+    zre_disk_usage u;
+    assert_int_equal(zre_get_disk_usage(NULL, &u), ZR_EINVAL);
+    assert_int_equal(zre_create(&e, p, ZRE_CODEC_RAW), 0);
+    assert_int_equal(zre_get_disk_usage(e, NULL), ZR_EINVAL);
+    append_fixed(e, 0, 40, 5000); /* several chunks in the small geometry */
+    assert_int_equal(zre_get_disk_usage(e, &u), 0);
+    uint64_t chunks = 0, chunk_bytes = 0, table = 0;
+    char name[40], fp[700];
+    for (;; chunks++) {
+        snprintf(name, sizeof name, "%" PRIu64 ".chunk", chunks);
+        snprintf(fp, sizeof fp, "%s/%s", p, name);
+        if (!zt_exists(fp))
+            break;
+        chunk_bytes += (uint64_t)zt_file_size(fp);
+    }
+    for (uint64_t seg = 0;; seg++) {
+        snprintf(name, sizeof name, "%" PRIu64 ".loc", seg);
+        snprintf(fp, sizeof fp, "%s/%s", p, name);
+        if (!zt_exists(fp))
+            break;
+        table += (uint64_t)zt_file_size(fp);
+    }
+    assert_true(chunks >= 1);
+    assert_int_equal(u.chunk_files, chunks);
+    assert_int_equal(u.chunk_bytes, chunk_bytes);
+    assert_int_equal(u.chunk_bytes, 40 * 5000);
+    assert_int_equal(u.table_bytes, table);
+    assert_int_equal(u.table_bytes, 40 * 16);
+    char meta[700], lock[700];
+    snprintf(meta, sizeof meta, "%s/meta.zr", p);
+    snprintf(lock, sizeof lock, "%s/lock.zr", p);
+    assert_int_equal(u.meta_bytes, (uint64_t)(zt_file_size(meta) + zt_file_size(lock)));
+    assert_int_equal(u.dict_bytes, 0);
+    assert_int_equal(u.other_bytes, 0);
+    assert_int_equal(u.journal_pending, 0);
+
+    snprintf(fp, sizeof fp, "%s/notes.txt", p);
+    zt_write_file(fp, "hello", 5);
+    snprintf(fp, sizeof fp, "%s/journal.zr", p);
+    zt_write_file(fp, "ZRJ", 3);
+    snprintf(fp, sizeof fp, "%s/9.chunk", p);
+    assert_int_equal(zt_os_mkdir(fp), 0);
+#ifndef _WIN32
+    char link[700], target[700];
+    snprintf(link, sizeof link, "%s/8.chunk", p);
+    snprintf(target, sizeof target, "%s/0.chunk", p);
+    assert_int_equal(symlink(target, link), 0);
+#endif
+    zre_disk_usage v;
+    assert_int_equal(zre_get_disk_usage(e, &v), 0);
+    assert_int_equal(v.chunk_files, u.chunk_files);
+    assert_int_equal(v.chunk_bytes, u.chunk_bytes);
+    assert_int_equal(v.other_bytes, 5 + 3);
+    assert_int_equal(v.journal_pending, 1);
+    snprintf(fp, sizeof fp, "%s/journal.zr", p);
+    assert_int_equal(zrp_unlink(fp), 0);
+    assert_int_equal(zre_close(e), 0);
+
+    /* A read-only handle reports the same files. */
+    assert_int_equal(zre_open_ex(&e, p, ZRE_OPEN_READONLY), 0);
+    assert_int_equal(zre_get_disk_usage(e, &v), 0);
+    assert_int_equal(v.chunk_bytes, u.chunk_bytes);
+    assert_int_equal(v.table_bytes, u.table_bytes);
+    assert_int_equal(v.journal_pending, 0);
+    assert_int_equal(zre_close(e), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -948,6 +1025,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_format_vector, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_raw, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_zstd, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_disk_usage, setup, zt_dir_teardown),
 #ifdef ZRE_TEST_SMALL_GEOMETRY
         cmocka_unit_test_setup_teardown(test_smallgeom_rollover_raw, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_smallgeom_rollover_zstd, setup, zt_dir_teardown),

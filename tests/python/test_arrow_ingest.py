@@ -196,7 +196,7 @@ def test_zr_ingest_options_append_codec_and_refusals(tmp_path):
     assert res.returncode == OPEN
     np.save(tmp_path / "a.npy", np.zeros(3))
     res = zr("ingest", "--column", "image", tmp_path / "a.npy", tmp_path / "x")
-    assert res.returncode == 2 and b"--column goes with a Parquet or Arrow file" in res.stderr
+    assert res.returncode == 2 and b"--column NAME goes with a Parquet or Arrow SRC" in res.stderr
     assert not (tmp_path / "x").exists()
 
 

@@ -27,7 +27,7 @@ needs_fashion = pytest.mark.skipif(
     reason="Debian's dataset-fashion-mnist is not installed")
 
 # Exit statuses, as `zr --help` documents them.
-OK, FAILED, USAGE, OPEN, INTERRUPTED = 0, 1, 2, 3, 130
+OK, FAILED, USAGE, OPEN, NOT_FOUND, INTERRUPTED = 0, 1, 2, 3, 4, 130
 
 
 def committed_length(store):

@@ -16,11 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ingest_arrow.h"
-#include "zr_cli.h"
+#include "ingest.h"
 #include "zr_platform.h"
 
-#define CMD "ingest"
+#define CMD INGEST_CMD
 
 #define NEEDS "Parquet and Arrow files are read by the Python package loaderx (with pyarrow)"
 
@@ -35,7 +34,7 @@ static const char PY_MAIN[] =
     "    sys.exit(3)\n"
     "sys.exit(main(sys.argv[1:]))\n";
 
-const char *zr_arrow_kind(const unsigned char *head, size_t got)
+const char *ingest_arrow_kind(const unsigned char *head, size_t got)
 {
     if (got >= 4 && !memcmp(head, "PAR1", 4))
         return "a Parquet file";
@@ -48,8 +47,18 @@ const char *zr_arrow_kind(const unsigned char *head, size_t got)
     return NULL;
 }
 
-int zr_ingest_arrow(const char *src, const char *store, const char *kind, const zr_arrow_args *a)
+int ingest_arrow(const char *src, const char *store, const ingest_opts *o)
 {
+    /* The kind, for the message when Python cannot start (dispatch knows it
+     * is one of them). */
+    unsigned char head[8];
+    size_t got = 0;
+    char err[ZR_IO_ERR];
+    if (zr_sniff(src, head, sizeof head, &got, err) < 0) {
+        fprintf(stderr, "zr %s: %s\n", CMD, err);
+        return ZR_EXIT_OPEN;
+    }
+    const char *kind = ingest_arrow_kind(head, got);
     const char *py = getenv("ZR_PYTHON");
     const char *argv[24];
     size_t n = 0;
@@ -57,7 +66,8 @@ int zr_ingest_arrow(const char *src, const char *store, const char *kind, const 
     argv[n++] = "-c";
     argv[n++] = PY_MAIN;
     const char *const valued[][2] = {
-        {"--column", a->column}, {"--codec", a->codec}, {"--tier", a->tier}, {"--dict", a->dict}};
+        {"--column", o->column}, {"--codec", o->codec_name}, {"--tier", o->tier_name},
+        {"--dict", o->sink.dict_path}};
     for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
         if (valued[k][1]) {
             argv[n++] = valued[k][0];
@@ -66,8 +76,8 @@ int zr_ingest_arrow(const char *src, const char *store, const char *kind, const 
     const struct {
         const char *name;
         int on;
-    } flags[] = {{"--append", a->append}, {"--ragged", a->ragged}, {"--json", a->json},
-                 {"--quiet", a->quiet}};
+    } flags[] = {{"--append", o->sink.append}, {"--ragged", o->ragged}, {"--json", o->json},
+                 {"--quiet", o->quiet}};
     for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
         if (flags[k].on)
             argv[n++] = flags[k].name;
@@ -83,7 +93,7 @@ int zr_ingest_arrow(const char *src, const char *store, const char *kind, const 
     int rc = zrp_exec(argv, &code);
     if (rc < 0) {
         zr_error(CMD, src, "%s: " NEEDS "; cannot run %s (%s): install Python 3 with loaderx and "
-                 "pyarrow, or set ZR_PYTHON to one", kind, argv[0], strerror(-rc));
+                 "pyarrow, or set ZR_PYTHON to one", kind ? kind : "Arrow", argv[0], strerror(-rc));
         return ZR_EXIT_OPEN;
     }
     return code; /* where zrp_exec ran it as a child */
