@@ -278,4 +278,12 @@ int zrp_exec(const char *const *argv, int *exit_code);
 /* The path of the running executable, NUL-terminated in buf[cap]. */
 int zrp_self_exe(char *buf, size_t cap);
 
+/* ---------------------------------------------------------- randomness */
+
+/* Fill buf[0..len) with bytes from the OS's cryptographic random source
+ * (arc4random_buf on macOS, /dev/urandom elsewhere on POSIX, rand_s (the
+ * CRT's RtlGenRandom) on Windows). 0, or a negative errno when the source
+ * cannot be read. For identities (a store's UUID), never for keys. */
+int zrp_random_bytes(void *buf, size_t len);
+
 #endif /* ZR_PLATFORM_H */

@@ -803,3 +803,35 @@ int zrp_self_exe(char *buf, size_t cap)
     return 0;
 #endif
 }
+
+/* ---------------------------------------------------------- randomness */
+
+int zrp_random_bytes(void *buf, size_t len)
+{
+#if defined(__APPLE__)
+    arc4random_buf(buf, len);
+    return 0;
+#else
+    int fd;
+    do
+        fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return neg_errno();
+    unsigned char *p = buf;
+    while (len > 0) {
+        ssize_t n = read(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int rc = n < 0 ? neg_errno() : -EIO;
+            close(fd);
+            return rc;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    close(fd);
+    return 0;
+#endif
+}

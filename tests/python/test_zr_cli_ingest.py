@@ -259,7 +259,7 @@ def test_sigint_during_ingest_keeps_committed_records(tmp_path, data):
     err = err.decode()
     assert p.returncode == INTERRUPTED, err
     assert "interrupted" in err and "committed" in err
-    # Appends go in pieces of about 0.1 s: Ctrl-C waits for one piece, not
+    # Appends go in pieces of about 50 ms: Ctrl-C waits for one piece, not
     # the rest of a slice or of the file (a generous bound for a loaded box).
     assert took < 5, took
     with dense(out) as st:

@@ -7,7 +7,9 @@
  * committed), so memory stays at one slice whatever the store size. For
  * zstd_dict without --dict, the dictionary is trained on records sampled
  * evenly over SRC. Ctrl-C stops after the slice in flight; --resume
- * continues an interrupted recode where DST ends.
+ * continues an interrupted recode where DST ends. A finished copy takes
+ * SRC's uuid (zrs_set_uuid): it holds the same records, so a loader state
+ * saved against SRC resumes on DST.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -130,6 +132,12 @@ int zr_cmd_recode(int argc, char **argv)
                             so.codec == ZRE_CODEC_ZSTD_DICT ? SLICE_BYTES_DICT : SLICE_BYTES,
                             copy_slice, &c);
     zr_progress_end(&pr);
+    uint8_t uuid[ZRS_UUID_BYTES];
+    if (status == 0 && !zr_interrupted() && k.before + k.added == n && zrs_get_uuid(s, uuid) == 1) {
+        rc = zrs_set_uuid(k.s, uuid);
+        if (rc < 0)
+            status = zr_fail(CMD, dst, "cannot give it the source's uuid", rc);
+    }
     const char *from = zre_codec_name(zrs_get_codec(s));
     zrs_close(s);
     uint64_t total = k.before + k.added;

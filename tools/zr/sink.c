@@ -11,13 +11,11 @@
 #include "zr_io.h"
 #include "zr_platform.h"
 
-/* Appends are cut into pieces of about PIECE_NS each, so that Ctrl-C
- * waits for one piece, not a whole slice: at zstd_dict's level 19 a
- * slice of incompressible bytes compresses at a few MiB/s, and the
- * engine's append cannot be stopped halfway. The first piece is
- * PIECE_FIRST_BYTES; each next one is sized from the rate of the last. */
-#define PIECE_NS 100000000ull /* 0.1 s */
-#define PIECE_FIRST_BYTES ((uint64_t)256 << 10)
+/* Appends are cut into pieces timed by zrs_slice_bytes (the rule the
+ * Python binding's appends follow too), so that Ctrl-C waits for one
+ * piece, not a whole slice: at zstd_dict's level 19 a slice of
+ * incompressible bytes compresses at a few MiB/s, and the engine's append
+ * cannot be stopped halfway. */
 
 int zr_parse_tier(const char *s, zrs_dict_tier *out)
 {
@@ -197,7 +195,7 @@ int zr_sink_append(zr_sink *k, const void *data, const uint64_t *bounds, uint64_
 {
     const unsigned char *p = data;
     const uint64_t rec = bounds ? 0 : (count ? nbytes / count : 0);
-    uint64_t at = 0, want = PIECE_FIRST_BYTES;
+    uint64_t at = 0, want = zrs_slice_bytes(0, 0, UINT64_MAX);
     while (at < count && !zr_interrupted()) {
         /* As many records as fit `want` bytes, at least one. */
         uint64_t end = at + 1;
@@ -215,12 +213,8 @@ int zr_sink_append(zr_sink *k, const void *data, const uint64_t *bounds, uint64_
         int status = append_piece(k, p, bounds, rec, at, end);
         if (status)
             return status;
-        /* The next piece at the rate this one ran at, growing at most 4x. */
-        const uint64_t ns = zrp_now_ns() - t0;
-        double next = ns ? (double)piece * (double)PIECE_NS / (double)ns : 4.0 * (double)want;
-        if (next > 4.0 * (double)want)
-            next = 4.0 * (double)want;
-        want = next < 1.0 ? 1 : (uint64_t)next;
+        /* The next piece at the rate this one ran at. */
+        want = zrs_slice_bytes(piece, zrp_now_ns() - t0, UINT64_MAX);
         at = end;
     }
     return 0;

@@ -65,7 +65,7 @@ static void usage(FILE *out)
           "when stderr is a terminal; -q/--quiet turns it off. Errors go to stderr, one\n"
           "line naming the file and the problem: \"zr CMD: FILE: problem\". Ctrl-C or\n"
           "SIGTERM stops long work after the slice in flight (appends: the piece in\n"
-          "flight, about 0.1 s of work), with everything committed before intact (exit\n"
+          "flight, about 50 ms of work), with everything committed before intact (exit\n"
           "130); a second Ctrl-C ends the process at once, which is also safe: a store\n"
           "trusts only what it has committed.\n"
           "\n"

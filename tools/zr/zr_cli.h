@@ -10,7 +10,7 @@
  *   progress      on stderr, only when stderr is a terminal and --quiet
  *                 was not given: done/total, rate and ETA
  *   Ctrl-C        long work checks zr_interrupted() between committed
- *                 slices (appends: between pieces of about 0.1 s, see
+ *                 slices (appends: between pieces of about 50 ms, see
  *                 zr_sink_append) and stops with ZR_EXIT_INTERRUPTED
  *
  * Each command lives in its own file (cmd_<name>.c) and takes argv with

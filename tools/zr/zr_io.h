@@ -159,7 +159,7 @@ int zr_sink_codec(const struct zr_command *cmd, const char *codec, const char *t
 int zr_sink_open(zr_sink *k, zrs_kind kind, zrs_dtype dtype, const uint64_t *shape, size_t ndim,
                  const void *samples, const uint64_t *bounds, uint64_t nsamples);
 /* Dense: bounds NULL, nbytes = count * record size. Ragged: packed
- * records, bounds[0..count]. Appended in pieces of about 0.1 s each
+ * records, bounds[0..count]. Appended in pieces of about 50 ms each
  * (sized from the rate of the one before), each committed; after a
  * piece, a Ctrl-C (zr_interrupted) stops it with 0 and k->added saying
  * how many records went in. Else every record is added, or the status of
