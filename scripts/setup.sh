@@ -34,7 +34,7 @@
 #    DIR must be writable by you (root only for a prefix such as /usr/local).
 #
 # --tests adds the Debian packages of the test suites (cmocka, Lua 5.4, Go,
-# hyperfine, the mrec and benchmark data) and requirements/test.txt.
+# hyperfine, the mrec and benchmark data, Java for Spark) and requirements/test.txt.
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -76,6 +76,8 @@ debs=(build-essential pkg-config swig ca-certificates patch
 # The remote-store tests serve stores over HTTP ranges with Debian's nginx
 # (the S3 server is SeaweedFS, built by scripts/seaweedfs.sh).
 [ $tests -eq 1 ] && debs+=(nginx)
+# The Spark shard writer's tests run pyspark, which needs a Java runtime.
+[ $tests -eq 1 ] && debs+=(openjdk-17-jre-headless)
 # Go and npm (the benchmarks fetch their tokenizer with it) from Debian
 # unless another install is on PATH.
 [ $tests -eq 1 ] && ! command -v go >/dev/null && debs+=(golang-go)
