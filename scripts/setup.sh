@@ -132,4 +132,11 @@ if [ -n "$PREFIX" ]; then
     meson install -C "$BUILD_DIR" --quiet
     echo "setup: installed the C libraries, headers, pkg-config files, zr and the Lua module under $PREFIX"
 fi
+# 5. The test suites' S3 server: SeaweedFS built from the Go module proxy
+# here, at set-up, never while the tests run. Minutes of CPU the first
+# time; cached by version under ~/.cache/loaderx, so later runs (CI's
+# clean clones included) find it at once.
+if [ $tests -eq 1 ]; then
+    echo "setup: the S3 server for the tests: $(bash scripts/seaweedfs.sh)"
+fi
 echo "setup: done in $(( $(date +%s) - t_start )) s. The venv: $VENV (new shell: . $VENV/bin/activate)"

@@ -115,7 +115,9 @@ http {{
 
 
 def weed_binary() -> str:
-    """The cached SeaweedFS binary (built on first use by scripts/seaweedfs.sh)."""
+    """The cached SeaweedFS binary: scripts/setup.sh --tests builds it
+    (scripts/seaweedfs.sh); the script only prints its path then, and
+    builds it here only if set-up was skipped."""
     out = subprocess.run(["bash", str(ROOT / "scripts" / "seaweedfs.sh")], check=True,
                          stdout=subprocess.PIPE, text=True).stdout.strip().splitlines()
     return out[-1]
