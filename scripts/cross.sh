@@ -48,8 +48,8 @@ artifacts() {
         esac
     done
     case $t in
-        windows-*) echo "exe $b/tools/zr.exe" ;;
-        *) echo "exe $b/tools/zr" ;;
+        windows-*) echo "exe $b/tools/zr.exe"; echo "lua $b/bindings/lua/zrecord.dll" ;;
+        *) echo "exe $b/tools/zr"; echo "lua $b/bindings/lua/zrecord.so" ;;
     esac
 }
 
@@ -61,14 +61,14 @@ check_target() {
     done < <(artifacts "$1" "$2")
 }
 
-# Run the C suites of target $1 (build dir $2); sets R_SUITES.
+# Run the C and Lua suites of target $1 (build dir $2); sets R_SUITES.
 run_suites() {
     local t=$1 b=$2
     rm -f "$b/meson-logs/testlog.json"
     # The peak RSS of the largest suite (GNU time reports the largest
     # waited-for descendant): bounded under emulation too (QEMU_RESERVED_VA).
     /usr/bin/time -o "$b/cross-test.rss" -f %M \
-        "$MESON" test -C "$b" --suite c --no-rebuild --num-processes "$JOBS" --print-errorlogs \
+        "$MESON" test -C "$b" --suite c --suite lua --no-rebuild --num-processes "$JOBS" --print-errorlogs \
         >"$b/cross-test.log" 2>&1
     local counts
     counts=$("$TOOLS/venv/bin/python3" - "$b/meson-logs/testlog.json" <<'EOF'
