@@ -11,6 +11,8 @@ cached outside the repository:
     $LOADERX_BENCH_CACHE (default ~/.cache/loaderx/bench)/corpus-v1/
         tokens.npy   int32, every token of every paragraph, in order
         lengths.npy  int64, tokens per paragraph
+        files.npy    int64, paragraphs per file (load_files: documents as
+                     whole files, made on first use)
 
     python3 bench/prepare.py [--force]
 """
@@ -50,7 +52,9 @@ def ensure_encoder():
     return mods
 
 
-def paragraphs():
+def paragraphs(per_file=None):
+    """Every paragraph of the corpus, file after file (sorted paths); with a
+    list `per_file`, also appends each file's paragraph count to it."""
     if not os.path.isdir(DOC_ROOT):
         raise SystemExit(f"prepare: {DOC_ROOT} is missing; install the Debian package "
                          "linux-doc-6.1 (scripts/setup.sh does)")
@@ -64,10 +68,13 @@ def paragraphs():
     for f in files:
         with gzip.open(f, "rt", encoding="utf-8", errors="replace") as fh:
             text = fh.read().replace("\0", "")
+        before = len(out)
         for p in re.split(r"\n[ \t]*\n", text):
             p = p.strip("\n")
             if p.strip():
                 out.append(p)
+        if per_file is not None:
+            per_file.append(len(out) - before)
     return out
 
 
@@ -106,6 +113,30 @@ def load():
     if not (os.path.exists(tok) and os.path.exists(lens)):
         prepare()
     return np.load(tok, mmap_mode="r"), np.load(lens)
+
+
+def load_files():
+    """The corpus's documents as whole files: (starts, lengths), int64 token
+    offsets into tokens.npy and token counts of the files (each file's
+    paragraphs back to back, in order; files without a paragraph left out). The paragraph count of each file comes from
+    the same walk of the documentation as the tokens (no tokenizing),
+    cached beside them as files.npy."""
+    _tokens, lengths = load()
+    path = os.path.join(corpus_dir(), "files.npy")
+    if not os.path.exists(path):
+        counts = []
+        paragraphs(counts)
+        counts = np.array(counts, dtype=np.int64)
+        if counts.sum() != lengths.size:
+            raise RuntimeError(f"prepare: the documentation has {counts.sum()} paragraphs now, the "
+                               f"cached tokens {lengths.size}; run prepare.py --force")
+        np.save(path + ".tmp.npy", counts)
+        os.replace(path + ".tmp.npy", path)
+    counts = np.load(path)
+    ends = np.cumsum(counts)
+    at = np.concatenate([[0], np.cumsum(lengths)])
+    starts, per_file = at[ends - counts], at[ends] - at[ends - counts]
+    return starts[counts > 0], per_file[counts > 0]
 
 
 def prepare(force=False):

@@ -51,13 +51,14 @@ def prepare(store_dir, data_dir, limit):
 
     images = read_idx(os.path.join(data_dir, "train-images-idx3-ubyte.gz"))[:limit]
     labels = read_idx(os.path.join(data_dir, "train-labels-idx1-ubyte.gz"))[:limit]
-    for name, arr in (("images", images), ("labels", labels.astype(np.int64))):
+    # Labels raw: zstd cannot shrink an 8-byte record.
+    for name, arr, codec in (("images", images, "zstd"), ("labels", labels.astype(np.int64), "raw")):
         path = os.path.join(store_dir, name)
         if os.path.exists(path):
             continue
         tmp = path + ".partial"
         shutil.rmtree(tmp, ignore_errors=True)
-        with DenseStore.create(tmp, arr.dtype, arr.shape[1:], codec="zstd") as s:
+        with DenseStore.create(tmp, arr.dtype, arr.shape[1:], codec=codec) as s:
             s.append(arr)
         os.rename(tmp, path)
 

@@ -74,8 +74,10 @@ def progress(label, done, total, width=30):
     print(f"{chr(13) if tty else ''}  {label:<14} [{bar}] {done:>6}/{total}", end=end, flush=True)
 
 
-def ingest(array, path, label, chunk=4096):
-    """Write `array` (records along axis 0) into a new zstd DenseStore.
+def ingest(array, path, label, codec, chunk=4096):
+    """Write `array` (records along axis 0) into a new DenseStore of `codec`
+    (zstd for the images; raw for the labels: zstd cannot shrink an 8-byte
+    record, it would store a 21-byte frame and decode it on every read).
 
     Writes to ``path + '.partial'`` and renames at the end, so an
     interrupted ingest never leaves a half-filled store at `path`.
@@ -83,7 +85,7 @@ def ingest(array, path, label, chunk=4096):
     tmp = path + ".partial"
     if os.path.exists(tmp):
         shutil.rmtree(tmp)
-    with DenseStore.create(tmp, array.dtype, array.shape[1:], codec="zstd") as ds:
+    with DenseStore.create(tmp, array.dtype, array.shape[1:], codec=codec) as ds:
         for start in range(0, len(array), chunk):
             ds.append(array[start:start + chunk])
             progress(label, min(start + chunk, len(array)), len(array))
@@ -129,22 +131,23 @@ def prepare_stores(data_dir, store_dir):
         labels = read_idx(os.path.join(data_dir, lbl_file)).astype(np.int64)
         if images.shape != (count, 28, 28) or labels.shape != (count,):
             raise ValueError(f"{split}: unexpected shapes {images.shape}, {labels.shape}")
-        for arr, path, what in ((images, img_path, "images"), (labels, lbl_path, "labels")):
+        for arr, path, what, codec in ((images, img_path, "images", "zstd"),
+                                       (labels, lbl_path, "labels", "raw")):
             if not os.path.exists(path):
-                ingest(arr, path, f"{split} {what}")
+                ingest(arr, path, f"{split} {what}", codec)
     return paths
 
 
 def report_sizes(paths):
-    print("stores (zstd):")
+    print("stores:")
     total_logical = total_disk = 0
     for split, pair in paths.items():
         for path in pair:
-            with DenseStore.open(path) as ds:
+            with DenseStore.open(path, readonly=True) as ds:
                 logical = len(ds) * ds.dtype.itemsize * int(np.prod(ds.item_shape, dtype=np.int64))
                 disk = dir_bytes(path)
                 print(f"  {split + '/' + os.path.basename(path):<14} {len(ds):>6} records "
-                      f"{str(ds.dtype):>6} {str(ds.item_shape):<9} "
+                      f"{str(ds.dtype):>6} {str(ds.item_shape):<9} {ds.codec:<4} "
                       f"{logical / MIB:7.2f} MiB -> {disk / MIB:6.2f} MiB on disk "
                       f"({logical / disk:.2f}x)")
                 total_logical += logical
@@ -222,8 +225,10 @@ def main(argv=None):
     print(f"stores ready in {time.perf_counter() - t0:.2f} s")
     report_sizes(paths)
 
-    train_images = DenseStore.open(paths["train"][0])
-    train_labels = DenseStore.open(paths["train"][1])
+    # The loader only reads: read-only opens, so other jobs can read (and
+    # one can write) the same stores at the same time.
+    train_images = DenseStore.open(paths["train"][0], readonly=True)
+    train_labels = DenseStore.open(paths["train"][1], readonly=True)
     streams = {"image": train_images, "label": train_labels}
     batch_bytes = args.batch_size * (28 * 28 + 8)
 
@@ -262,7 +267,8 @@ def main(argv=None):
     correct = np.zeros(10, dtype=np.int64)
     total = np.zeros(10, dtype=np.int64)
     seen = 0
-    with DenseStore.open(paths["test"][0]) as ti, DenseStore.open(paths["test"][1]) as tl:
+    with DenseStore.open(paths["test"][0], readonly=True) as ti, \
+            DenseStore.open(paths["test"][1], readonly=True) as tl:
         test = PassLoader({"image": ti, "label": tl}, batch_size=1000, transform=to_features)
         for batch in test:
             pred = model.predict(batch["x"])

@@ -157,7 +157,10 @@ int zrp_read_file(const char *path, void **out, size_t *len, size_t max_len);
  * the next one) of `kind` fail with `err` (a negative errno, or
  * ZRP_FP_SHORT: a write transfers half its bytes and then fails with
  * -ENOSPC, a read stops short), once or, with `sticky`, for every call
- * from then on. An observer, when set, is told of every call that changes
+ * from then on. A sticky ZRP_FP_SHORT write tears only that one write:
+ * every later write fails with -ENOSPC without writing a byte (a full
+ * device), so it models a single torn write that nothing can put back.
+ * An observer, when set, is told of every call that changes
  * files (after it succeeded), so a test can record a workload's writes and
  * barriers and build the states a power loss could leave. Without
  * ZRP_FAILPOINTS these functions exist and do nothing (zrp_fp_enabled()
@@ -265,5 +268,13 @@ int zrp_run_wait(const char *const *argv, unsigned timeout_s, int *exit_code, in
 
 /* The path of the running executable, NUL-terminated in buf[cap]. */
 int zrp_self_exe(char *buf, size_t cap);
+
+/* ---------------------------------------------------------- randomness */
+
+/* Fill buf[0..len) with bytes from the OS's cryptographic random source
+ * (arc4random_buf on macOS, /dev/urandom elsewhere on POSIX, rand_s (the
+ * CRT's RtlGenRandom) on Windows). 0, or a negative errno when the source
+ * cannot be read. For identities (a store's UUID), never for keys. */
+int zrp_random_bytes(void *buf, size_t len);
 
 #endif /* ZR_PLATFORM_H */

@@ -104,7 +104,10 @@ void zrp_fp_observe(void (*fn)(const zrp_fp_event *, void *), void *arg)
     pthread_mutex_unlock(&fp_lock);
 }
 
-/* 0, or the error to inject into this call of `kind`. */
+/* 0, or the error to inject into this call of `kind`. A sticky short
+ * write tears one write: every later one fails whole with ENOSPC (the
+ * device stays full), so a write that was to undo the torn one (a header
+ * put back) cannot hide it. */
 static int fp_hit(zrp_fp_kind kind)
 {
     uint64_t n = atomic_fetch_add(&fp_slots[kind].count, 1) + 1;
@@ -112,7 +115,8 @@ static int fp_hit(zrp_fp_kind kind)
     if (nth == 0 || n < nth || (n > nth && !fp_slots[kind].sticky))
         return 0;
     atomic_fetch_add(&fp_injected, 1);
-    return fp_slots[kind].err;
+    int err = fp_slots[kind].err;
+    return err == ZRP_FP_SHORT && n > nth && kind == ZRP_FP_PWRITE ? -ENOSPC : err;
 }
 
 static void fp_event(zrp_fp_event_kind kind, const char *path, const char *path2, uint64_t off,
@@ -789,6 +793,38 @@ int zrp_self_exe(char *buf, size_t cap)
     if ((size_t)n >= cap)
         return -ERANGE;
     buf[n] = '\0';
+    return 0;
+#endif
+}
+
+/* ---------------------------------------------------------- randomness */
+
+int zrp_random_bytes(void *buf, size_t len)
+{
+#if defined(__APPLE__)
+    arc4random_buf(buf, len);
+    return 0;
+#else
+    int fd;
+    do
+        fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return neg_errno();
+    unsigned char *p = buf;
+    while (len > 0) {
+        ssize_t n = read(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int rc = n < 0 ? neg_errno() : -EIO;
+            close(fd);
+            return rc;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    close(fd);
     return 0;
 #endif
 }

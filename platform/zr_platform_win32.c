@@ -23,6 +23,8 @@
  *   - Durability: FlushFileBuffers; directory entries need no flush of
  *     their own (NTFS journals them, and renames use MOVEFILE_WRITE_THROUGH).
  */
+/* rand_s (zrp_random_bytes) is declared only with this, before stdlib.h. */
+#define _CRT_RAND_S
 #include "zr_platform.h"
 
 #include <errno.h>
@@ -711,3 +713,20 @@ int zrp_is_terminal(int fd)
 }
 
 void zrp_sleep_ms(unsigned ms) { Sleep(ms); }
+
+/* ---------------------------------------------------------- randomness */
+
+int zrp_random_bytes(void *buf, size_t len)
+{
+    unsigned char *p = buf;
+    while (len > 0) {
+        unsigned int v;
+        if (rand_s(&v) != 0)
+            return -EIO;
+        size_t n = len < sizeof v ? len : sizeof v;
+        memcpy(p, &v, n);
+        p += n;
+        len -= n;
+    }
+    return 0;
+}

@@ -31,7 +31,7 @@ for lane in "${lanes[@]}"; do
     tsan)
         setup build-tsan thread "-fno-omit-frame-pointer"
         TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-            meson test -C build-tsan --suite c engine engine_smallgeom engine_nomap loader gather \
+            meson test -C build-tsan --suite c engine engine_smallgeom engine_nomap loader resume gather packload \
             --print-errorlogs --num-processes 2
         ;;
     *)

@@ -214,13 +214,100 @@ static int zr_py_flips_item(PyObject *map, zr_bind_options *h)
     return 0;
 }
 
+/* "names" (a sequence of str: the stream labels of the state), "resume"
+ * (a state's JSON text) and "resume_flags"; the strings stay alive in the
+ * mapping for the call (zld_create copies the names). */
+static int zr_py_resume_items(PyObject *map, zr_bind_options *h)
+{
+    uint64_t flags = 0;
+    if (zr_py_u64_item(map, "resume_flags", 0, 0, &flags) < 0)
+        return -1;
+    h->o.resume_flags = (unsigned)flags;
+    PyObject *rs = PyMapping_HasKeyString(map, "resume") ? PyMapping_GetItemString(map, "resume") : NULL;
+    if (rs != NULL && rs != Py_None) {
+        h->o.resume = PyUnicode_Check(rs) ? PyUnicode_AsUTF8(rs) : NULL;
+        if (h->o.resume == NULL) {
+            Py_DECREF(rs);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "resume must be a str (a loader state's JSON text)");
+            return -1;
+        }
+    }
+    Py_XDECREF(rs); /* the mapping keeps it alive */
+    PyObject *nm = PyMapping_HasKeyString(map, "names") ? PyMapping_GetItemString(map, "names") : NULL;
+    if (nm == NULL || nm == Py_None) {
+        Py_XDECREF(nm);
+        return 0;
+    }
+    PyObject *seq = PySequence_Fast(nm, "names must be a sequence of str");
+    Py_DECREF(nm);
+    if (seq == NULL)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > ZR_BIND_MAX_NAMES) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "at most %d named streams per loader, got %zd",
+                     ZR_BIND_MAX_NAMES, n);
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *it = PySequence_Fast_GET_ITEM(seq, k);
+        h->names[k] = PyUnicode_Check(it) ? PyUnicode_AsUTF8(it) : NULL;
+        if (h->names[k] == NULL) {
+            Py_DECREF(seq);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "names must be a sequence of str");
+            return -1;
+        }
+    }
+    Py_DECREF(seq); /* the mapping keeps the list, the list its items */
+    h->o.names = n > 0 ? h->names : NULL;
+    return 0;
+}
+
+/* Pack mode: "pack" (0/1), "pack_length", "pack_window" (0: the
+ * default), and the names "pack_policy" and "pack_overlong" (parsed by
+ * libzsampler; missing or None: the defaults). */
+static int zr_py_pack_items(PyObject *map, zld_options *o)
+{
+    uint64_t pack = 0;
+    if (zr_py_u64_item(map, "pack", 0, 0, &pack) < 0 ||
+        zr_py_u64_item(map, "pack_length", 0, 0, &o->pack_length) < 0 ||
+        zr_py_u64_item(map, "pack_window", 0, 0, &o->pack_window) < 0)
+        return -1;
+    o->pack = pack != 0;
+    static const char *const keys[] = {"pack_policy", "pack_overlong"};
+    for (int k = 0; k < 2; k++) {
+        PyObject *v = PyMapping_HasKeyString(map, keys[k]) ? PyMapping_GetItemString(map, keys[k])
+                                                           : NULL;
+        if (v == NULL || v == Py_None) {
+            Py_XDECREF(v);
+            continue;
+        }
+        const char *name = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : NULL;
+        int rc = name == NULL ? ZSM_EINVAL
+                 : k == 0     ? zsm_pack_policy_parse(name, &o->pack_policy)
+                              : zsm_pack_overlong_parse(name, &o->pack_overlong);
+        if (rc != ZSM_OK) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "unknown %s %R; expected %s", keys[k], v,
+                             k == 0 ? "'first_fit', 'best_fit' or 'concat'"
+                                    : "'split', 'truncate' or 'drop'");
+            Py_DECREF(v);
+            return -1;
+        }
+        Py_DECREF(v);
+    }
+    return 0;
+}
+
 /* A mapping of zld_options fields -> h->o (missing keys: defaults). */
 static int zr_py_loader_options(PyObject *map, zr_bind_options *h)
 {
     zld_options *o = &h->o;
     zld_options init = ZLD_OPTIONS_INIT;
     uint64_t rank = 0, world = 1, workers = 0, prefetch = 0, readahead = ZLD_READAHEAD_AUTO;
-    uint64_t pass = 0, shuffle = 0, drop_last = 0;
+    uint64_t pass = 0, shuffle = 0, drop_last = 0, even = 0;
     if (!PyMapping_Check(map)) {
         PyErr_SetString(PyExc_TypeError, "loader options must be a mapping");
         return -1;
@@ -239,10 +326,11 @@ static int zr_py_loader_options(PyObject *map, zr_bind_options *h)
         zr_py_u64_item(map, "shuffle", 0, 0, &shuffle) < 0 ||
         zr_py_u64_item(map, "drop_last", 0, 0, &drop_last) < 0 ||
         zr_py_u64_item(map, "epoch", 0, 0, &o->epoch) < 0 ||
+        zr_py_u64_item(map, "even_batches", 0, 0, &even) < 0 ||
         zr_py_u32(rank, "rank", &o->rank) < 0 ||
         zr_py_u32(world, "world_size", &o->world_size) < 0)
         return -1;
-    if (workers > 4096 || prefetch > 65536) {
+    if ((workers > 4096 && workers != ZLD_WORKERS_NONE) || prefetch > 65536) {
         PyErr_Format(PyExc_ValueError,
                      "num_workers must be <= 4096 and prefetch <= 65536, got %llu and %llu",
                      (unsigned long long)workers, (unsigned long long)prefetch);
@@ -251,6 +339,7 @@ static int zr_py_loader_options(PyObject *map, zr_bind_options *h)
     o->pass = pass != 0;
     o->shuffle = shuffle != 0;
     o->drop_last = drop_last != 0;
+    o->even_batches = even != 0;
     o->num_workers = (unsigned)workers;
     o->prefetch = (unsigned)prefetch;
     /* readahead: steps ahead to hint; ZLD_READAHEAD_AUTO (the default) or
@@ -272,6 +361,8 @@ static int zr_py_loader_options(PyObject *map, zr_bind_options *h)
     }
     Py_XDECREF(bl); /* the mapping keeps the bytes alive */
     if (zr_py_u64_item(map, "bucket_window", 0, 0, &o->bucket_window) < 0)
+        return -1;
+    if (zr_py_pack_items(map, o) < 0 || zr_py_resume_items(map, h) < 0)
         return -1;
     return zr_py_flips_item(map, h);
 }
@@ -580,6 +671,13 @@ ZR_INDEX_TO_U64(sizes)
 %ignore zld_batch_detach;
 %ignore zld_free;
 %ignore zld_get_state;
+%ignore zld_state_json; /* zr_py_state_json */
+%ignore zld_state_free;
+%ignore zrs_get_uuid; /* zr_py_store_uuid */
+%ignore zrs_codec_auto; /* zr_py_codec_auto */
+%ignore zrs_set_uuid;
+%ignore zrs_uuid_str;
+%ignore zrs_uuid_parse;
 %ignore zld_failed;
 %ignore zre_advise;
 
@@ -635,6 +733,7 @@ ZR_INDEX_TO_U64(sizes)
 %include "shards_python.i" /* concatenated shards and mixtures (loaderx.shards) */
 
 %rename(zrs_item_shape) zr_py_item_shape;
+%rename(zld_pack_item_shape) zr_py_pack_item_shape;
 %rename(zrs_append_ragged) zr_py_append_ragged;
 %rename(zrs_gather_ragged) zr_py_gather_ragged;
 %rename(zsm_indices) zr_py_zsm_indices;
@@ -645,6 +744,9 @@ ZR_INDEX_TO_U64(sizes)
 %rename(zrs_train_dict) zr_py_train_dict;
 %rename(zld_failed_step) zr_py_failed_step;
 %rename(zld_close_slot) zr_py_loader_close_slot;
+%rename(zld_state_json) zr_py_state_json;
+%rename(zrs_get_uuid) zr_py_store_uuid;
+%rename(zrs_codec_auto) zr_py_codec_auto;
 %rename(zld_pad) zr_py_pad;
 %rename(zsm_bucket_indices) zr_py_zsm_bucket_indices;
 %rename(zrs_ragged_arrays) zr_py_ragged_arrays;
@@ -734,6 +836,80 @@ int zr_py_zsm_indices(const zsm_config *cfg, uint64_t step, void *dst, uint64_t 
                             (unsigned long long)cfg->length, (unsigned long long)cfg->batch_size,
                             (int)cfg->mode, (unsigned)cfg->rank, (unsigned)cfg->world_size);
     return 0;
+}
+
+/* zrs_codec_auto over `count` records in the buffer `data`: dense
+ * (bounds None, record_size bytes each) or ragged (bounds: a uint64
+ * buffer of count + 1 byte offsets). Returns (codec, raw bytes, zstd
+ * bytes) of the sample. */
+PyObject *zr_py_codec_auto(PyObject *data, PyObject *bounds, uint64_t record_size,
+                           uint64_t count)
+{
+    Py_buffer dv = {0}, bv = {0};
+    if (zr_py_get_buffer(data, &dv, 0, 0, "zrs_codec_auto", "data") < 0)
+        return NULL;
+    if (bounds != Py_None && zr_py_get_buffer(bounds, &bv, 0, 1, "zrs_codec_auto", "bounds") < 0) {
+        PyBuffer_Release(&dv);
+        return NULL;
+    }
+    uint64_t need = bounds != Py_None ? (count + 1) * 8 : 0;
+    zre_codec codec = ZRE_CODEC_RAW;
+    uint64_t raw = 0, zst = 0;
+    int rc;
+    if (bounds != Py_None && (uint64_t)bv.len < need)
+        rc = zr_set_error(ZR_EINVAL, "codec_auto: bounds holds %zd bytes, %llu needed", bv.len,
+                          (unsigned long long)need);
+    else if (bounds == Py_None && (uint64_t)dv.len < count * record_size)
+        rc = zr_set_error(ZR_EINVAL, "codec_auto: data holds %zd bytes, %llu records of %llu "
+                          "need more", dv.len, (unsigned long long)count,
+                          (unsigned long long)record_size);
+    else {
+        Py_BEGIN_ALLOW_THREADS
+        rc = zrs_codec_auto(dv.buf, bounds != Py_None ? (const uint64_t *)bv.buf : NULL,
+                            record_size, count, &codec, &raw, &zst);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&dv);
+    if (bounds != Py_None)
+        PyBuffer_Release(&bv);
+    if (rc < 0) {
+        zr_py_raise(rc);
+        return NULL;
+    }
+    return Py_BuildValue("(iKK)", (int)codec, (unsigned long long)raw, (unsigned long long)zst);
+}
+
+/* The store's uuid in text form, or None for a store from before uuids. */
+PyObject *zr_py_store_uuid(zrs_store *s)
+{
+    uint8_t u[ZRS_UUID_BYTES];
+    char text[ZRS_UUID_STR_LEN + 1];
+    int rc = zrs_get_uuid(s, u);
+    if (rc < 0) {
+        zr_py_raise(rc);
+        return NULL;
+    }
+    if (rc == 0)
+        Py_RETURN_NONE;
+    (void)zrs_uuid_str(u, text);
+    return PyUnicode_FromString(text);
+}
+
+/* The loader state's JSON text (zld_state_json) as a str. */
+PyObject *zr_py_state_json(zld_loader *l)
+{
+    char *text = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = zld_state_json(l, &text);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        zr_py_raise(rc);
+        return NULL;
+    }
+    PyObject *out = PyUnicode_FromString(text);
+    zld_state_free(text);
+    return out;
 }
 
 /* Close the loader in slot[0] (a list holding the handle) and set slot[0]
@@ -896,7 +1072,27 @@ PyObject *zr_py_failed_step(zld_loader *l)
 /* A copy of the batch's indices as a uint64 ndarray. */
 PyObject *zr_py_batch_indices(const zld_batch *b)
 {
-    return zr_py_u64_array_copy(zld_batch_indices(b), zld_batch_count(b));
+    /* pack mode: the document of each segment */
+    zld_pack_info in;
+    uint64_t n = zld_batch_pack_info(b, &in) == ZR_OK ? in.segments : zld_batch_count(b);
+    return zr_py_u64_array_copy(zld_batch_indices(b), n);
+}
+
+/* Pack mode: stream s's item shape (a tuple of ints, () for token
+ * records). */
+PyObject *zr_py_pack_item_shape(const zld_loader *l, size_t stream)
+{
+    uint64_t dims[ZRS_MAX_NDIM];
+    size_t nd = 0;
+    int rc = zld_pack_item_shape(l, stream, dims, &nd);
+    if (rc < 0) {
+        zr_py_raise(rc);
+        return NULL;
+    }
+    PyObject *t = PyTuple_New((Py_ssize_t)nd);
+    for (size_t k = 0; t != NULL && k < nd; k++)
+        PyTuple_SET_ITEM(t, (Py_ssize_t)k, PyLong_FromUnsignedLongLong(dims[k]));
+    return t;
 }
 
 /* A copy of ragged stream `stream`'s bounds (count + 1 values), or None
@@ -983,7 +1179,8 @@ PyObject *zr_py_loader_next(zld_loader *l, size_t nstreams, PyObject *slot)
         PyList_SET_ITEM(streams, (Py_ssize_t)k, pair);
     }
     {
-        PyObject *res = Py_BuildValue("(KNN)", (unsigned long long)zld_batch_step(b), indices, streams);
+        PyObject *res = Py_BuildValue("(KNNK)", (unsigned long long)zld_batch_step(b), indices,
+                                      streams, (unsigned long long)zld_batch_valid(b));
         zld_batch_free(b);
         if (res == NULL || slot == Py_None)
             return res;

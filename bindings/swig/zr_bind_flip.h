@@ -14,12 +14,15 @@
 
 #include <zloader.h>
 
-/* Loader options with room for their flips: what a binding builds from its
- * language's options before zld_create, which copies both. */
+/* Loader options with room for their flips and stream labels: what a
+ * binding builds from its language's options before zld_create, which
+ * copies them. */
 #define ZR_BIND_MAX_FLIPS 64
+#define ZR_BIND_MAX_NAMES 1024
 typedef struct zr_bind_options {
     zld_options o;
     zld_flip flips[ZR_BIND_MAX_FLIPS];
+    const char *names[ZR_BIND_MAX_NAMES]; /* o.names: the streams' labels in the state */
 } zr_bind_options;
 
 /* Fill *out for a flip of probability p on store s, which is stream

@@ -23,6 +23,11 @@
 /* Variadic and "for the layers above the engine" only. */
 %ignore zr_set_error;
 
+/* The store's files by role: `zr info`'s view; the bindings report space
+ * through zre_get_stats. */
+%ignore zre_disk_usage;
+%ignore zre_get_disk_usage;
+
 /* C callback tables: only C (or a binding's own C glue) can fill them. */
 %ignore zld_stream;
 %ignore zld_stream_kind;
@@ -50,6 +55,22 @@
 %ignore zsm_pass_validate;
 %ignore zsm_pass_steps;
 %ignore zsm_pass_indices;
+/* Sequence packing: the plan's functions take raw length, plan and piece
+ * arrays (bindings reach packing through the loader's pack options), the
+ * name parsers write through an enum pointer (each binding passes the
+ * names to its own glue, which calls them), and a packed stream's item
+ * shape comes back through out-pointers (each binding's glue). */
+%ignore zsm_pack;
+%ignore zsm_piece;
+%ignore zsm_pack_validate;
+%ignore zsm_pack_windows;
+%ignore zsm_pack_scratch_bytes;
+%ignore zsm_pack_max_pieces;
+%ignore zsm_pack_epoch;
+%ignore zsm_pack_rows;
+%ignore zsm_pack_policy_parse;
+%ignore zsm_pack_overlong_parse;
+%ignore zld_pack_item_shape;
 /* A raw index pointer without a typemap in every language; the loader
  * calls it natively (readahead). */
 %ignore zre_advise;

@@ -92,8 +92,10 @@ typedef struct zld_flip {
 } zld_flip;
 
 /* Loader options. Start from ZLD_OPTIONS_INIT and change what you need.
- * Version 1 callers (without `readahead`) are still accepted and get the
- * default readahead; version 1 and 2 callers get endless steps. */
+ * A caller of an older version is still accepted: its struct ends where
+ * that version's fields end, and every later field takes its default
+ * (version 1: default readahead; versions 1 and 2: endless steps; before
+ * 6: no resume, streams labelled by their names). */
 typedef struct zld_options {
     int version;          /* ZLD_OPTIONS_VERSION */
     uint64_t batch_size;  /* records per batch (per rank), >= 1 */
@@ -102,7 +104,9 @@ typedef struct zld_options {
     uint64_t start_step;  /* first step handed out */
     uint32_t rank;        /* this process's rank, < world_size */
     uint32_t world_size;  /* ranks sharing each global batch, >= 1 */
-    unsigned num_workers; /* gather threads; 0 = CPU count */
+    unsigned num_workers; /* gather threads; 0 = CPU count; ZLD_WORKERS_NONE = none:
+                           * zld_next gathers each batch on the calling thread
+                           * (torch's num_workers=0), prefetch unused */
     unsigned prefetch;    /* batches prepared ahead; 0 = 2 * num_workers */
     /* (version 2) Readahead distance in steps: when a worker claims step
      * s it hints the OS about the records of step s + readahead (streams
@@ -149,14 +153,61 @@ typedef struct zld_options {
      * zld_get_state reports the loader's own copy (valid until zld_close). */
     const zld_flip *flips;
     size_t nflips;
+    /* (version 6) The loader state (zld_state_json): `names` labels the
+     * streams in it (nstreams strings, copied at create; NULL = each
+     * stream's name, a store's path). With `resume` (a state text,
+     * borrowed for the call) the loader continues that state: start_step
+     * becomes the state's step (a start_step other than 0 must equal
+     * it), and everything the state records must match this loader's
+     * options and streams, or create fails with ZR_EINVAL naming every
+     * difference (see zld_state_json). resume_flags: ZLD_RESUME_*. */
+    const char *const *names;
+    const char *resume;
+    unsigned resume_flags;
+    /* (version 6) A finite pass (`pass`) with the same number of steps,
+     * and full batches, on every rank, so that a collective per batch
+     * (an all-reduce of a metric) cannot wait forever on a rank that ran
+     * out: each rank gets ceil(length / G) steps (length / G with
+     * drop_last), every batch batch_size rows; the rows past a rank's own
+     * records repeat the batch's first record (or, in a step the rank has
+     * none of, the pass's first record), and zld_batch_valid says how many
+     * leading rows are real. As accelerate's even_batches, but masked
+     * instead of counted twice. */
+    int even_batches;
+    /* (version 7) Pack mode, for language-model training: with `pack` set,
+     * every stream is a ragged stream of documents (token records, and any
+     * streams aligned with them element by element, such as loss masks),
+     * and each step's batch is batch_size rows of exactly pack_length
+     * elements: documents packed into rows by zsm_pack (zsampler.h) with
+     * pack_policy, pack_window documents per window (0 =
+     * ZSM_PACK_WINDOW_DEFAULT) and pack_overlong for documents longer than
+     * a row. Each batch carries the packed streams, segment ids, positions,
+     * segment lengths and cu_seqlens (see "pack mode" below). Endless
+     * steps need mode ZSM_CYCLIC (each epoch's documents in a fresh order
+     * keyed by (seed, epoch)); a finite pass (`pass`) packs one epoch, in
+     * index order or shuffled. Not with bucketing, flips or even_batches. */
+    int pack;
+    zsm_pack_policy pack_policy;
+    uint64_t pack_length;
+    uint64_t pack_window;
+    zsm_pack_overlong pack_overlong;
 } zld_options;
 
-#define ZLD_OPTIONS_VERSION 5
+/* Continue a state on streams that grew since it was saved (same store
+ * uuids, more records): the cycle in flight finishes on the old length,
+ * then the sampler draws from the new one (see zld_state_json). Without
+ * it a grown stream is a difference like any other. */
+#define ZLD_RESUME_ALLOW_GROWN 1u
+
+/* num_workers: no worker threads, the consumer builds each batch. */
+#define ZLD_WORKERS_NONE (~0u)
+
+#define ZLD_OPTIONS_VERSION 7
 #define ZLD_READAHEAD_AUTO (~0u)
 #define ZLD_BUCKET_WINDOW_DEFAULT 64u
 #define ZLD_OPTIONS_INIT \
     { ZLD_OPTIONS_VERSION, 256, ZSM_CYCLIC, 0, 0, 0, 1, 0, 0, ZLD_READAHEAD_AUTO, 0, 0, 0, 0, NULL, 0, 0, \
-      NULL, 0 }
+      NULL, 0, NULL, NULL, 0, 0, 0, ZSM_PACK_BEST_FIT, 0, 0, ZSM_PACK_SPLIT }
 
 /* ------------------------------------------------------------- streams */
 
@@ -247,8 +298,39 @@ ZLD_API uint64_t zld_steps(const zld_loader *l);
  * *out over the same streams hands out, as its first batch, the batch this
  * loader's next zld_next would return (start_step = zld_next_step; the
  * other fields as resolved at create, readahead included: ZLD_READAHEAD_AUTO
- * comes back as the distance it chose). ZR_EINVAL for NULL arguments. */
+ * comes back as the distance it chose). It checks nothing about the data:
+ * zld_state_json does. ZR_EINVAL for NULL arguments. */
 ZLD_API int zld_get_state(zld_loader *l, zld_options *out);
+
+/* The loader state: what decides its batches, as one JSON object (UTF-8
+ * text, *out malloc'd by the library: free it with zld_state_free). Keys:
+ *   step, seed, mode ("sequential", "iid", "cyclic" or "bucket"),
+ *   batch_size, rank, world_size; window (mode "bucket"); flip (an
+ *   object: stream label -> p); fingerprint: {version (2), streams: [
+ *   {name (the label), length, and the records' identity: "uuid" of a
+ *   store (null for one from before uuids; zrs_get_uuid), or "shards" and
+ *   "shards_id" of a concatenation, or "mixture": {seed, sources: [
+ *   {weight, mode, length, uuid or shards}]}}], pass: {shuffle,
+ *   drop_last, epoch} (a finite pass), bucket: {count, lengths (a digest
+ *   of the lengths)}, schedule (after a resume on grown data)}.
+ * step is the step the next zld_next returns. Give the text as
+ * options.resume (with the same options and streams) to continue exactly
+ * there; a state whose streams, sizes, identities or options differ is
+ * refused, naming what changed. The rule on grown data
+ * (ZLD_RESUME_ALLOW_GROWN): steps continue from the state's step; cyclic
+ * and bucket modes finish the cycle in flight over the old length, then
+ * start a fresh cycle (the next cycle number) over the new length; iid
+ * draws from the new length at once; sequential finishes its pass over the
+ * old records, then starts again at record 0 over all of them; a finite
+ * pass keeps its old length. A mixture does not continue on grown sources.
+ * Thread-safe. ZR_EINVAL for NULL arguments, ZR_ENOMEM. */
+ZLD_API int zld_state_json(zld_loader *l, char **out);
+ZLD_API void zld_state_free(char *text);
+
+/* What a resume did not check, or did besides (e.g. "the state has no
+ * fingerprint (saved by an older version) ..."): "" when nothing; owned by
+ * the loader, valid until zld_close. A binding shows it as a warning. */
+ZLD_API const char *zld_resume_note(const zld_loader *l);
 
 /* 1 if a worker failed (a gather, sizes or transform error), with the
  * failing step in *step (may be NULL); 0 otherwise. The consumer gets
@@ -271,6 +353,10 @@ ZLD_API uint64_t zld_batch_step(const zld_batch *b);
 /* Records in the batch: batch_size (a finite pass's last batch may hold
  * fewer). */
 ZLD_API uint64_t zld_batch_count(const zld_batch *b);
+/* Leading rows of the batch that are real records: zld_batch_count,
+ * except in an even_batches pass (see zld_options), whose padding rows
+ * follow them. */
+ZLD_API uint64_t zld_batch_valid(const zld_batch *b);
 /* The indices gathered, zld_batch_count values owned by the batch. */
 ZLD_API const uint64_t *zld_batch_indices(const zld_batch *b);
 /* Stream s's bytes (NULL once detached) and their size in *nbytes. */
@@ -287,6 +373,61 @@ ZLD_API void zld_batch_free(zld_batch *b);
 /* Release a detached buffer (NULL: no-op): kept by the loader's pool for
  * reuse while the loader is open and the pool has room, freed otherwise. */
 ZLD_API void zld_free(void *buffer);
+
+/* ------------------------------------------------------------ pack mode
+ *
+ * A batch of a loader in pack mode (zld_options.pack) holds `rows` =
+ * zld_batch_count rows (batch_size; fewer in a finite pass's last step)
+ * of L = pack_length elements, in nstreams + ZLD_PACK_PARTS parts:
+ *   part s < nstreams  stream s packed: rows x L items back to back, an
+ *                      item being what a record holds per element of its
+ *                      first axis (zld_pack_item_shape; one token for a
+ *                      1-d token record), so [rows, L, *item] of the
+ *                      stream's dtype; padding is zero bytes.
+ *   nstreams + ZLD_PACK_SEGMENT_IDS  int32 [rows, L]: 1, 2, ... for the
+ *                      segments of a row in order, 0 for padding.
+ *   nstreams + ZLD_PACK_POSITIONS    int32 [rows, L]: each element's
+ *                      position in its segment, from 0; 0 for padding.
+ *   nstreams + ZLD_PACK_SEQ_LENS     int32 [rows, S]: the lengths of a
+ *                      row's segments, then 0s; S = info.max_segments.
+ *   nstreams + ZLD_PACK_CU_SEQLENS   int32 [segments + 1]: 0, then the
+ *                      running sum of every segment's length, row after
+ *                      row: the cu_seqlens that flash-attention's varlen
+ *                      functions and PyTorch's varlen attention take, for
+ *                      the batch's non-padding elements in row-major order
+ *                      (tokens[segment_ids > 0]), with max_seqlen =
+ *                      info.max_seqlen.
+ * A segment is one document, or one piece of a split document; segments
+ * never cross rows, and attention restricted to equal segment ids never
+ * crosses documents. zld_batch_indices gives info.segments values: each
+ * segment's document (record index), row by row. zld_batch_bounds is NULL
+ * for every part; parts are read (zld_batch_data), detached and freed like
+ * stream buffers. Every value is a pure function of (the streams, the
+ * options, step): the same for any number of workers and on resume. */
+#define ZLD_PACK_SEGMENT_IDS 0
+#define ZLD_PACK_POSITIONS 1
+#define ZLD_PACK_SEQ_LENS 2
+#define ZLD_PACK_CU_SEQLENS 3
+#define ZLD_PACK_PARTS 4
+
+typedef struct zld_pack_info {
+    uint64_t rows;          /* rows of this batch */
+    uint64_t length;        /* L: elements per row */
+    uint64_t segments;      /* segments in all rows */
+    uint64_t max_segments;  /* S: the most segments in one row (>= 1) */
+    uint64_t max_seqlen;    /* the longest segment */
+    uint64_t tokens;        /* elements that are not padding (sum of seq_lens) */
+} zld_pack_info;
+
+/* The layout of a pack-mode batch. ZR_EINVAL for NULL arguments or a
+ * batch of a loader not in pack mode. */
+ZLD_API int zld_batch_pack_info(const zld_batch *b, zld_pack_info *out);
+
+/* Stream s's item shape in pack mode: its records' dims after the first,
+ * *ndim of them (0 for 1-d token records) into dims (ZRS_MAX_NDIM
+ * values). ZR_EINVAL for NULL arguments, a stream out of range or a
+ * loader not in pack mode. */
+ZLD_API int zld_pack_item_shape(const zld_loader *l, size_t stream, uint64_t *dims, size_t *ndim);
 
 /* ------------------------------------------------------ ragged helpers */
 

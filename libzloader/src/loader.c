@@ -26,6 +26,8 @@
 #include "zr_platform.h"
 #include "zld_shards.h"
 #include "zld_augment.h"
+#include "zld_state.h"
+#include "zld_pack.h"
 
 #ifndef ZLOADER_VERSION_STRING
 #error "ZLOADER_VERSION_STRING must be defined by the build"
@@ -45,8 +47,11 @@ typedef struct zld_part {
 struct zld_batch {
     uint64_t step;
     uint64_t count;
+    uint64_t valid;   /* leading real rows (even_batches pads the rest) */
     uint64_t *indices;
-    size_t nstreams;
+    int packed;        /* pack mode: `pack` holds the layout */
+    zld_pack_info pack;
+    size_t nstreams;  /* parts: the streams' (+ ZLD_PACK_PARTS in pack mode) */
     zld_part parts[]; /* nstreams entries */
 };
 
@@ -121,10 +126,13 @@ static void buf_release(zld_bufhdr *h)
     pool_unref(p);
 }
 
-static zld_pool *pool_new(const zld_stream *streams, size_t nstreams, uint64_t batch_size,
-                          unsigned keep)
+/* nparts >= nstreams classes: one per stream, and (pack mode) one per
+ * further part; `flexible` makes every class take any size (pack mode's
+ * sizes vary with the batch). */
+static zld_pool *pool_new(const zld_stream *streams, size_t nstreams, size_t nparts,
+                          int flexible, uint64_t batch_size, unsigned keep)
 {
-    zld_pool *p = calloc(1, sizeof *p + nstreams * sizeof(zld_pool_class));
+    zld_pool *p = calloc(1, sizeof *p + nparts * sizeof(zld_pool_class));
     if (p == NULL) return NULL;
     if (zrp_mutex_init(&p->mu) != 0) {
         free(p);
@@ -132,9 +140,9 @@ static zld_pool *pool_new(const zld_stream *streams, size_t nstreams, uint64_t b
     }
     atomic_init(&p->refs, 1);
     p->keep = keep;
-    p->nclasses = nstreams;
-    for (size_t s = 0; s < nstreams; s++) {
-        p->cls[s].ragged = streams[s].kind != ZLD_STREAM_DENSE;
+    p->nclasses = nparts;
+    for (size_t s = 0; s < nparts; s++) {
+        p->cls[s].ragged = flexible || s >= nstreams || streams[s].kind != ZLD_STREAM_DENSE;
         if (!p->cls[s].ragged) /* overflow checked at create */
             p->cls[s].size = (size_t)(batch_size * streams[s].record_size);
     }
@@ -225,21 +233,18 @@ static void *pool_get(zld_pool *p, size_t cls, size_t need)
 struct zld_loader {
     zld_stream *streams; /* copies; names point into `names` */
     char *names;
-    size_t nstreams;
-    zld_options opt;   /* resolved copy */
-    zsm_config cfg;    /* endless steps */
-    int finite;        /* opt.pass: steps from `pass` instead of `cfg` */
-    zsm_pass pass;
-    uint64_t steps;    /* finite: steps of the pass; endless: UINT64_MAX */
+    zld_plan plan;       /* what create decided; its arrays are the copies below */
     uint32_t *bucket_lengths; /* length-bucketed steps (a copy), or NULL */
-    uint64_t bucket_window;
     size_t bucket_scratch;    /* zsm_bucket_scratch_bytes */
     zld_flip *flips;          /* random flips (a copy), or NULL */
-    size_t nflips;
+    zld_packer *packer;       /* pack mode, or NULL */
+    char *labels;             /* the state's stream labels (copies), or NULL */
+    const char **label_ptrs;  /* nstreams pointers into labels */
 
     zrp_thread *threads;
     unsigned nthreads;
 
+    int sync_ready;    /* mu and the conditions were initialised (loader_destroy) */
     zrp_mutex mu;
     zrp_cond space;    /* workers: a slot came free, or stop/failure */
     zrp_cond ready;    /* consumers: a batch or an error arrived, or stop */
@@ -255,6 +260,7 @@ struct zld_loader {
     uint64_t next_hint;  /* first step not hinted yet (readahead) */
     uint64_t next_take;  /* next step the consumer gets */
     unsigned consumers;  /* threads inside zld_next */
+    int building;        /* no workers: a consumer is building next_take */
     int stop;
 
     int failed;
@@ -278,6 +284,18 @@ static void batch_destroy(zld_batch *b)
 
 uint64_t zld_batch_step(const zld_batch *b) { return b ? b->step : 0; }
 uint64_t zld_batch_count(const zld_batch *b) { return b ? b->count : 0; }
+uint64_t zld_batch_valid(const zld_batch *b) { return b ? b->valid : 0; }
+
+int zld_batch_pack_info(const zld_batch *b, zld_pack_info *out)
+{
+    if (b == NULL || out == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_batch_pack_info: %s is NULL", b ? "out" : "batch");
+    if (!b->packed)
+        return zr_set_error(ZR_EINVAL, "zld_batch_pack_info: the batch is not of a loader in "
+                            "pack mode");
+    *out = b->pack;
+    return ZR_OK;
+}
 const uint64_t *zld_batch_indices(const zld_batch *b)
 {
     return b ? b->indices : NULL;
@@ -326,27 +344,51 @@ void zld_free(void *buffer)
     buf_release(h);
 }
 
-/* The indices of `step` into out[0..batch_size) and their number. */
-static int step_indices(const zld_loader *l, uint64_t step, uint64_t *out, uint64_t *count)
+/* A finite pass's step: its records, padded to batch_size rows when
+ * even (see zld_options.even_batches); *valid real ones. */
+static int pass_indices(const zld_plan *p, uint64_t step, uint64_t *out, uint64_t *count,
+                        uint64_t *valid)
 {
-    if (l->finite) return zsm_pass_indices(&l->pass, step, out, count);
-    *count = l->cfg.batch_size;
+    uint64_t n = 0;
+    int rc = step < p->own_steps ? zsm_pass_indices(&p->pass, step, out, &n) : ZSM_OK;
+    *valid = *count = n;
+    if (rc == ZSM_OK && p->even) {
+        for (uint64_t i = n; i < p->cfg.batch_size; i++)
+            out[i] = n > 0 ? out[0] : p->pad_index;
+        *count = p->cfg.batch_size;
+    }
+    return rc;
+}
+
+/* The indices of `step` into out[0..batch_size), their number, and how
+ * many lead as real records: the pass's, or the sampler's over the
+ * segment that holds the step. */
+static int step_indices(const zld_loader *l, uint64_t step, uint64_t *out, uint64_t *count,
+                        uint64_t *valid)
+{
+    if (l->plan.finite) return pass_indices(&l->plan, step, out, count, valid);
+    *valid = l->plan.cfg.batch_size;
+    const zld_segment *g = zld__segment(&l->plan, step);
+    zsm_config cfg = l->plan.cfg;
+    cfg.length = g->length;
+    const uint64_t local = step - g->from + g->base;
+    *count = cfg.batch_size;
     if (l->bucket_lengths) {
         void *scratch = malloc(l->bucket_scratch ? l->bucket_scratch : 1);
         if (scratch == NULL) return ZSM_EINVAL;
-        int rc = zsm_bucket_indices(&l->cfg, l->bucket_lengths, l->bucket_window, step, out, scratch,
+        int rc = zsm_bucket_indices(&cfg, l->bucket_lengths, l->plan.window, local, out, scratch,
                                     l->bucket_scratch);
         free(scratch);
         return rc;
     }
-    return zsm_indices(&l->cfg, step, out);
+    return zsm_indices(&cfg, local, out);
 }
 
 /* Stream s's flips (if any) on its freshly gathered batch of `step`. */
 static int apply_flips(const zld_loader *l, size_t s, uint64_t step, unsigned char *data,
                        uint64_t count, uint64_t record_size)
 {
-    for (size_t k = 0; k < l->nflips; k++) {
+    for (size_t k = 0; k < l->plan.opt.nflips; k++) {
         const zld_flip *f = &l->flips[k];
         if (f->stream != s || f->p <= 0.0) continue;
         uint8_t small[256];
@@ -363,30 +405,77 @@ static int apply_flips(const zld_loader *l, size_t s, uint64_t step, unsigned ch
     return ZR_OK;
 }
 
+static void *pack_alloc(void *ctx, size_t part, size_t bytes)
+{
+    const zld_loader *l = ctx;
+    return pool_get(l->pool, part, bytes);
+}
+
+/* Pack mode's batch of `step`: the packer fills the parts from the pool. */
+static int build_pack_batch(const zld_loader *l, uint64_t step, zld_batch **out)
+{
+    const size_t n = l->plan.nstreams + ZLD_PACK_PARTS;
+    zld_batch *b = calloc(1, sizeof *b + n * sizeof(zld_part));
+    void **parts = malloc(n * sizeof *parts);
+    uint64_t *bytes = malloc(n * sizeof *bytes);
+    if (b == NULL || parts == NULL || bytes == NULL) {
+        free(b);
+        free(parts);
+        free(bytes);
+        return zr_set_error(ZR_ENOMEM, "loader: out of memory for a batch");
+    }
+    b->step = step;
+    b->nstreams = n;
+    b->packed = 1;
+    zld_pack_batch pb;
+    int rc = zld__pack_step(l->packer, l->streams, step, pack_alloc, (void *)l, parts, bytes, &pb);
+    for (size_t k = 0; k < n; k++) {
+        b->parts[k].data = parts[k];
+        b->parts[k].nbytes = bytes[k];
+    }
+    free(parts);
+    free(bytes);
+    if (rc != ZR_OK) {
+        batch_destroy(b);
+        return rc;
+    }
+    b->count = b->valid = pb.rows;
+    b->indices = pb.docs;
+    b->pack.rows = pb.rows;
+    b->pack.length = l->plan.packset.length;
+    b->pack.segments = pb.segments;
+    b->pack.max_segments = pb.max_segments;
+    b->pack.max_seqlen = pb.max_seqlen;
+    b->pack.tokens = pb.tokens;
+    *out = b;
+    return ZR_OK;
+}
+
 /* Build the batch of `step` (no lock held). On failure the calling
  * thread's zr_last_error() says why. */
 static int build_batch(const zld_loader *l, uint64_t step, zld_batch **out)
 {
-    uint64_t count = l->cfg.batch_size;
-    zld_batch *b = calloc(1, sizeof *b + l->nstreams * sizeof(zld_part));
+    if (l->packer != NULL) return build_pack_batch(l, step, out);
+    uint64_t count = l->plan.cfg.batch_size;
+    zld_batch *b = calloc(1, sizeof *b + l->plan.nstreams * sizeof(zld_part));
     if (b == NULL)
         return zr_set_error(ZR_ENOMEM, "loader: out of memory for a batch");
     b->step = step;
-    b->nstreams = l->nstreams;
+    b->nstreams = l->plan.nstreams;
     b->indices = malloc(count * sizeof *b->indices);
     if (b->indices == NULL) {
         batch_destroy(b);
         return zr_set_error(ZR_ENOMEM, "loader: out of memory for %llu indices",
                             (unsigned long long)count);
     }
-    if (step_indices(l, step, b->indices, &count) != ZSM_OK) {
+    if (step_indices(l, step, b->indices, &count, &b->valid) != ZSM_OK) {
         batch_destroy(b); /* validated at create: only a bucket scratch allocation can fail */
         return zr_set_error(l->bucket_lengths ? ZR_ENOMEM : ZR_EINVAL,
                             "loader: the sampler refused step %llu%s", (unsigned long long)step,
                             l->bucket_lengths ? " (out of memory for the bucketing scratch)" : "");
     }
     b->count = count;
-    for (size_t s = 0; s < l->nstreams; s++) {
+    for (size_t s = 0; s < l->plan.nstreams; s++) {
         const zld_stream *st = &l->streams[s];
         zld_part *p = &b->parts[s];
         int rc;
@@ -457,11 +546,21 @@ static int build_batch(const zld_loader *l, uint64_t step, zld_batch **out)
  * ever a hint: failures (even out of memory) are ignored. */
 static void advise_step(const zld_loader *l, uint64_t step)
 {
-    uint64_t *idx = malloc(l->cfg.batch_size * sizeof *idx);
+    if (l->packer != NULL) { /* the documents of the step's rows */
+        uint64_t *docs = NULL, n = 0;
+        if (step < l->plan.steps && zld__pack_step_docs(l->packer, step, &docs, &n) == ZR_OK) {
+            for (size_t s = 0; s < l->plan.nstreams; s++)
+                if (l->streams[s].advise != NULL)
+                    (void)l->streams[s].advise(l->streams[s].user, docs, n);
+        }
+        free(docs);
+        return;
+    }
+    uint64_t *idx = malloc(l->plan.cfg.batch_size * sizeof *idx);
     if (idx == NULL) return;
-    uint64_t count = 0;
-    if (step < l->steps && step_indices(l, step, idx, &count) == ZSM_OK) {
-        for (size_t s = 0; s < l->nstreams; s++) {
+    uint64_t count = 0, valid = 0;
+    if (step < l->plan.steps && step_indices(l, step, idx, &count, &valid) == ZSM_OK) {
+        for (size_t s = 0; s < l->plan.nstreams; s++) {
             if (l->streams[s].advise != NULL)
                 (void)l->streams[s].advise(l->streams[s].user, idx, count);
         }
@@ -478,66 +577,124 @@ static void advise_step(const zld_loader *l, uint64_t step)
 
 static int auto_wants_hints(const zld_stream *streams, size_t nstreams);
 
+/* A claimed step's work besides the gather: the steps it must hint and
+ * whether it re-decides the adaptive readahead. */
+typedef struct zld_claim {
+    uint64_t step;
+    uint64_t hint_lo, hint_hi; /* steps [hint_lo, hint_hi) to hint */
+    int recheck;
+} zld_claim;
+
+/* Claim step l->next_claim (lock held). Steps are claimed one at a time,
+ * in order: one worker (or the inline consumer) each. */
+static zld_claim claim_step(zld_loader *l)
+{
+    zld_claim c = {l->next_claim++, 0, 0, 0};
+    const uint64_t since = c.step - l->plan.opt.start_step;
+    c.recheck = l->readahead_auto && since > 0 && since % ZLD_AUTO_RECHECK_STEPS == 0;
+    /* Steps [hint_lo, hint_hi) are this claim's to hint: up to step +
+     * readahead, from the first one nobody hinted yet. In the steady
+     * state that is step + readahead alone; the first claims also cover
+     * the steps from the start up to there (the ramp), which would
+     * otherwise be read a page fault at a time. */
+    if (l->readahead > 0 && l->any_advise) {
+        uint64_t hi = c.step >= UINT64_MAX - l->readahead ? UINT64_MAX
+                                                          : c.step + l->readahead + 1;
+        if (hi > l->plan.steps) hi = l->plan.steps;
+        uint64_t lo = l->next_hint > c.step ? l->next_hint : c.step;
+        if (lo < hi) {
+            c.hint_lo = lo;
+            c.hint_hi = hi;
+            l->next_hint = hi;
+        }
+    }
+    return c;
+}
+
+/* Do a claim's hints and build its batch (no lock held); on failure msg
+ * says which step and why. */
+static int run_claim(zld_loader *l, const zld_claim *c, zld_batch **b, char *msg, size_t cap)
+{
+    if (c->recheck) { /* outside the lock: it reads every store's residency */
+        unsigned ra = auto_wants_hints(l->streams, l->plan.nstreams) ? l->prefetch : 0;
+        zrp_mutex_lock(&l->mu);
+        l->readahead = ra; /* from the next claim on */
+        zrp_mutex_unlock(&l->mu);
+    }
+    for (uint64_t h = c->hint_lo; h < c->hint_hi; h++)
+        advise_step(l, h);
+    int rc = build_batch(l, c->step, b);
+    if (rc != ZR_OK)
+        snprintf(msg, cap, "step %llu: %s", (unsigned long long)c->step, zr_last_error());
+    return rc;
+}
+
+/* Record the first failing step (lock held); wakes everyone. */
+static void record_failure(zld_loader *l, uint64_t step, int rc, const char *msg)
+{
+    if (!l->failed || step < l->fail_step) {
+        l->failed = 1;
+        l->fail_step = step;
+        l->fail_status = rc;
+        snprintf(l->fail_msg, sizeof l->fail_msg, "%s", msg);
+        zrp_cond_broadcast(&l->space); /* idle workers exit */
+    }
+    zrp_cond_broadcast(&l->ready);
+}
+
 static void worker_main(void *arg)
 {
     zld_loader *l = arg;
     zrp_mutex_lock(&l->mu);
     for (;;) {
-        while (!l->stop && !l->failed && l->next_claim < l->steps &&
+        while (!l->stop && !l->failed && l->next_claim < l->plan.steps &&
                l->next_claim - l->next_take >= l->prefetch)
             zrp_cond_wait(&l->space, &l->mu);
-        if (l->stop || l->failed || l->next_claim >= l->steps) break;
-        uint64_t step = l->next_claim++;
-        /* Steps are claimed one at a time, in order: one worker each. */
-        const uint64_t since = step - l->opt.start_step;
-        const int recheck = l->readahead_auto && since > 0 && since % ZLD_AUTO_RECHECK_STEPS == 0;
-        /* Steps [hint_lo, hint_hi) are this worker's to hint: up to step +
-         * readahead, from the first one nobody hinted yet. In the steady
-         * state that is step + readahead alone; the first claims also
-         * cover the steps from the start up to there (the ramp), which
-         * would otherwise be read a page fault at a time. */
-        uint64_t hint_lo = 0, hint_hi = 0;
-        if (l->readahead > 0 && l->any_advise) {
-            uint64_t hi = step >= UINT64_MAX - l->readahead ? UINT64_MAX
-                                                            : step + l->readahead + 1;
-            if (hi > l->steps) hi = l->steps;
-            hint_lo = l->next_hint > step ? l->next_hint : step;
-            if (hint_lo < hi) {
-                hint_hi = hi;
-                l->next_hint = hi;
-            }
-        }
+        if (l->stop || l->failed || l->next_claim >= l->plan.steps) break;
+        zld_claim c = claim_step(l);
         zrp_mutex_unlock(&l->mu);
 
-        if (recheck) { /* outside the lock: it reads every store's residency */
-            unsigned ra = auto_wants_hints(l->streams, l->nstreams) ? l->prefetch : 0;
-            zrp_mutex_lock(&l->mu);
-            l->readahead = ra; /* from the next claim on */
-            zrp_mutex_unlock(&l->mu);
-        }
-        for (uint64_t h = hint_lo; h < hint_hi; h++)
-            advise_step(l, h);
-
         zld_batch *b = NULL;
-        int rc = build_batch(l, step, &b);
         char msg[ZLD_ERRMSG_MAX];
-        if (rc != ZR_OK)
-            snprintf(msg, sizeof msg, "step %llu: %s", (unsigned long long)step,
-                     zr_last_error());
+        int rc = run_claim(l, &c, &b, msg, sizeof msg);
 
         zrp_mutex_lock(&l->mu);
         if (rc == ZR_OK) {
-            l->slots[step % l->prefetch] = b;
-        } else if (!l->failed || step < l->fail_step) {
-            l->failed = 1;
-            l->fail_step = step;
-            l->fail_status = rc;
-            memcpy(l->fail_msg, msg, sizeof msg);
-            zrp_cond_broadcast(&l->space); /* idle workers exit */
+            l->slots[c.step % l->prefetch] = b;
+            zrp_cond_broadcast(&l->ready);
+        } else {
+            record_failure(l, c.step, rc, msg);
         }
-        zrp_cond_broadcast(&l->ready);
     }
     zrp_mutex_unlock(&l->mu);
+}
+
+/* Without workers (ZLD_WORKERS_NONE): the consumer builds its step's
+ * batch itself, one call at a time (lock held on entry and return;
+ * released while building). */
+static int take_inline(zld_loader *l, zld_batch **out)
+{
+    l->building = 1;
+    l->next_claim = l->next_take;
+    zld_claim c = claim_step(l);
+    zrp_mutex_unlock(&l->mu);
+    zld_batch *b = NULL;
+    char msg[ZLD_ERRMSG_MAX];
+    int rc = run_claim(l, &c, &b, msg, sizeof msg);
+    zrp_mutex_lock(&l->mu);
+    l->building = 0;
+    zrp_cond_broadcast(&l->ready);
+    if (rc != ZR_OK) {
+        record_failure(l, c.step, rc, msg);
+        return zr_set_error(ZR_ESTATE, "%s", l->fail_msg);
+    }
+    if (l->stop) {
+        batch_destroy(b);
+        return zr_set_error(ZR_ECLOSED, "zld_next: the loader is closed");
+    }
+    *out = b;
+    l->next_take++;
+    return ZR_OK;
 }
 
 /* ---------------------------------------------------------------- create */
@@ -568,6 +725,9 @@ static int check_sampler(const zsm_config *c)
     return zr_set_error(ZR_EINVAL, "zld_create: the sampler refused the options");
 }
 
+/* Free a loader whose workers are stopped (or never started), also one
+ * that create left half-built: every field is NULL or whole, and
+ * sync_ready counts the lock and conditions that were initialised. */
 static void loader_destroy(zld_loader *l)
 {
     if (l->slots) {
@@ -580,10 +740,13 @@ static void loader_destroy(zld_loader *l)
     free(l->names);
     free(l->bucket_lengths);
     free(l->flips);
-    zrp_cond_destroy(&l->idle);
-    zrp_cond_destroy(&l->ready);
-    zrp_cond_destroy(&l->space);
-    zrp_mutex_destroy(&l->mu);
+    zld__packer_free(l->packer);
+    free(l->labels);
+    free(l->label_ptrs);
+    if (l->sync_ready >= 4) zrp_cond_destroy(&l->idle);
+    if (l->sync_ready >= 3) zrp_cond_destroy(&l->ready);
+    if (l->sync_ready >= 2) zrp_cond_destroy(&l->space);
+    if (l->sync_ready >= 1) zrp_mutex_destroy(&l->mu);
     free(l);
 }
 
@@ -623,6 +786,11 @@ static int store_sizes(void *user, const uint64_t *index, uint64_t count, uint64
 static int store_advise(void *user, const uint64_t *index, uint64_t count)
 {
     return zrs_advise(user, (const int64_t *)index, count);
+}
+
+zrs_store *zld__stream_store(const zld_stream *st)
+{
+    return st->advise == store_advise ? st->user : NULL;
 }
 
 /* ZLD_READAHEAD_AUTO: hint unless the hinted streams' bytes are already in
@@ -712,22 +880,19 @@ int zld_create(zld_loader **out, zrs_store *const *streams, size_t nstreams,
     return rc;
 }
 
-int zld_create_streams(zld_loader **out, const zld_stream *streams, size_t nstreams,
-                       const zld_options *options)
+/* zld_create_streams runs in four phases, each of which either succeeds
+ * or leaves nothing behind: check the streams, normalise the options into
+ * a plan (every options->version check, every limit, the resume check),
+ * allocate the loader (any failure frees it through loader_destroy), and
+ * start the workers. A new option goes into copy_options (its version)
+ * and a plan_* step; nothing after normalise_options reads `options`. */
+
+/* Phase 1: the streams are usable and index-aligned. */
+static int check_streams(const zld_stream *streams, size_t nstreams, zld_plan *p)
 {
-    if (out == NULL)
-        return zr_set_error(ZR_EINVAL, "zld_create: out is NULL");
-    *out = NULL;
-    if (options == NULL)
-        return zr_set_error(ZR_EINVAL, "zld_create: options is NULL");
-    if (options->version < 1 || options->version > ZLD_OPTIONS_VERSION)
-        return zr_set_error(ZR_EINVAL,
-                            "zld_create: options version %d, expected %d "
-                            "(start from ZLD_OPTIONS_INIT)",
-                            options->version, ZLD_OPTIONS_VERSION);
     if (streams == NULL || nstreams == 0)
         return zr_set_error(ZR_EINVAL, "zld_create: no streams, expected at least 1");
-    if (nstreams > SIZE_MAX / sizeof(zld_stream))
+    if (nstreams > SIZE_MAX / sizeof(zld_stream) / 2)
         return zr_set_error(ZR_EINVAL, "zld_create: %zu streams are too many", nstreams);
     size_t names_len = 0;
     for (size_t s = 0; s < nstreams; s++) {
@@ -745,228 +910,439 @@ int zld_create_streams(zld_loader **out, const zld_stream *streams, size_t nstre
         if (st->kind != ZLD_STREAM_DENSE && st->kind != ZLD_STREAM_RAGGED)
             return zr_set_error(ZR_EINVAL, "zld_create: stream %zu (%s) has unknown kind %d",
                                 s, nm, (int)st->kind);
-        names_len += strlen(nm) + 1;
-    }
-    const uint64_t length = streams[0].length;
-    for (size_t s = 1; s < nstreams; s++) {
-        uint64_t n = streams[s].length;
-        if (n != length)
+        if (st->length != streams[0].length)
             return zr_set_error(ZR_EINVAL,
                                 "zld_create: streams must be index-aligned, but stream 0 "
                                 "(%s) has %llu records and stream %zu (%s) has %llu",
                                 streams[0].name ? streams[0].name : "",
-                                (unsigned long long)length, s,
-                                streams[s].name ? streams[s].name : "", (unsigned long long)n);
+                                (unsigned long long)streams[0].length, s, nm,
+                                (unsigned long long)st->length);
+        names_len += strlen(nm) + 1;
     }
-    if (length == 0)
+    if (streams[0].length == 0)
         return zr_set_error(ZR_EINVAL, "zld_create: stream 0 (%s) is empty",
                             streams[0].name ? streams[0].name : "");
-    if (length > (uint64_t)INT64_MAX)
+    if (streams[0].length > (uint64_t)INT64_MAX)
         return zr_set_error(ZR_EINVAL, "zld_create: %llu records exceed INT64_MAX",
-                            (unsigned long long)length);
+                            (unsigned long long)streams[0].length);
+    p->nstreams = nstreams;
+    p->length = streams[0].length;
+    p->names_len = names_len;
+    return ZR_OK;
+}
 
-    zsm_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.length = length;
-    cfg.batch_size = options->batch_size;
-    cfg.seed = options->seed;
-    cfg.mode = options->mode;
-    cfg.rank = options->rank;
-    cfg.world_size = options->world_size;
-    const int finite = options->version >= 3 && options->pass;
-    zsm_pass pass;
-    memset(&pass, 0, sizeof pass);
-    uint64_t steps = UINT64_MAX;
-    int rc;
-    if (finite) {
-        pass.length = length;
-        pass.batch_size = options->batch_size;
-        pass.seed = options->seed;
-        pass.epoch = options->epoch;
-        pass.rank = options->rank;
-        pass.world_size = options->world_size;
-        pass.shuffle = options->shuffle != 0;
-        pass.drop_last = options->drop_last != 0;
-        cfg.mode = ZSM_SEQUENTIAL; /* validated for the shared checks only */
-        rc = check_sampler(&cfg);
-        if (rc != ZR_OK) return rc;
-        steps = zsm_pass_steps(&pass);
-        if (options->start_step > steps)
-            return zr_set_error(ZR_EINVAL,
-                                "zld_create: start_step %llu is past the pass's %llu steps",
-                                (unsigned long long)options->start_step,
-                                (unsigned long long)steps);
-    } else {
-        rc = check_sampler(&cfg);
-        if (rc != ZR_OK) return rc;
+/* Phase 2a: a caller's options, field by field up to its version (an
+ * older caller's struct ends before the later fields), every later field
+ * at its ZLD_OPTIONS_INIT default. The only place that reads
+ * options->version. */
+static int copy_options(const zld_options *in, zld_options *o)
+{
+    if (in->version < 1 || in->version > ZLD_OPTIONS_VERSION)
+        return zr_set_error(ZR_EINVAL,
+                            "zld_create: options version %d, expected %d "
+                            "(start from ZLD_OPTIONS_INIT)",
+                            in->version, ZLD_OPTIONS_VERSION);
+    const zld_options init = ZLD_OPTIONS_INIT;
+    *o = init;
+    o->batch_size = in->batch_size;
+    o->mode = in->mode;
+    o->seed = in->seed;
+    o->start_step = in->start_step;
+    o->rank = in->rank;
+    o->world_size = in->world_size;
+    o->num_workers = in->num_workers;
+    o->prefetch = in->prefetch;
+    if (in->version >= 2)
+        o->readahead = in->readahead;
+    if (in->version >= 3) {
+        o->pass = in->pass != 0;
+        o->shuffle = o->pass && in->shuffle != 0;
+        o->drop_last = o->pass && in->drop_last != 0;
+        o->epoch = o->pass ? in->epoch : 0;
     }
-    const int bucket = options->version >= 4 && options->bucket_lengths != NULL;
-    uint64_t window = bucket && options->bucket_window ? options->bucket_window : ZLD_BUCKET_WINDOW_DEFAULT;
-    if (bucket) {
-        if (finite)
-            return zr_set_error(ZR_EINVAL, "zld_create: length bucketing is for endless steps, not a "
-                                "finite pass");
-        if (cfg.mode != ZSM_CYCLIC)
-            return zr_set_error(ZR_EINVAL, "zld_create: length bucketing builds on the cyclic mode, "
-                                "got mode %s", zsm_mode_name(cfg.mode));
-        if (options->bucket_count != length)
-            return zr_set_error(ZR_EINVAL, "zld_create: bucket_lengths holds %llu lengths for %llu "
-                                "records (one per record)", (unsigned long long)options->bucket_count,
-                                (unsigned long long)length);
-        if (length > SIZE_MAX / sizeof(uint32_t) || window > UINT64_MAX / cfg.batch_size / cfg.world_size)
-            return zr_set_error(ZR_EINVAL, "zld_create: bucket window %llu is too large",
-                                (unsigned long long)window);
+    if (in->version >= 4 && in->bucket_lengths != NULL) {
+        o->bucket_lengths = in->bucket_lengths;
+        o->bucket_count = in->bucket_count;
+        o->bucket_window = in->bucket_window ? in->bucket_window : ZLD_BUCKET_WINDOW_DEFAULT;
     }
-    if (cfg.batch_size > UINT64_MAX / sizeof(uint64_t) - 1)
+    if (in->version >= 5 && in->nflips > 0) {
+        o->flips = in->flips;
+        o->nflips = in->nflips;
+    }
+    if (in->version >= 6) {
+        o->names = in->names;
+        o->resume = in->resume;
+        o->resume_flags = in->resume_flags;
+        o->even_batches = o->pass && in->even_batches != 0;
+    }
+    if (in->version >= 7 && in->pack) {
+        o->pack = 1;
+        o->pack_policy = in->pack_policy;
+        o->pack_length = in->pack_length;
+        o->pack_window = in->pack_window ? in->pack_window : ZSM_PACK_WINDOW_DEFAULT;
+        o->pack_overlong = in->pack_overlong;
+    }
+    return ZR_OK;
+}
+
+/* Phase 2b: the sampler, or the finite pass. */
+static int plan_sampler(zld_plan *p)
+{
+    const zld_options *o = &p->opt;
+    zsm_config *cfg = &p->cfg;
+    cfg->length = p->length;
+    cfg->batch_size = o->batch_size;
+    cfg->seed = o->seed;
+    /* A pass, or pack mode (whose batches are rows, not records): the
+     * shared checks only. */
+    cfg->mode = o->pass || o->pack ? ZSM_SEQUENTIAL : o->mode;
+    cfg->rank = o->rank;
+    cfg->world_size = o->world_size;
+    int rc = check_sampler(cfg);
+    if (rc != ZR_OK) return rc;
+    p->finite = o->pass;
+    p->steps = UINT64_MAX;
+    if (p->finite) {
+        zsm_pass *ps = &p->pass;
+        ps->length = p->seg[p->nseg - 1].length;
+        ps->batch_size = o->batch_size;
+        ps->seed = o->seed;
+        ps->epoch = o->epoch;
+        ps->rank = o->rank;
+        ps->world_size = o->world_size;
+        ps->shuffle = o->shuffle;
+        ps->drop_last = o->drop_last;
+        p->steps = p->own_steps = zsm_pass_steps(ps);
+        p->even = o->even_batches;
+        if (p->even) { /* every rank as many steps as rank 0, which has the most */
+            const uint64_t g = ps->batch_size * ps->world_size;
+            p->steps = ps->length / g + (ps->length % g != 0 && !ps->drop_last);
+            zsm_pass first = *ps;
+            uint64_t n = 0;
+            first.rank = 0;
+            first.world_size = 1;
+            first.batch_size = 1;
+            if (zsm_pass_indices(&first, 0, &p->pad_index, &n) != ZSM_OK)
+                return zr_set_error(ZR_EINVAL, "zld_create: the sampler refused the pass");
+        }
+    }
+    if (o->start_step > p->steps && p->finite && !o->pack) /* pack: checked at alloc */
+        return zr_set_error(ZR_EINVAL, "zld_create: start_step %llu is past the pass's %llu steps",
+                            (unsigned long long)o->start_step, (unsigned long long)p->steps);
+    return ZR_OK;
+}
+
+/* Phase 2c: length bucketing. */
+static int plan_bucket(zld_plan *p)
+{
+    const zld_options *o = &p->opt;
+    p->bucket = o->bucket_lengths != NULL;
+    p->window = o->bucket_window;
+    if (!p->bucket) return ZR_OK;
+    if (p->finite)
+        return zr_set_error(ZR_EINVAL, "zld_create: length bucketing is for endless steps, not a "
+                            "finite pass");
+    if (p->cfg.mode != ZSM_CYCLIC)
+        return zr_set_error(ZR_EINVAL, "zld_create: length bucketing builds on the cyclic mode, "
+                            "got mode %s", zsm_mode_name(p->cfg.mode));
+    if (o->bucket_count != p->length)
+        return zr_set_error(ZR_EINVAL, "zld_create: bucket_lengths holds %llu lengths for %llu "
+                            "records (one per record)", (unsigned long long)o->bucket_count,
+                            (unsigned long long)p->length);
+    if (p->length > SIZE_MAX / sizeof(uint32_t) ||
+        p->window > UINT64_MAX / p->cfg.batch_size / p->cfg.world_size)
+        return zr_set_error(ZR_EINVAL, "zld_create: bucket window %llu is too large",
+                            (unsigned long long)p->window);
+    return ZR_OK;
+}
+
+/* Phase 2c': pack mode, the checks that need no data (the documents'
+ * lengths are read at alloc). */
+static int plan_pack(zld_plan *p, const zld_stream *streams)
+{
+    const zld_options *o = &p->opt;
+    p->pack = o->pack;
+    if (!p->pack) return ZR_OK;
+    if (p->bucket)
+        return zr_set_error(ZR_EINVAL, "zld_create: pack mode and length bucketing exclude each "
+                            "other");
+    if (o->nflips > 0)
+        return zr_set_error(ZR_EINVAL, "zld_create: flips apply to dense streams; pack mode has "
+                            "none");
+    if (o->even_batches)
+        return zr_set_error(ZR_EINVAL, "zld_create: even_batches does not apply to pack mode "
+                            "(every rank's pass has the rows it has)");
+    if (!p->finite && o->mode != ZSM_CYCLIC)
+        return zr_set_error(ZR_EINVAL, "zld_create: pack mode draws each epoch's documents in an "
+                            "order keyed by (seed, epoch): mode must be cyclic, got %s (a finite "
+                            "pass packs in index order without shuffle)",
+                            zsm_mode_name(o->mode) ? zsm_mode_name(o->mode) : "unknown");
+    if (zsm_pack_policy_name(o->pack_policy) == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_create: unknown pack_policy %d; expected first_fit, "
+                            "best_fit or concat", (int)o->pack_policy);
+    if (zsm_pack_overlong_name(o->pack_overlong) == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_create: unknown pack_overlong %d; expected split, "
+                            "truncate or drop", (int)o->pack_overlong);
+    if (o->pack_length == 0 || o->pack_length > ZSM_PACK_MAX_LENGTH)
+        return zr_set_error(ZR_EINVAL, "zld_create: pack_length must be 1..%u, got %llu",
+                            ZSM_PACK_MAX_LENGTH, (unsigned long long)o->pack_length);
+    if (o->pack_window > ZSM_PACK_MAX_WINDOW)
+        return zr_set_error(ZR_EINVAL, "zld_create: pack_window must be 1..%u, got %llu",
+                            ZSM_PACK_MAX_WINDOW, (unsigned long long)o->pack_window);
+    if (o->batch_size > (uint64_t)INT32_MAX / o->pack_length)
+        return zr_set_error(ZR_EINVAL, "zld_create: batch_size %llu * pack_length %llu must stay "
+                            "below 2^31 (positions and cu_seqlens are int32)",
+                            (unsigned long long)o->batch_size, (unsigned long long)o->pack_length);
+    for (size_t s = 0; s < p->nstreams; s++)
+        if (streams[s].kind != ZLD_STREAM_RAGGED)
+            return zr_set_error(ZR_EINVAL, "zld_create: stream %zu (%s) is dense; pack mode packs "
+                                "ragged streams (token records and any aligned ones)", s,
+                                streams[s].name ? streams[s].name : "");
+    zld_pack_setup *ps = &p->packset;
+    ps->policy = o->pack_policy;
+    ps->overlong = o->pack_overlong;
+    ps->length = o->pack_length;
+    ps->window = o->pack_window;
+    ps->seed = o->seed;
+    ps->shuffle = p->finite ? o->shuffle : 1;
+    ps->batch_size = o->batch_size;
+    ps->rank = o->rank;
+    ps->world_size = o->world_size;
+    ps->finite = p->finite;
+    ps->epoch = o->epoch;
+    ps->drop_last = o->drop_last;
+    return ZR_OK;
+}
+
+/* Phase 2d: what the buffers, flips, labels and flags must fit. */
+static int plan_limits(zld_plan *p, const zld_stream *streams)
+{
+    const zld_options *o = &p->opt;
+    const uint64_t b = p->cfg.batch_size;
+    if (b > UINT64_MAX / sizeof(uint64_t) - 1)
         return zr_set_error(ZR_EINVAL, "zld_create: batch_size %llu is too large",
-                            (unsigned long long)cfg.batch_size);
-    for (size_t s = 0; s < nstreams; s++) {
+                            (unsigned long long)b);
+    for (size_t s = 0; s < p->nstreams; s++) {
         uint64_t rs = streams[s].record_size;
-        if (streams[s].kind == ZLD_STREAM_DENSE && cfg.batch_size > (uint64_t)SIZE_MAX / rs)
+        if (streams[s].kind == ZLD_STREAM_DENSE && b > (uint64_t)SIZE_MAX / rs)
             return zr_set_error(ZR_EINVAL,
                                 "zld_create: stream %zu (%s): batch_size %llu * record "
                                 "size %llu bytes exceeds the address space",
                                 s, streams[s].name ? streams[s].name : "",
-                                (unsigned long long)cfg.batch_size,
-                                (unsigned long long)rs);
+                                (unsigned long long)b, (unsigned long long)rs);
     }
-
-    const size_t nflips = options->version >= 5 ? options->nflips : 0;
-    if (nflips > 0) {
-        int frc = zld_flips_check(options->flips, nflips, streams, nstreams);
-        if (frc != ZR_OK) return frc;
+    if (o->nflips > 0) {
+        int rc = zld_flips_check(o->flips, o->nflips, streams, p->nstreams);
+        if (rc != ZR_OK) return rc;
     }
+    if (o->resume_flags & ~ZLD_RESUME_ALLOW_GROWN)
+        return zr_set_error(ZR_EINVAL, "zld_create: unknown resume_flags 0x%x",
+                            o->resume_flags & ~ZLD_RESUME_ALLOW_GROWN);
+    p->labels_len = 0;
+    for (size_t s = 0; o->names != NULL && s < p->nstreams; s++)
+        p->labels_len += strlen(zld__label(p, streams, s)) + 1;
+    return ZR_OK;
+}
 
-    /* Field by field: a version 1 caller's struct ends before readahead. */
-    zld_options opt;
-    memset(&opt, 0, sizeof opt);
-    opt.version = ZLD_OPTIONS_VERSION;
-    opt.batch_size = options->batch_size;
-    opt.mode = options->mode;
-    opt.seed = options->seed;
-    opt.start_step = options->start_step;
-    opt.rank = options->rank;
-    opt.world_size = options->world_size;
-    opt.num_workers = options->num_workers;
-    opt.prefetch = options->prefetch;
-    opt.readahead = options->version >= 2 ? options->readahead : ZLD_READAHEAD_AUTO;
-    if (finite) {
-        opt.pass = 1;
-        opt.shuffle = pass.shuffle;
-        opt.drop_last = pass.drop_last;
-        opt.epoch = pass.epoch;
+/* Phase 2e: workers, ring and readahead. */
+static void plan_threads(zld_plan *p, const zld_stream *streams)
+{
+    zld_options *o = &p->opt;
+    if (o->num_workers == ZLD_WORKERS_NONE) { /* the consumer builds its batches */
+        o->prefetch = 1;
+        p->readahead_auto = o->readahead == ZLD_READAHEAD_AUTO;
+        p->readahead = !p->readahead_auto ? o->readahead
+                       : auto_wants_hints(streams, p->nstreams) ? 1 : 0;
+        p->nthreads = 0;
+        return;
     }
-    if (opt.num_workers == 0) opt.num_workers = zrp_cpu_count();
-    if (opt.num_workers == 0) opt.num_workers = 1;
-    if (opt.prefetch == 0)
-        opt.prefetch = opt.num_workers > UINT32_MAX / 2 ? UINT32_MAX : 2 * opt.num_workers;
-    if (opt.prefetch == 0) opt.prefetch = 1;
-    const int readahead_auto = opt.readahead == ZLD_READAHEAD_AUTO;
-    const unsigned readahead = !readahead_auto ? opt.readahead
-                               : auto_wants_hints(streams, nstreams) ? opt.prefetch : 0;
+    if (o->num_workers == 0) o->num_workers = zrp_cpu_count();
+    if (o->num_workers == 0) o->num_workers = 1;
+    if (o->prefetch == 0)
+        o->prefetch = o->num_workers > UINT32_MAX / 2 ? UINT32_MAX : 2 * o->num_workers;
+    if (o->prefetch == 0) o->prefetch = 1;
+    p->readahead_auto = o->readahead == ZLD_READAHEAD_AUTO;
+    p->readahead = !p->readahead_auto ? o->readahead
+                   : auto_wants_hints(streams, p->nstreams) ? o->prefetch : 0;
+    /* More workers than slots could never all be busy. */
+    p->nthreads = o->num_workers < o->prefetch ? o->num_workers : o->prefetch;
+}
 
+/* Phase 2: the options, normalised into *p. */
+static int normalise_options(const zld_options *options, const zld_stream *streams, zld_plan *p)
+{
+    if (options == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_create: options is NULL");
+    int rc = copy_options(options, &p->opt);
+    p->seg[0] = (zld_segment){0, p->length, 0};
+    p->nseg = 1;
+    if (rc == ZR_OK) rc = plan_sampler(p);
+    if (rc == ZR_OK) rc = plan_bucket(p);
+    if (rc == ZR_OK) rc = plan_pack(p, streams);
+    if (rc == ZR_OK) rc = plan_limits(p, streams);
+    if (rc == ZR_OK && p->opt.resume != NULL) {
+        /* The state sets start_step and the segments; the pass (if any)
+         * keeps the length it was saved with. */
+        rc = zld__state_resume(p, streams);
+        if (rc == ZR_OK) rc = plan_sampler(p);
+        for (size_t k = 0; rc == ZR_OK && k < p->nseg; k++) {
+            zsm_config c = p->cfg;
+            c.length = p->seg[k].length;
+            rc = check_sampler(&c);
+        }
+    }
+    if (rc != ZR_OK) return rc;
+    plan_threads(p, streams);
+    return ZR_OK;
+}
+
+/* Phase 3: the loader and its copies of the streams and option arrays.
+ * On failure everything goes through loader_destroy. */
+static int loader_alloc(zld_loader **out, const zld_plan *p, const zld_stream *streams)
+{
     zld_loader *l = calloc(1, sizeof *l);
     if (l == NULL) return zr_set_error(ZR_ENOMEM, "zld_create: out of memory");
-    if (zrp_mutex_init(&l->mu) != 0) {
-        free(l);
-        return zr_set_error(ZR_ENOMEM, "zld_create: cannot create a mutex");
-    }
-    if (zrp_cond_init(&l->space) != 0) {
-        zrp_mutex_destroy(&l->mu);
-        free(l);
-        return zr_set_error(ZR_ENOMEM, "zld_create: cannot create a condition");
-    }
-    if (zrp_cond_init(&l->ready) != 0) {
-        zrp_cond_destroy(&l->space);
-        zrp_mutex_destroy(&l->mu);
-        free(l);
-        return zr_set_error(ZR_ENOMEM, "zld_create: cannot create a condition");
-    }
-    if (zrp_cond_init(&l->idle) != 0) {
-        zrp_cond_destroy(&l->ready);
-        zrp_cond_destroy(&l->space);
-        zrp_mutex_destroy(&l->mu);
-        free(l);
-        return zr_set_error(ZR_ENOMEM, "zld_create: cannot create a condition");
-    }
-
-    if (bucket) {
-        l->bucket_window = window;
-        l->bucket_scratch = zsm_bucket_scratch_bytes(&cfg, window);
-        l->bucket_lengths = malloc((size_t)length * sizeof(uint32_t));
-        if (l->bucket_lengths == NULL) {
-            loader_destroy(l);
-            return zr_set_error(ZR_ENOMEM, "zld_create: out of memory for %llu bucket lengths",
-                                (unsigned long long)length);
-        }
-        memcpy(l->bucket_lengths, options->bucket_lengths, (size_t)length * sizeof(uint32_t));
-        opt.bucket_lengths = l->bucket_lengths;
-        opt.bucket_count = length;
-        opt.bucket_window = window;
-    }
-    if (nflips > 0) {
-        l->flips = malloc(nflips * sizeof *l->flips);
-        if (l->flips == NULL) {
-            loader_destroy(l);
-            return zr_set_error(ZR_ENOMEM, "zld_create: out of memory for %zu flips", nflips);
-        }
-        memcpy(l->flips, options->flips, nflips * sizeof *l->flips);
-        l->nflips = nflips;
-        opt.flips = l->flips;
-        opt.nflips = nflips;
-    }
-    l->opt = opt;
-    l->cfg = cfg;
-    l->finite = finite;
-    l->pass = pass;
-    l->steps = steps;
-    l->nstreams = nstreams;
-    l->prefetch = opt.prefetch;
-    l->readahead = readahead;
-    l->readahead_auto = readahead_auto;
-    l->next_claim = opt.start_step;
-    l->next_hint = opt.start_step;
-    l->next_take = opt.start_step;
-    /* More workers than slots could never all be busy. */
-    unsigned nthreads = opt.num_workers < opt.prefetch ? opt.num_workers : opt.prefetch;
-    l->streams = malloc(nstreams * sizeof *l->streams);
-    l->names = malloc(names_len);
-    l->slots = calloc(opt.prefetch, sizeof *l->slots);
-    l->threads = calloc(nthreads, sizeof *l->threads);
+    l->plan = *p;
+    l->plan.opt.resume = NULL; /* borrowed for the call only */
+    l->plan.opt.resume_flags = 0;
+    if (zrp_mutex_init(&l->mu) == 0 && ++l->sync_ready && zrp_cond_init(&l->space) == 0 &&
+        ++l->sync_ready && zrp_cond_init(&l->ready) == 0 && ++l->sync_ready &&
+        zrp_cond_init(&l->idle) == 0)
+        ++l->sync_ready;
+    const size_t n = p->nstreams, nflips = p->opt.nflips;
+    l->prefetch = p->opt.prefetch;
+    l->streams = malloc(n * sizeof *l->streams);
+    l->names = malloc(p->names_len);
+    l->slots = calloc(p->opt.prefetch, sizeof *l->slots);
+    l->threads = calloc(p->nthreads ? p->nthreads : 1, sizeof *l->threads);
     /* Keep enough free buffers per stream for the ring plus the caller's
      * batch in use and one in flight back; beyond that they are freed. */
-    unsigned keep = opt.prefetch > UINT32_MAX - 2 ? UINT32_MAX : opt.prefetch + 2;
-    l->pool = pool_new(streams, nstreams, cfg.batch_size, keep);
-    if (l->streams == NULL || l->names == NULL || l->slots == NULL || l->threads == NULL ||
-        l->pool == NULL) {
-        loader_destroy(l);
-        return zr_set_error(ZR_ENOMEM, "zld_create: out of memory");
+    unsigned keep = p->opt.prefetch > UINT32_MAX - 2 ? UINT32_MAX : p->opt.prefetch + 2;
+    l->pool = pool_new(streams, n, n + (p->pack ? ZLD_PACK_PARTS : 0), p->pack, p->cfg.batch_size,
+                       keep);
+    if (p->bucket) l->bucket_lengths = malloc((size_t)p->length * sizeof(uint32_t));
+    if (nflips > 0) l->flips = malloc(nflips * sizeof *l->flips);
+    if (p->labels_len > 0) {
+        l->labels = malloc(p->labels_len);
+        l->label_ptrs = malloc(n * sizeof *l->label_ptrs);
     }
-    memcpy(l->streams, streams, nstreams * sizeof *l->streams);
-    char *np = l->names;
-    for (size_t s = 0; s < nstreams; s++) {
+    if (l->sync_ready < 4 || !l->streams || !l->names || !l->slots || !l->threads || !l->pool ||
+        (p->bucket && !l->bucket_lengths) || (nflips > 0 && !l->flips) ||
+        (p->labels_len > 0 && (!l->labels || !l->label_ptrs))) {
+        loader_destroy(l);
+        return zr_set_error(ZR_ENOMEM, "zld_create: out of memory%s",
+                            l->sync_ready < 4 ? " (a lock or condition)" : "");
+    }
+    memcpy(l->streams, streams, n * sizeof *l->streams);
+    char *np = l->names, *lp = l->labels;
+    for (size_t s = 0; s < n; s++) {
+        if (lp != NULL) { /* the labels first: they may point at the stream names */
+            const char *lab = zld__label(p, streams, s);
+            size_t k = strlen(lab) + 1;
+            memcpy(lp, lab, k);
+            l->label_ptrs[s] = lp;
+            lp += k;
+        }
         const char *nm = streams[s].name ? streams[s].name : "";
-        size_t n = strlen(nm) + 1;
-        memcpy(np, nm, n);
+        size_t k = strlen(nm) + 1;
+        memcpy(np, nm, k);
         l->streams[s].name = np;
-        np += n;
+        np += k;
         if (streams[s].advise != NULL) l->any_advise = 1;
     }
+    l->plan.opt.names = l->label_ptrs;
+    if (p->bucket) {
+        memcpy(l->bucket_lengths, p->opt.bucket_lengths, (size_t)p->length * sizeof(uint32_t));
+        l->plan.opt.bucket_lengths = l->bucket_lengths;
+        l->bucket_scratch = zsm_bucket_scratch_bytes(&p->cfg, p->window);
+    }
+    if (nflips > 0) {
+        memcpy(l->flips, p->opt.flips, nflips * sizeof *l->flips);
+        l->plan.opt.flips = l->flips;
+    }
+    l->readahead = p->readahead;
+    l->readahead_auto = p->readahead_auto;
+    l->next_claim = l->next_hint = l->next_take = p->opt.start_step;
+    if (p->pack) { /* the documents' lengths (every record's size), the pass's rows */
+        int rc = zld__packer_new(&l->packer, &p->packset, streams, n);
+        if (rc == ZR_OK && p->finite) {
+            l->plan.steps = zld__packer_steps(l->packer);
+            if (p->opt.start_step > l->plan.steps)
+                rc = zr_set_error(ZR_EINVAL, "zld_create: start_step %llu is past the pass's %llu "
+                                  "steps", (unsigned long long)p->opt.start_step,
+                                  (unsigned long long)l->plan.steps);
+        }
+        if (rc != ZR_OK) {
+            loader_destroy(l);
+            return rc;
+        }
+    }
+    *out = l;
+    return ZR_OK;
+}
 
-    for (unsigned i = 0; i < nthreads; i++) {
+/* Phase 4: the workers. On failure the started ones are stopped and the
+ * loader freed. */
+static int start_workers(zld_loader *l)
+{
+    for (unsigned i = 0; i < l->plan.nthreads; i++) {
         int trc = zrp_thread_start(&l->threads[i], worker_main, l);
         if (trc != 0) {
             stop_workers(l);
             loader_destroy(l);
             return zr_set_error(ZR_ENOMEM,
                                 "zld_create: cannot start worker thread %u of %u (error %d)",
-                                i, nthreads, trc);
+                                i, l->plan.nthreads, trc);
         }
         l->nthreads = i + 1;
     }
-    *out = l;
     return ZR_OK;
 }
+
+int zld_create_streams(zld_loader **out, const zld_stream *streams, size_t nstreams,
+                       const zld_options *options)
+{
+    if (out == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_create: out is NULL");
+    *out = NULL;
+    zld_plan plan;
+    memset(&plan, 0, sizeof plan);
+    zld_loader *l = NULL;
+    int rc = options == NULL ? zr_set_error(ZR_EINVAL, "zld_create: options is NULL")
+                             : check_streams(streams, nstreams, &plan);
+    if (rc == ZR_OK) rc = normalise_options(options, streams, &plan);
+    if (rc == ZR_OK) rc = loader_alloc(&l, &plan, streams);
+    if (rc == ZR_OK) rc = start_workers(l);
+    if (rc == ZR_OK) *out = l;
+    return rc;
+}
+
+int zld_pack_item_shape(const zld_loader *l, size_t stream, uint64_t *dims, size_t *ndim)
+{
+    if (l == NULL || dims == NULL || ndim == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_pack_item_shape: NULL argument");
+    if (l->packer == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_pack_item_shape: the loader is not in pack mode");
+    if (zld__packer_item_shape(l->packer, stream, dims, ndim) != ZR_OK)
+        return zr_set_error(ZR_EINVAL, "zld_pack_item_shape: stream %zu of %zu", stream,
+                            l->plan.nstreams);
+    return ZR_OK;
+}
+
+/* ------------------------------------------------------------ the state */
+
+int zld_state_json(zld_loader *l, char **out)
+{
+    if (out != NULL) *out = NULL;
+    if (l == NULL || out == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_state_json: %s is NULL", l == NULL ? "loader" : "out");
+    uint64_t step = zld_next_step(l);
+    return zld__state_text(&l->plan, l->streams, step, out);
+}
+
+void zld_state_free(char *text) { free(text); }
+
+const char *zld_resume_note(const zld_loader *l) { return l ? l->plan.note : ""; }
 
 /* ------------------------------------------------------------ consuming */
 
@@ -986,6 +1362,10 @@ static int next_batch(zld_loader *l, zld_batch **out, uint64_t timeout_ns, int t
             rc = zr_set_error(ZR_ECLOSED, "zld_next: the loader is closed");
             break;
         }
+        if (l->plan.nthreads == 0 && !l->building && !l->failed && l->next_take < l->plan.steps) {
+            rc = take_inline(l, out);
+            break;
+        }
         zld_batch **slot = &l->slots[l->next_take % l->prefetch];
         if (*slot != NULL && (*slot)->step == l->next_take) {
             *out = *slot;
@@ -998,7 +1378,7 @@ static int next_batch(zld_loader *l, zld_batch **out, uint64_t timeout_ns, int t
             rc = zr_set_error(ZR_ESTATE, "%s", l->fail_msg);
             break;
         }
-        if (l->next_take >= l->steps) {
+        if (l->next_take >= l->plan.steps) {
             rc = ZLD_END;
             break;
         }
@@ -1031,7 +1411,7 @@ int zld_next_wait(zld_loader *l, zld_batch **out, uint64_t timeout_ns)
 
 uint64_t zld_steps(const zld_loader *l)
 {
-    return l == NULL ? 0 : l->steps;
+    return l == NULL ? 0 : l->plan.steps;
 }
 
 uint64_t zld_next_step(const zld_loader *l)
@@ -1050,7 +1430,7 @@ int zld_get_state(zld_loader *l, zld_options *out)
         return zr_set_error(ZR_EINVAL, "zld_get_state: %s is NULL",
                             l == NULL ? "loader" : "out");
     zrp_mutex_lock(&l->mu);
-    *out = l->opt;
+    *out = l->plan.opt;
     out->start_step = l->next_take;
     zrp_mutex_unlock(&l->mu);
     return ZR_OK;
@@ -1069,10 +1449,10 @@ int zld_flip_mask(const zld_loader *l, uint64_t step, double p, uint8_t *mask, u
 {
     if (l == NULL || mask == NULL)
         return zr_set_error(ZR_EINVAL, "zld_flip_mask: %s is NULL", l == NULL ? "loader" : "mask");
-    if (count > l->cfg.batch_size)
+    if (count > l->plan.cfg.batch_size)
         return zr_set_error(ZR_EINVAL, "zld_flip_mask: count %llu exceeds batch_size %llu",
-                            (unsigned long long)count, (unsigned long long)l->cfg.batch_size);
-    if (zsm_bernoulli(l->opt.seed, step, l->cfg.batch_size * (uint64_t)l->opt.rank, count, p,
+                            (unsigned long long)count, (unsigned long long)l->plan.cfg.batch_size);
+    if (zsm_bernoulli(l->plan.opt.seed, step, l->plan.cfg.batch_size * (uint64_t)l->plan.opt.rank, count, p,
                       mask) != ZSM_OK)
         return zr_set_error(ZR_EINVAL, "zld_flip_mask: p %g is outside [0, 1]", p);
     return ZR_OK;

@@ -88,6 +88,7 @@ struct zld_mixture {
     uint64_t *lengths;
     zsm_mode *modes;
     uint64_t *base;  /* [nsources] first index of source k in each `all` */
+    size_t *shard_first; /* [nsources + 1] first shard of source k in each `all` */
     zsm_mixture cfg; /* points into the arrays above */
     uint64_t g;      /* global batch */
     uint64_t length; /* virtual length, a multiple of g */
@@ -107,6 +108,7 @@ void zld_mixture_free(zld_mixture *m)
     free(m->lengths);
     free(m->modes);
     free(m->base);
+    free(m->shard_first);
     free(m);
 }
 
@@ -215,13 +217,14 @@ static int mix_advise(void *user, const uint64_t *index, uint64_t count)
     return rc;
 }
 
-int zld_mixture_create(zld_mixture **out, zrs_concat *const *concats, size_t nsources,
-                       size_t nstreams, const double *weights, const zsm_mode *modes,
-                       uint64_t seed, uint64_t batch_size, uint32_t world_size)
+/* zld_mixture_create in phases: the arguments, the sources (weights,
+ * modes, alignment, offsets), the sampler over the virtual index space,
+ * and one concatenation per stream name. Each phase sets the error
+ * detail; the caller frees the half-built mixture. */
+
+static int mixture_args(zrs_concat *const *concats, size_t nsources, size_t nstreams,
+                        const double *weights, const zsm_mode *modes)
 {
-    if (out == NULL)
-        return zr_set_error(ZR_EINVAL, "mixture: out is NULL");
-    *out = NULL;
     if (concats == NULL || weights == NULL || modes == NULL)
         return zr_set_error(ZR_EINVAL, "mixture: NULL %s", concats == NULL ? "concats"
                             : weights == NULL ? "weights" : "modes");
@@ -234,122 +237,156 @@ int zld_mixture_create(zld_mixture **out, zrs_concat *const *concats, size_t nso
         if (concats[i] == NULL)
             return zr_set_error(ZR_EINVAL, "mixture: source %zu stream %zu is NULL",
                                 i / nstreams, i % nstreams);
+    return ZR_OK;
+}
+
+static zld_mixture *mixture_alloc(size_t nsources, size_t nstreams)
+{
     zld_mixture *m = calloc(1, sizeof *m);
     if (m == NULL)
-        return zr_set_error(ZR_ENOMEM, "mixture: out of memory");
+        return NULL;
     m->nsources = nsources;
     m->nstreams = nstreams;
     m->weights = malloc(nsources * sizeof *m->weights);
     m->lengths = malloc(nsources * sizeof *m->lengths);
     m->modes = malloc(nsources * sizeof *m->modes);
     m->base = malloc(nsources * sizeof *m->base);
+    m->shard_first = malloc((nsources + 1) * sizeof *m->shard_first);
     m->streams = calloc(nstreams, sizeof *m->streams);
-    int rc = ZR_OK;
-    if (!m->weights || !m->lengths || !m->modes || !m->base || !m->streams) {
-        rc = zr_set_error(ZR_ENOMEM, "mixture: out of memory for %zu sources", nsources);
-        goto fail;
+    if (!m->weights || !m->lengths || !m->modes || !m->base || !m->shard_first || !m->streams) {
+        zld_mixture_free(m);
+        return NULL;
     }
+    return m;
+}
+
+/* Each source's streams aligned, non-empty, a valid weight and mode; its
+ * offset (records and shards) in the per-stream concatenations. */
+static int mixture_sources(zld_mixture *m, zrs_concat *const *concats, const double *weights,
+                           const zsm_mode *modes)
+{
+    const size_t nstreams = m->nstreams;
     uint64_t base = 0;
-    for (size_t k = 0; k < nsources; k++) {
+    size_t shards = 0;
+    for (size_t k = 0; k < m->nsources; k++) {
         zrs_concat *const *src = concats + k * nstreams;
-        uint64_t len = zrs_concat_length(src[0]);
         for (size_t s = 1; s < nstreams; s++) {
-            rc = zrs_concat_check_aligned(src[0], src[s]);
+            int rc = zrs_concat_check_aligned(src[0], src[s]);
             if (rc != ZR_OK) {
                 char msg[900];
                 snprintf(msg, sizeof msg, "%s", zr_last_error());
-                rc = zr_set_error(rc, "mixture: source %zu, streams 0 and %zu: %s", k, s, msg);
-                goto fail;
+                return zr_set_error(rc, "mixture: source %zu, streams 0 and %zu: %s", k, s, msg);
             }
         }
-        if (len == 0) {
-            rc = zr_set_error(ZR_EINVAL, "mixture: source %zu (%s) is empty", k,
-                              zrs_path(zrs_concat_shard(src[0], 0)));
-            goto fail;
-        }
-        if (!(weights[k] > 0.0) || weights[k] != weights[k] || weights[k] > 1e300) {
-            rc = zr_set_error(ZR_EINVAL, "mixture: weight %zu is %g, expected a finite number > 0",
-                              k, weights[k]);
-            goto fail;
-        }
-        if (zsm_mode_name(modes[k]) == NULL) {
-            rc = zr_set_error(ZR_EINVAL, "mixture: source %zu has unknown mode %d", k,
-                              (int)modes[k]);
-            goto fail;
-        }
+        uint64_t len = zrs_concat_length(src[0]);
+        if (len == 0)
+            return zr_set_error(ZR_EINVAL, "mixture: source %zu (%s) is empty", k,
+                                zrs_path(zrs_concat_shard(src[0], 0)));
+        if (!(weights[k] > 0.0) || weights[k] != weights[k] || weights[k] > 1e300)
+            return zr_set_error(ZR_EINVAL, "mixture: weight %zu is %g, expected a finite number "
+                                "> 0", k, weights[k]);
+        if (zsm_mode_name(modes[k]) == NULL)
+            return zr_set_error(ZR_EINVAL, "mixture: source %zu has unknown mode %d", k,
+                                (int)modes[k]);
         m->weights[k] = weights[k];
         m->lengths[k] = len;
         m->modes[k] = modes[k];
         m->base[k] = base;
-        base += len; /* fits: zrs_concat_create below checks INT64_MAX */
+        m->shard_first[k] = shards;
+        base += len; /* fits: zrs_concat_create in mixture_streams checks INT64_MAX */
+        shards += zrs_concat_count(src[0]); /* aligned: the same in every stream */
     }
-    if (batch_size == 0 || world_size == 0 || batch_size > (uint64_t)UINT32_MAX / world_size) {
-        rc = zr_set_error(ZR_EINVAL, "mixture: batch_size %" PRIu64 " x world_size %u must be "
-                          "1..2^32-1", batch_size, world_size);
-        goto fail;
-    }
+    m->shard_first[m->nsources] = shards;
+    return ZR_OK;
+}
+
+/* The sampler: a virtual index space of a multiple of the global batch. */
+static int mixture_sampler(zld_mixture *m, zrs_concat *const *concats, uint64_t seed,
+                           uint64_t batch_size, uint32_t world_size)
+{
+    if (batch_size == 0 || world_size == 0 || batch_size > (uint64_t)UINT32_MAX / world_size)
+        return zr_set_error(ZR_EINVAL, "mixture: batch_size %" PRIu64 " x world_size %u must be "
+                            "1..2^32-1", batch_size, world_size);
     m->g = batch_size * world_size;
     m->length = ((uint64_t)INT64_MAX / m->g) * m->g;
     m->cfg.weights = m->weights;
     m->cfg.lengths = m->lengths;
     m->cfg.modes = m->modes;
-    m->cfg.nsources = (uint32_t)nsources;
+    m->cfg.nsources = (uint32_t)m->nsources;
     m->cfg.seed = seed;
     m->cfg.batch_size = batch_size;
     m->cfg.rank = 0;
     m->cfg.world_size = world_size;
-    for (size_t k = 0; k < nsources; k++) {
-        if (modes[k] == ZSM_CYCLIC && m->lengths[k] < m->g) {
-            rc = zr_set_error(ZR_EINVAL, "mixture: source %zu (%s) has %" PRIu64 " records, fewer "
-                              "than the global batch of %" PRIu64 " its cyclic mode needs (give it "
-                              "mode iid)", k, zrs_path(zrs_concat_shard(concats[k * nstreams], 0)),
-                              m->lengths[k], m->g);
-            goto fail;
-        }
+    for (size_t k = 0; k < m->nsources; k++) {
+        if (m->modes[k] == ZSM_CYCLIC && m->lengths[k] < m->g)
+            return zr_set_error(ZR_EINVAL, "mixture: source %zu (%s) has %" PRIu64 " records, "
+                                "fewer than the global batch of %" PRIu64 " its cyclic mode "
+                                "needs (give it mode iid)", k,
+                                zrs_path(zrs_concat_shard(concats[k * m->nstreams], 0)),
+                                m->lengths[k], m->g);
     }
-    if (zsm_mixture_validate(&m->cfg) != ZSM_OK) {
-        rc = zr_set_error(ZR_EINVAL, "mixture: the sampler refused the configuration");
-        goto fail;
-    }
-    /* One concatenation per stream name over every source's shards. */
+    if (zsm_mixture_validate(&m->cfg) != ZSM_OK)
+        return zr_set_error(ZR_EINVAL, "mixture: the sampler refused the configuration");
+    return ZR_OK;
+}
+
+/* One concatenation per stream name over every source's shards. */
+static int mixture_streams(zld_mixture *m, zrs_concat *const *concats)
+{
+    const size_t nstreams = m->nstreams;
     for (size_t s = 0; s < nstreams; s++) {
         size_t nshards = 0;
-        for (size_t k = 0; k < nsources; k++)
+        for (size_t k = 0; k < m->nsources; k++)
             nshards += zrs_concat_count(concats[k * nstreams + s]);
         zrs_store **all = malloc(nshards * sizeof *all);
-        if (all == NULL) {
-            rc = zr_set_error(ZR_ENOMEM, "mixture: out of memory");
-            goto fail;
-        }
+        if (all == NULL)
+            return zr_set_error(ZR_ENOMEM, "mixture: out of memory");
         size_t at = 0;
-        for (size_t k = 0; k < nsources; k++) {
+        for (size_t k = 0; k < m->nsources; k++) {
             zrs_concat *c = concats[k * nstreams + s];
             for (size_t j = 0; j < zrs_concat_count(c); j++)
                 all[at++] = zrs_concat_shard(c, j);
         }
         m->streams[s].m = m;
-        rc = zrs_concat_create(&m->streams[s].all, all, nshards);
+        int rc = zrs_concat_create(&m->streams[s].all, all, nshards);
         free(all);
         if (rc != ZR_OK) {
             char msg[900];
             snprintf(msg, sizeof msg, "%s", zr_last_error());
-            rc = zr_set_error(rc, "mixture: stream %zu must have one identity in every source: %s",
-                              s, msg);
-            goto fail;
+            return zr_set_error(rc, "mixture: stream %zu must have one identity in every "
+                                "source: %s", s, msg);
         }
         const char *nm = zrs_path(zrs_concat_shard(concats[s], 0));
         m->streams[s].name = malloc(strlen(nm) + sizeof " (mixture)");
-        if (m->streams[s].name == NULL) {
-            rc = zr_set_error(ZR_ENOMEM, "mixture: out of memory");
-            goto fail;
-        }
+        if (m->streams[s].name == NULL)
+            return zr_set_error(ZR_ENOMEM, "mixture: out of memory");
         sprintf(m->streams[s].name, "%s (mixture)", nm);
+    }
+    return ZR_OK;
+}
+
+int zld_mixture_create(zld_mixture **out, zrs_concat *const *concats, size_t nsources,
+                       size_t nstreams, const double *weights, const zsm_mode *modes,
+                       uint64_t seed, uint64_t batch_size, uint32_t world_size)
+{
+    if (out == NULL)
+        return zr_set_error(ZR_EINVAL, "mixture: out is NULL");
+    *out = NULL;
+    int rc = mixture_args(concats, nsources, nstreams, weights, modes);
+    if (rc != ZR_OK)
+        return rc;
+    zld_mixture *m = mixture_alloc(nsources, nstreams);
+    if (m == NULL)
+        return zr_set_error(ZR_ENOMEM, "mixture: out of memory for %zu sources", nsources);
+    rc = mixture_sources(m, concats, weights, modes);
+    if (rc == ZR_OK) rc = mixture_sampler(m, concats, seed, batch_size, world_size);
+    if (rc == ZR_OK) rc = mixture_streams(m, concats);
+    if (rc != ZR_OK) {
+        zld_mixture_free(m);
+        return rc;
     }
     *out = m;
     return ZR_OK;
-fail:
-    zld_mixture_free(m);
-    return rc;
 }
 
 uint64_t zld_mixture_length(const zld_mixture *m) { return m ? m->length : 0; }
@@ -384,7 +421,30 @@ int zld_mixture_locate(const zld_mixture *m, const uint64_t *virt, uint64_t coun
     return mix_decode(m, virt, count, source, index, NULL, NULL);
 }
 
-/* ------------------------------------------------- readahead sizing hook */
+/* ------------------------------------------------- hooks for loader.c */
+
+zrs_concat *zld__stream_concat(const zld_stream *st)
+{
+    return st->advise == concat_advise ? st->user : NULL;
+}
+
+int zld__stream_mixture(const zld_stream *st, zld__mix_view *out)
+{
+    if (st->advise != mix_advise)
+        return 0;
+    const mix_stream *ms = st->user;
+    const zld_mixture *m = ms->m;
+    out->nsources = m->nsources;
+    out->weights = m->weights;
+    out->modes = m->modes;
+    out->lengths = m->lengths;
+    out->seed = m->cfg.seed;
+    out->all = ms->all;
+    out->shard_first = m->shard_first;
+    return 1;
+}
+
+/* For the adaptive readahead. */
 
 int zld__stream_bytes(const zld_stream *st, uint64_t *bytes, double *resident, int *resident_rc)
 {

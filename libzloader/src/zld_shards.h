@@ -13,4 +13,22 @@
  * 0 for any other stream. */
 int zld__stream_bytes(const zld_stream *st, uint64_t *bytes, double *resident, int *resident_rc);
 
+/* The concatenation behind a zld_stream_from_concat stream, else NULL. */
+zrs_concat *zld__stream_concat(const zld_stream *st);
+
+/* What decides a mixture stream's records, for the loader state. */
+typedef struct zld__mix_view {
+    size_t nsources;
+    const double *weights;
+    const zsm_mode *modes;
+    const uint64_t *lengths;    /* records per source */
+    uint64_t seed;
+    zrs_concat *all;            /* this stream's shards of every source */
+    const size_t *shard_first;  /* [nsources + 1]: source k is shards
+                                 * [shard_first[k], shard_first[k + 1]) of all */
+} zld__mix_view;
+
+/* 1 with *out filled for a zld_mixture_stream stream, else 0. */
+int zld__stream_mixture(const zld_stream *st, zld__mix_view *out);
+
 #endif

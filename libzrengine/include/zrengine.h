@@ -7,9 +7,11 @@
  *
  * On-disk layout (every integer little-endian; docs/FORMAT.md is byte-exact):
  *
- *   meta.zr   32 bytes: u64 length, u32 tail_chunk, u32 tail_offset,
- *             u8 codec, 7 reserved zero bytes, u32 identity_tag,
- *             u32 checksum (FNV-1a 32 of bytes 0..27).
+ *   meta.zr   the header, twice: two 64-byte copies, each u64 length,
+ *             u32 tail_chunk, u32 tail_offset, u8 codec, u32 identity_tag,
+ *             the u64 sequence of its commit, the synced length and
+ *             frontier, and a checksum; a commit writes the copy that does
+ *             not hold the last one (older versions: one 32-byte header).
  *   N.loc     record table segment N: up to 2^28 entries of 16 bytes
  *             {u32 offset, u32 phys_length, u32 logic_length, u32 chunk_id}.
  *   N.chunk   record payloads; logical capacity 4 GiB; a record never
@@ -20,8 +22,9 @@
  *   lock.zr   empty; the writer's lock (writable opens create it).
  *   store.zr  the typed identity, written by libzrstore, not by the engine.
  *
- * Commit protocol: payload bytes, then record-table entries, then meta.zr.
- * A reader trusts only what meta.zr says is committed.
+ * Commit protocol: payload bytes, then record-table entries, then a header
+ * copy in meta.zr. A reader trusts only what meta.zr says is committed.
+ * sync, close, delete and compact return with every record durable.
  *
  * Errors: functions return 0 (ZR_OK) or a negative zr_status. The calling
  * thread's detail message, zr_last_error(), then says what and where, and
@@ -31,10 +34,10 @@
  * Failures: a call that fails leaves the store at its last commit. The
  * handle then either still works, or, when it can no longer vouch for its
  * state (a delete or compact that failed after its journal became durable
- * and could not be finished in-process, a failed fsync, a header write
- * that could not be rolled back), refuses every later call with ZR_ESTATE
- * naming the original failure until the store is closed and reopened; the
- * next writable open recovers it. A read-only open never writes. Store
+ * and could not be finished in-process, a failed fsync), refuses every
+ * later call with ZR_ESTATE naming the original failure until the store is
+ * closed and reopened; the next writable open finishes or undoes what was
+ * interrupted. A read-only open never writes. Store
  * files are opened without following symbolic links and only as regular
  * files.
  *
@@ -159,7 +162,7 @@ ZRE_API const char *zre_codec_name(zre_codec codec);
 ZRE_API int zre_codec_parse(const char *name, zre_codec *out);
 
 /* Format limits (from the specification). */
-#define ZRE_META_SIZE 32u
+#define ZRE_META_SIZE 128u /* two 64-byte header copies (older versions: 32 bytes) */
 #define ZRE_LOC_ENTRY_SIZE 16u
 #define ZRE_LOC_SEGMENT_ENTRIES (UINT64_C(1) << 28)  /* entries per N.loc */
 #define ZRE_CHUNK_CAPACITY (UINT64_C(1) << 32)       /* bytes per N.chunk */
@@ -207,8 +210,12 @@ ZRE_API int zre_close(zre_engine *e);
  * multi-threaded parent. NULL is a no-op. */
 ZRE_API void zre_forget_after_fork(zre_engine *e);
 
-/* fsync chunk files, then record-table segments, then meta.zr. A failed
- * fsync is returned as ZR_EIO, never ignored. */
+/* Make every committed record durable: fsync the chunk files and the
+ * record-table segments, then the directory, then write a header copy
+ * recording the state as synced (when records were committed since the
+ * last sync), then fsync meta.zr. A failed fsync is returned as ZR_EIO,
+ * never ignored, and the handle refuses every later call (the kernel may
+ * have dropped the dirty pages). */
 ZRE_API int zre_sync(zre_engine *e);
 
 /* Options of zre_create_ex. Zero-initialise, then set what you need. */
@@ -241,10 +248,12 @@ ZRE_API int zre_discard(zre_engine *e);
 /* Recovery after a crash or power loss that lost appends never synced:
  * when meta.zr claims records whose table entries or bytes did not reach
  * the disk (a plain open then refuses with ZR_ENOTSTORE, naming this
- * flag), keep the longest prefix of records whose entries are valid and
- * whose bytes lie inside the chunk files, and rewrite meta.zr to it. Every
- * record whose zre_sync returned is in that prefix. Writable opens only
- * (ZR_EINVAL with ZRE_OPEN_READONLY). */
+ * flag), keep every synced record and, after them, the records appended
+ * since that lie where their append put them with their bytes inside the
+ * chunk files, up to the first that does not, and make that state durable.
+ * Every record whose zre_sync (or delete, compact) returned is kept; a
+ * table entry left behind by a delete is never taken for an appended
+ * record. Writable opens only (ZR_EINVAL with ZRE_OPEN_READONLY). */
 #define ZRE_OPEN_RECOVER 2u
 
 /* zre_open with flags. ZRE_OPEN_READONLY opens a reader without waiting:
@@ -265,9 +274,10 @@ ZRE_API int zre_open_ex(zre_engine **out, const char *path, unsigned flags);
  *
  * A read-only handle sees the committed prefix of the moment it opened
  * (zre_length stays fixed) until it calls zre_refresh, which reads meta.zr
- * again (retrying while the writer is rewriting it, so a torn header is
- * never trusted), opens the chunk and table files the writer added and
- * learns their new sizes, then publishes the new length. Records below
+ * again (a header copy the writer is rewriting fails its checksum and the
+ * other copy is read, so a torn header is never trusted), opens the chunk
+ * and table files the writer added and learns their new sizes, checks the
+ * records appended since the last sync, then publishes the new length. Records below
  * the old length never change while the handle is open (delete and
  * compact cannot run beside it), so gathers running on other threads
  * during a refresh are unaffected. Never waits for the writer.
@@ -358,6 +368,28 @@ ZRE_API int zre_get_stats(zre_engine *e, zre_stats *out);
  * decisions such as the loader's adaptive readahead. 0 for NULL. */
 ZRE_API uint64_t zre_chunk_bytes(zre_engine *e);
 
+/* The store directory's regular files by role, with the sizes the file
+ * system reports for them: what `du --apparent-size` adds up, so a tool
+ * can show what a store costs on disk without knowing its file names.
+ * Chunk files count whole (live records, reclaimable bytes and any tail
+ * past the frontier), unlike zre_stats.chunk_bytes. */
+typedef struct zre_disk_usage {
+    uint64_t chunk_files; /* N.chunk files */
+    uint64_t chunk_bytes; /* their sizes */
+    uint64_t table_bytes; /* N.loc: the record table, 16 bytes a record slot */
+    uint64_t dict_bytes;  /* dict.zr (zstd_dict stores) */
+    uint64_t meta_bytes;  /* meta.zr, store.zr, lock.zr */
+    uint64_t other_bytes; /* journal.zr and any other file in the directory */
+    int journal_pending;  /* journal.zr is present (a delete or compact left it) */
+} zre_disk_usage;
+
+/* Fill *out from a listing of the store's directory (O(files); each file
+ * examined without following a symbolic link, and anything but a regular
+ * file left out). Errors: ZR_EINVAL (NULL argument), ZR_EIO naming the
+ * directory or the file that cannot be examined, ZR_ECLOSED / ZR_ESTATE
+ * as for a gather. */
+ZRE_API int zre_get_disk_usage(zre_engine *e, zre_disk_usage *out);
+
 /* ============================================================ maintenance */
 
 /* Delete the records at index[0..count) (any order; duplicates count
@@ -365,19 +397,21 @@ ZRE_API uint64_t zre_chunk_bytes(zre_engine *e);
  * receives the current last record, so the live records stay exactly
  * 0..length-1 (survivors past the new length are renumbered). Atomic: a
  * crash leaves the store before or after the whole call (journal.zr).
+ * Durable when it returns, like zre_sync (it syncs earlier appends first).
  * The bytes of deleted records stay in the chunks until zre_compact.
  * ZR_ERANGE (nothing deleted) if any index >= length; ZR_EUNSUPPORTED on
  * a read-only handle; ZR_EBUSY (nothing deleted) while a gather runs on
  * this handle or any read-only handle (any process) has the store open. */
 ZRE_API int zre_delete(zre_engine *e, const uint64_t *index, uint64_t count);
 
-/* Reclaim the bytes of deleted records, in place: records are visited in
- * physical (chunk, offset) order and repacked densely from the start of
- * chunk 0, so none moves to a higher address; records already in place
- * are skipped. Then chunk files past the new frontier are deleted, the
- * tail chunk is truncated to the frontier, record-table segments past
- * `length` are deleted and the last truncated to its share of length * 16
- * bytes, and everything is made durable. Safe to interrupt: each batch of
+/* Reclaim the bytes of deleted records, in place: earlier appends are
+ * made durable first, then records are visited in physical (chunk,
+ * offset) order and repacked densely from the start of chunk 0, so none
+ * moves to a higher address; records already in place are skipped. Then
+ * record-table segments past `length` are deleted and the last truncated
+ * to its share of length * 16 bytes, the new frontier is committed, chunk
+ * files past it are deleted and the tail chunk truncated to it, and
+ * everything is made durable. Safe to interrupt: each batch of
  * moves is committed on its own (through journal.zr when a move would
  * overwrite bytes still referenced), and running compact again finishes
  * the job. Indices and contents are unchanged. Needs O(length) memory.

@@ -1,6 +1,25 @@
 /*
  * engine_internal.h - libzrengine internals shared by its source files.
  * Never installed.
+ *
+ * The source files by role (docs/ARCHITECTURE.md, Source map), each
+ * calling only those listed before it:
+ *
+ *   common.c   codecs, checksums, the handle's accessors, call name and
+ *              poisoning, exclusive-use counters, zstd context pools
+ *   files.c    the fd tables, numbered files (N.chunk, N.loc), the record
+ *              table's I/O and the one table-entry check
+ *   meta.c     meta.zr: its two header copies, encode/decode, read,
+ *              commit, and the durability steps (sync)
+ *   journal.c  journal.zr: header struct, encode/decode, write, load, remove
+ *   recover.c  the two recovery paths (journal replay, durable prefix) and
+ *              their shared commit step; the check of unsynced entries
+ *   gather.c   reads: gather, record sizes, one-record reads
+ *   append.c   appends
+ *   advise.c   readahead hints and page-cache residency
+ *   maint.c    delete, compact, check, stats
+ *   open.c     create, open, refresh, sync, close: the handle's lifecycle
+ * (error.c and pool.c, the error detail and the thread pool, call nothing.)
  */
 #ifndef ZRENGINE_INTERNAL_H
 #define ZRENGINE_INTERNAL_H
@@ -38,6 +57,12 @@ static inline uint64_t zre_chunk_usable(void)
 }
 #define ZRE_CHUNK_USABLE zre_chunk_usable()
 
+/* Number of record-table segments that `length` entries occupy. */
+static inline uint64_t zre_seg_count(uint64_t length)
+{
+    return (length + ZRE_INT_SEG_ENTRIES - 1) / ZRE_INT_SEG_ENTRIES;
+}
+
 /* ------------------------------------------------------- little endian */
 
 static inline void zre_put_u32(unsigned char *p, uint32_t v)
@@ -61,6 +86,47 @@ static inline uint64_t zre_get_u64(const unsigned char *p)
     return (uint64_t)zre_get_u32(p) | (uint64_t)zre_get_u32(p + 4) << 32;
 }
 
+/* ------------------------------------------------------- store states */
+
+/* A place in the chunk files: byte `offset` of `chunk`. */
+typedef struct zre_pos {
+    uint32_t chunk;
+    uint32_t offset;
+} zre_pos;
+
+/* A committed state: `length` records, the write frontier at `tail`. */
+typedef struct zre_state {
+    uint64_t length;
+    zre_pos tail;
+} zre_state;
+
+static inline bool zre_pos_less(zre_pos a, zre_pos b)
+{
+    return a.chunk < b.chunk || (a.chunk == b.chunk && a.offset < b.offset);
+}
+static inline bool zre_state_eq(const zre_state *a, const zre_state *b)
+{
+    return a->length == b->length && a->tail.chunk == b->tail.chunk &&
+           a->tail.offset == b->tail.offset;
+}
+
+/* Where an append puts a record of `size` stored bytes when the frontier
+ * is at `at`: there, or at offset 0 of the next chunk when it would not
+ * fit (a record never straddles chunks). The one placement rule: append
+ * follows it, and the check of unsynced entries expects it. *full is set
+ * when it would need a chunk past the last id (the store is full). */
+static inline zre_pos zre_place(zre_pos at, uint64_t size, bool *full)
+{
+    *full = false;
+    if ((uint64_t)at.offset + size <= ZRE_CHUNK_USABLE)
+        return at;
+    if (at.chunk == UINT32_MAX) {
+        *full = true;
+        return at;
+    }
+    return (zre_pos){at.chunk + 1, 0};
+}
+
 /* One record-table entry, decoded. */
 typedef struct zre_loc {
     uint32_t offset;
@@ -82,6 +148,11 @@ static inline void zre_loc_decode(zre_loc *l, const unsigned char in[16])
     l->phys_length = zre_get_u32(in + 4);
     l->logic_length = zre_get_u32(in + 8);
     l->chunk_id = zre_get_u32(in + 12);
+}
+/* Where a record's stored bytes end. */
+static inline zre_pos zre_loc_end(const zre_loc *l)
+{
+    return (zre_pos){l->chunk_id, l->offset + l->phys_length};
 }
 
 /* ------------------------------------------------------------ fd tables */
@@ -113,6 +184,7 @@ typedef struct zre_fent {
 typedef struct zre_fdtab {
     _Atomic(zre_fent *) top[ZRE_FDTAB_TOP];
     uint64_t count; /* ids [0, count) have been opened (writer-owned) */
+    const char *ext; /* "chunk" or "loc": the kind of numbered file */
 } zre_fdtab;
 
 /* A read prefetch hint (a no-op where the compiler has none): the gather
@@ -157,14 +229,6 @@ static inline void zre_fdtab_grow(zre_fdtab *t, uint64_t id, uint64_t end)
         ;
 }
 
-/* Set the known size of file `id` (maintenance, after a truncate). */
-static inline void zre_fdtab_set_size(zre_fdtab *t, uint64_t id, uint64_t size)
-{
-    zre_fent *ent = zre_fdtab_ent(t, id);
-    if (ent)
-        atomic_store_explicit(&ent->size, size, memory_order_release);
-}
-
 /* -------------------------------------------------------------- engine */
 
 /* Size of an error detail message (zr_last_error). */
@@ -174,15 +238,21 @@ struct zre_engine {
     char *path;
     zre_codec codec;
     bool readonly;           /* shared lock; files opened read-only */
-    uint32_t identity_tag;   /* meta.zr bytes 24..27, for the layer above */
+    uint32_t identity_tag;   /* kept in meta.zr for the layer above */
     zrp_file meta;           /* open, shared-locked for the lifetime */
     zrp_file wlock;          /* lock.zr, exclusive-locked: writers only */
     _Atomic uint64_t length; /* committed records; release-stored on commit */
 
-    /* The committed frontier: only touched with `writer` held. */
-    uint32_t tail_chunk;
-    uint32_t tail_offset;
-    zrp_mutex writer; /* single writer: append, sync, stats snapshot */
+    /* Writer state, only touched with `writer` held: the committed
+     * frontier, what the last sync made durable (the header's synced
+     * fields: every record below synced.length is on disk, and records
+     * appended since lie from synced.tail on, in index order), and which
+     * header copy holds the last commit (meta.c). */
+    zre_pos tail;
+    zre_state synced;
+    uint64_t meta_seq;
+    bool meta_legacy;  /* meta.zr is a 32-byte header of an older version */
+    zrp_mutex writer;  /* single writer: append, sync, stats snapshot */
 
     zre_fdtab chunks;
     zre_fdtab locs;
@@ -211,10 +281,9 @@ struct zre_engine {
     const char *op;
     /* Set when a failure left the handle unable to vouch for its in-memory
      * state (a maintenance call that failed after its journal became
-     * durable and could not be redone, a failed fsync, a meta.zr write
-     * that could not be rolled back). Every later call then refuses with
-     * ZR_ESTATE and `poison_msg` (the original failure) until the store
-     * is reopened; a writable open recovers it through the journal. */
+     * durable and could not be redone, a failed fsync). Every later call
+     * then refuses with ZR_ESTATE and `poison_msg` (the original failure)
+     * until the store is reopened. */
     _Atomic int poisoned;
     _Atomic int interrupt; /* zre_interrupt: long calls stop at a safe point */
     char poison_msg[ZRE_ERRMSG_CAP];
@@ -229,45 +298,28 @@ struct zre_engine {
     size_t cctx_count, cctx_cap;
 };
 
-/* Path of "<dir>/<id>.<ext>" in `buf`. */
-void zre_file_path(const zre_engine *e, char *buf, size_t cap, uint64_t id, const char *ext);
+/* The committed state (writer lock held). */
+static inline zre_state zre_now(const zre_engine *e)
+{
+    return (zre_state){atomic_load_explicit(&((zre_engine *)e)->length, memory_order_acquire),
+                       e->tail};
+}
 
-/* Make sure chunk `id` (resp. loc segment `id`) is open, creating the file
- * when missing. Writer only. */
-int zre_ensure_chunk(zre_engine *e, uint32_t id);
-int zre_ensure_seg(zre_engine *e, uint64_t id);
-
-/* Write encoded loc entries [first, first+n) (16*n bytes in `buf`) to the
- * segments, splitting at segment boundaries. Writer only. */
-int zre_write_locs(zre_engine *e, uint64_t first, const unsigned char *buf, uint64_t n);
-/* Read loc entries [first, first+n) into `buf` (16*n bytes). */
-int zre_read_locs(zre_engine *e, uint64_t first, unsigned char *buf, uint64_t n);
-/* Decode the entries of records index[0..n) (random, each < length; n <=
- * ZRE_LOCS_AT_MAX) into out[0..n): the mapped entries are prefetched
- * first, so their cache misses overlap instead of coming one at a time. */
-#define ZRE_LOCS_AT_MAX 32u
-int zre_read_locs_at(zre_engine *e, const uint64_t *index, uint64_t n, zre_loc *out);
+/* ========================================================== common.c */
 
 /* FNV-1a (32 and 64 bit), the checksums of meta.zr and journal.zr. */
 uint32_t zre_fnv1a32(const void *buf, size_t len);
 uint64_t zre_fnv1a64(uint64_t h, const void *buf, size_t len);
 #define ZRE_FNV64_INIT UINT64_C(0xcbf29ce484222325)
 
-/* The fields of a meta.zr header, decoded. */
-typedef struct zre_meta_state {
-    uint64_t length;
-    uint32_t tail_chunk;
-    uint32_t tail_offset;
-    zre_codec codec;
-    uint32_t identity_tag;
-} zre_meta_state;
-
-/* Encode a meta.zr image (checksum included). */
-void zre_meta_encode(unsigned char out[ZRE_META_SIZE], uint64_t length, uint32_t tail_chunk,
-                     uint32_t tail_offset, zre_codec codec, uint32_t identity_tag);
-
-/* fsync every open chunk and loc file, the directory, then meta.zr. */
-int zre_sync_all(zre_engine *e);
+/* The current writer call's name for messages ("engine" outside one). */
+const char *zre_op(const zre_engine *e);
+/* Mark the handle unusable (see `poisoned`), keeping the calling thread's
+ * current error (status `status`, which is returned) and adding that the
+ * handle now refuses every call until the store is reopened. */
+int zre_poison(zre_engine *e, int status);
+/* ZR_ESTATE with the poison message if the handle is poisoned, else OK. */
+int zre_check_usable(zre_engine *e, const char *what);
 
 /* Reader registration for exclusive maintenance (see struct zre_engine). */
 int zre_enter_read(zre_engine *e, const char *what);
@@ -281,51 +333,13 @@ static inline void zre_leave_read(zre_engine *e)
 int zre_enter_maint(zre_engine *e, const char *what);
 void zre_leave_maint(zre_engine *e);
 
-/* Deal with journal.zr if present, the one recovery mechanism, used both
- * by open (after a crash) and in-process (a maintenance call that failed
- * after its journal became durable). `*length` with e->tail_chunk and
- * e->tail_offset is the state meta.zr holds. A journal whose base state
- * (the commit it was written against) and target state both differ from
- * it is stale: a writable handle removes it, a read-only one ignores it.
- * Otherwise a writable handle replays it (bytes, table entries, header,
- * fsync, unlink) and updates *length and the frontier; a read-only handle
- * writes nothing and refuses with ZR_ESTATE, saying a writable open must
- * recover the store. */
-int zre_journal_recover(zre_engine *e, uint64_t *length);
-
-/* What is wrong with one table entry's own fields, or NULL. */
-const char *zre_loc_problem(const zre_loc *l, zre_codec codec);
-
-/* Mark the handle unusable (see `poisoned`), keeping the calling thread's
- * current error (status `status`, which is returned) and adding that the
- * handle now refuses every call until reopened. */
-int zre_poison(zre_engine *e, int status);
-/* The current writer call's name for messages ("engine" outside one). */
-const char *zre_op(const zre_engine *e);
-/* ZR_ESTATE with the poison message if the handle is poisoned, else OK. */
-int zre_check_usable(zre_engine *e, const char *what);
-/* Write meta.zr for a commit; on failure try to put the previous image
- * back, and poison the handle when even that fails (the header on disk is
- * then unknown). Writer only. */
-int zre_commit_meta(zre_engine *e, uint64_t length, uint32_t tail_chunk, uint32_t tail_offset);
-/* Unmap, close and forget chunk/segment `id` (maintenance only). */
-void zre_fdtab_drop(zre_fdtab *t, uint64_t id);
-/* Open numbered file, see engine.c: 1 opened, 0 missing (!create), <0. */
-int zre_open_numbered(zre_engine *e, zre_fdtab *t, uint64_t id, const char *ext, bool create);
-/* Malloc'd "<dir>/<name>"; NULL when out of memory. */
-char *zre_join(const zre_engine *e, const char *name);
-
-/* Read and decode one record (exactly l->logic_length bytes) into out. */
-int zre_read_one(zre_engine *e, uint64_t idx, const zre_loc *l, unsigned char *out);
-
-/* Rewrite meta.zr with the given state (writer only). */
-int zre_write_meta(zre_engine *e, uint64_t length, uint32_t tail_chunk, uint32_t tail_offset);
-
 /* zstd context free lists. NULL on allocation failure. */
 void *zre_dctx_get(zre_engine *e);
 void zre_dctx_put(zre_engine *e, void *dctx);
 void *zre_cctx_get(zre_engine *e);
 void zre_cctx_put(zre_engine *e, void *cctx);
+/* Free every pooled context (close). */
+void zre_ctx_free_all(zre_engine *e);
 
 /* Map a platform error to a status: ZRP_ESHORT -> `short_status`,
  * anything else -> ZR_EIO. */
@@ -335,7 +349,7 @@ static inline int zre_io_status(int prc, int short_status)
 }
 
 /* Copy of a thread's error detail, to carry it from a worker thread back to
- * the calling thread. */
+ * the calling thread (error.c). */
 typedef struct zre_err {
     int status;
     int os_errno;
@@ -352,5 +366,193 @@ int zre_err_raise_with(const zre_err *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+
+/* =========================================================== files.c */
+
+/* Malloc'd "<dir>/<name>"; NULL when out of memory. */
+char *zre_join(const zre_engine *e, const char *name);
+/* Path of "<dir>/<id>.<ext>" in `buf`. */
+void zre_file_path(const zre_engine *e, char *buf, size_t cap, uint64_t id, const char *ext);
+/* The status and message for a failed zrp_open of store file `p`. */
+int zre_open_error(const zre_engine *e, const char *p, int prc);
+
+/* Open (creating when `create`) numbered file `id` of table `t`.
+ * Returns 1 when opened (or already open), 0 when missing and !create,
+ * or a negative status. */
+int zre_open_numbered(zre_engine *e, zre_fdtab *t, uint64_t id, bool create);
+/* Make sure chunk `id` (resp. loc segment `id`) is open, creating the file
+ * when missing. Writer only. */
+int zre_ensure_chunk(zre_engine *e, uint32_t id);
+int zre_ensure_seg(zre_engine *e, uint64_t id);
+/* Unmap, close and forget file `id` (maintenance only). */
+void zre_fdtab_drop(zre_fdtab *t, uint64_t id);
+/* Set the known size of file `id` (maintenance, after a truncate). */
+void zre_fdtab_set_size(zre_fdtab *t, uint64_t id, uint64_t size);
+/* Close every descriptor of `t`; with `release`, also unmap the files and
+ * free the blocks, leaving it empty. */
+void zre_fdtab_close(zre_fdtab *t, bool release);
+/* fsync file `id` of `t` if it is open; a failure sets fsync_failed and
+ * names the call and the file. */
+int zre_fsync_numbered(zre_engine *e, zre_fdtab *t, uint64_t id);
+/* fsync the store directory (entries of created, renamed, removed files). */
+int zre_fsync_dir(zre_engine *e);
+/* Delete files `first`.. of `t` while they exist (at least up to
+ * `at_least_to`, and any open one), forgetting them. */
+int zre_remove_numbered_from(zre_engine *e, zre_fdtab *t, uint64_t first, uint64_t at_least_to);
+/* Truncate file `id` of `t` (if present) to `size` bytes and fsync it. */
+int zre_truncate_numbered(zre_engine *e, zre_fdtab *t, uint64_t id, uint64_t size);
+
+/* Write encoded loc entries [first, first+n) (16*n bytes in `buf`) to the
+ * segments, splitting at segment boundaries. Writer only. */
+int zre_write_locs(zre_engine *e, uint64_t first, const unsigned char *buf, uint64_t n);
+/* Write one entry. */
+int zre_write_loc(zre_engine *e, uint64_t index, const zre_loc *l);
+/* Overwrite entries [first, first+n) with zeros where the segments hold
+ * them, and fsync those segments: a failed append leaves none of its
+ * entries behind (a zero entry is never valid). */
+int zre_clear_locs(zre_engine *e, uint64_t first, uint64_t n);
+/* Read loc entries [first, first+n) into `buf` (16*n bytes). */
+int zre_read_locs(zre_engine *e, uint64_t first, unsigned char *buf, uint64_t n);
+/* Read and decode one entry. */
+int zre_read_loc(zre_engine *e, uint64_t index, zre_loc *out);
+/* Decode the entries of records index[0..n) (random, each < length; n <=
+ * ZRE_LOCS_AT_MAX) into out[0..n): the mapped entries are prefetched
+ * first, so their cache misses overlap instead of coming one at a time. */
+#define ZRE_LOCS_AT_MAX 32u
+int zre_read_locs_at(zre_engine *e, const uint64_t *index, uint64_t n, zre_loc *out);
+
+/* What is wrong with one table entry's own fields, or NULL. */
+const char *zre_loc_problem(const zre_loc *l, zre_codec codec);
+/* The one table-entry check: its fields, then its place against the
+ * frontier `tail` (the chunk exists and is open, the record ends at or
+ * before the frontier), and with `file_size` also against the chunk
+ * file's size as the handle knows it. What is wrong, or NULL. */
+const char *zre_loc_check(zre_engine *e, const zre_loc *l, zre_pos tail, bool file_size);
+
+/* ============================================================ meta.c */
+
+/* The fields of a meta.zr header, decoded. A header read from a 32-byte
+ * file of an older version (`legacy`) has no copy sequence and no synced
+ * state: its synced state is reported equal to `now`. */
+typedef struct zre_header {
+    zre_state now;
+    zre_state synced;
+    zre_codec codec;
+    uint32_t identity_tag;
+    uint64_t seq;
+    bool legacy;
+} zre_header;
+
+/* Write meta.zr of a new, empty store (create; e->meta open). */
+int zre_meta_create(zre_engine *e);
+/* Read and check meta.zr into *out. A read-only handle rereads while the
+ * bytes change (a writer in another process may be writing a copy), for
+ * a bounded time; a writable handle holds the writer lock, so its first
+ * read is final. `what` names the call in messages. */
+int zre_meta_read(zre_engine *e, const char *what, zre_header *out);
+/* Write the header copy after the last commit's: state `now`, synced
+ * state `synced`. On success the handle's header sequence advances and
+ * e->synced = *synced; the caller publishes `now`. On failure nothing
+ * changes in memory, and the copy holding the last commit was not
+ * touched: the store is at its last commit whatever reached the disk.
+ * Writer only. */
+int zre_commit_meta(zre_engine *e, const zre_state *now, const zre_state *synced);
+/* fsync every open chunk and table file, then the directory. */
+int zre_sync_files(zre_engine *e);
+/* fsync meta.zr. */
+int zre_sync_meta(zre_engine *e);
+/* Make the committed state durable: the files, then a header recording it
+ * as synced (when the last one did not), then meta.zr. Writer only;
+ * read-only handles return OK. */
+int zre_sync_all(zre_engine *e);
+/* The commit step that makes `target` durable at once: files, then the
+ * header (target, synced = target), then publish it in memory, then
+ * meta.zr. Recovery (both paths), delete and compact end with it. */
+int zre_commit_durable(zre_engine *e, const zre_state *target);
+
+/* ========================================================= journal.c */
+
+/* Compact moves per batch (and journal), bounding memory; one record
+ * larger than the byte bound makes a batch of its own. */
+#define ZRE_COMPACT_BATCH_RECORDS 4096u
+#define ZRE_COMPACT_BATCH_BYTES ((uint64_t)64 << 20)
+
+/* What a journal records. */
+typedef enum zre_jop { ZRE_JOP_DELETE = 1, ZRE_JOP_COMPACT = 2 } zre_jop;
+const char *zre_jop_name(zre_jop op);
+
+/* The journal's header: the call, the state it was written against
+ * (`base`) and the state it ends with (`target`). */
+typedef struct zre_jhead {
+    zre_jop op;
+    bool payloads;  /* record bytes follow the entries */
+    zre_state target;
+    zre_state base;
+    uint64_t n;     /* entries */
+} zre_jhead;
+
+/* One journal entry: a table entry to write at `index`. */
+typedef struct zre_jentry {
+    uint64_t index;
+    zre_loc loc;
+} zre_jentry;
+
+/* A journal read from disk and checked: its header, entries (n of them,
+ * decoded) and payload bytes (within `raw`). */
+typedef struct zre_journal {
+    zre_jhead head;
+    zre_jentry *ent;
+    const unsigned char *payload;
+    void *raw;
+} zre_journal;
+
+/* Write journal.zr durably (temporary file, fsync, rename, directory
+ * fsync): `n` entries, and with `payload` their records' stored bytes in
+ * entry order. On failure nothing may be left that a later open would
+ * replay: a journal that may have landed is removed, and if even that
+ * fails the handle is poisoned. */
+int zre_journal_write(zre_engine *e, const zre_jhead *h, const zre_jentry *ent,
+                      const unsigned char *payload, uint64_t payload_bytes);
+/* Load and check journal.zr: 1 when one was loaded into *j (free with
+ * zre_journal_free), 0 when there is none, or a negative status naming
+ * what is wrong (a damaged journal is ZR_ENOTSTORE). `max_entries`
+ * bounds its size. */
+int zre_journal_load(zre_engine *e, uint64_t max_entries, zre_journal *j);
+void zre_journal_free(zre_journal *j);
+/* Remove journal.zr and fsync the directory (a missing one is fine). */
+int zre_journal_remove(zre_engine *e);
+
+/* ========================================================= recover.c */
+
+/* Deal with journal.zr if present, the one recovery mechanism for delete
+ * and compact, used both by open (after a crash) and in-process (a
+ * maintenance call that failed after its journal became durable). The
+ * handle's committed state (e->length, e->tail) is what meta.zr holds. A
+ * journal whose base state and target state both differ from it is
+ * stale: a writable handle removes it, a read-only one ignores it.
+ * Otherwise a writable handle replays it (bytes, table entries, then the
+ * shared commit step) and removes it; a read-only handle writes nothing
+ * and refuses with ZR_ESTATE, saying a writable open must recover it. */
+int zre_journal_recover(zre_engine *e);
+/* A maintenance call failed (status `rc`, detail set) after its journal
+ * became durable: finish it through the journal replay, or, when that is
+ * impossible (an fsync failed) or fails too, poison the handle. ZR_OK when
+ * the redo completed the call. */
+int zre_redo_or_poison(zre_engine *e, int rc);
+/* The check of records appended since the last sync, [from, h->now.length):
+ * each table entry must be valid, lie exactly where an append puts it
+ * (the chain from the synced frontier, or from the end of entry from-1),
+ * and inside its chunk file; they end at or before the frontier. ZR_OK,
+ * or ZR_ENOTSTORE (files_short set) naming the first that is not. */
+int zre_check_unsynced(zre_engine *e, const zre_header *h, uint64_t from);
+/* ZRE_OPEN_RECOVER: keep the longest prefix of records that reached the
+ * disk (synced ones checked in place, unsynced ones along the append
+ * chain), and commit it durably through the shared step. */
+int zre_recover_durable_prefix(zre_engine *e, const zre_header *h);
+
+/* ========================================================== gather.c */
+
+/* Read and decode one record (exactly l->logic_length bytes) into out. */
+int zre_read_one(zre_engine *e, uint64_t idx, const zre_loc *l, unsigned char *out);
 
 #endif

@@ -1,9 +1,10 @@
 /*
- * gather.c - zre_gather: sharded reads (and zstd decodes) straight into the
- * caller's destination.
+ * gather.c - the read path: zre_gather (sharded reads and zstd decodes
+ * straight into the caller's destination), zre_gather_multi, record sizes,
+ * and the one-record read zre_check_record uses.
  *
  * Read path: every chunk and record-table file is mapped read-only when it
- * is opened (engine.c), so a record costs no system call: its entry is
+ * is opened (files.c), so a record costs no system call: its entry is
  * decoded from the mapped N.loc, then its bytes are copied (raw) or
  * decoded (zstd) straight from the mapped N.chunk. Each range is checked
  * against the file size the engine knows before the mapping is touched.
@@ -565,5 +566,28 @@ int zre_read_one(zre_engine *e, uint64_t idx, const zre_loc *l, unsigned char *o
     int rc = read_record(e, &sh, idx, l, out, l->logic_length);
     zre_dctx_put(e, sh.dctx);
     free(sh.stage);
+    return rc;
+}
+
+ZRE_API int zre_record_sizes(zre_engine *e, const uint64_t *index, uint64_t count, uint64_t *sizes)
+{
+    if (!e || (count > 0 && (!index || !sizes)))
+        return zr_set_error(ZR_EINVAL, "record_sizes: NULL argument");
+    int rc = zre_enter_read(e, "record_sizes");
+    if (rc < 0)
+        return rc;
+    uint64_t length = zre_length(e);
+    for (uint64_t i = 0; i < count && rc == 0; i++)
+        if (index[i] >= length)
+            rc = zr_set_error(ZR_ERANGE, "record_sizes: index %" PRIu64 " out of range for store "
+                              "of %" PRIu64 " records (position %" PRIu64 ")", index[i], length, i);
+    for (uint64_t b = 0; b < count && rc == 0; b += ZRE_LOCS_AT_MAX) {
+        zre_loc l[ZRE_LOCS_AT_MAX];
+        uint64_t n = count - b < ZRE_LOCS_AT_MAX ? count - b : ZRE_LOCS_AT_MAX;
+        rc = zre_read_locs_at(e, index + b, n, l);
+        for (uint64_t i = 0; rc == 0 && i < n; i++)
+            sizes[b + i] = l[i].logic_length;
+    }
+    zre_leave_read(e);
     return rc;
 }

@@ -6,14 +6,18 @@
  *           dtype: exactly itemsize * prod(item_shape) bytes.
  *   ragged  every record keeps its own shape; the physical record is
  *           [u64le ndim][u64le dims[ndim]][payload], one codec frame.
- *           A scalar record has ndim 0. Zero-byte payloads are refused.
+ *           A scalar record has ndim 0. A dimension may be 0 (a record
+ *           with no elements, e.g. shape (0, 4)): its payload is empty,
+ *           its prefix still holds the shape.
  *
  * The identity lives in store.zr as one msgpack map, exactly:
- *   dense  {"dtype": "<f4", "item_shape": [28, 28]}
- *   ragged {"dtype": "<i4"}
- * with dtype in numpy's string form; any other key, type or dtype is
- * refused on open (ZR_ENOTSTORE). store.zr is written only after the
- * engine's files are durable, so a directory without it is not a store.
+ *   dense  {"dtype": "<f4", "item_shape": [28, 28], "uuid": "..."}
+ *   ragged {"dtype": "<i4", "uuid": "..."}
+ * with dtype in numpy's string form and the store's uuid (see
+ * zrs_get_uuid; absent in stores made before it existed); any other key,
+ * type or dtype is refused on open (ZR_ENOTSTORE). store.zr is written
+ * only after the engine's files are durable, so a directory without it is
+ * not a store.
  *
  * Errors and threads: as in zrengine.h (0 or a negative zr_status, detail
  * in zr_last_error()). Gather and append may run concurrently on one
@@ -125,6 +129,40 @@ ZRS_API int zrs_create_ragged_dict(zrs_store **out, const char *path,
  * "store.zr ... does not match" otherwise). */
 ZRS_API int zrs_open_ex(zrs_store **out, const char *path, unsigned flags);
 
+/* ------------------------------------------------------------ identity
+ *
+ * A store's uuid names its records: a random (RFC 4122 version 4) 128-bit
+ * value written into store.zr at create. Appends, compact and a recode
+ * that copies it (zrs_set_uuid) keep it; delete replaces it. So two
+ * handles with one uuid hold the same records up to the shorter length,
+ * and a loader state saved against a store tells whether it still reads
+ * the same data (zloader.h). Text form: 36 lowercase characters,
+ * 8-4-4-4-12 hex digits (RFC 4122). */
+#define ZRS_UUID_BYTES 16
+#define ZRS_UUID_STR_LEN 36
+
+/* 1 with the store's uuid in out[0..16); 0 (out untouched) for a store
+ * created before uuids existed, which has none until its first delete or
+ * zrs_set_uuid; ZR_EINVAL for NULL arguments. Not concurrently with a
+ * zrs_delete or zrs_set_uuid on the same handle. */
+ZRS_API int zrs_get_uuid(const zrs_store *s, uint8_t out[ZRS_UUID_BYTES]);
+
+/* Give the store this uuid (writable handles only): for a copy that holds
+ * the same records in the same order (a recode to another codec), so a
+ * loader state carries over to it. store.zr is rewritten atomically and
+ * durably; meta.zr is not touched. ZR_EUNSUPPORTED on a read-only handle
+ * or for a store.zr that another tool wrote in a non-canonical form;
+ * ZR_EIO when the file cannot be written (store.zr then holds the old
+ * uuid, or the new one when only the directory sync failed). */
+ZRS_API int zrs_set_uuid(zrs_store *s, const uint8_t uuid[ZRS_UUID_BYTES]);
+
+/* The text form of a uuid into out[0..37) (NUL-terminated). ZR_EINVAL for
+ * NULL arguments. */
+ZRS_API int zrs_uuid_str(const uint8_t uuid[ZRS_UUID_BYTES], char out[ZRS_UUID_STR_LEN + 1]);
+/* Parse the text form (exactly 36 characters, lowercase); ZR_EINVAL
+ * naming the first bad character otherwise. */
+ZRS_API int zrs_uuid_parse(const char *str, size_t len, uint8_t out[ZRS_UUID_BYTES]);
+
 /* Sync and close; the handle is freed whatever the result. NULL: no-op. */
 ZRS_API int zrs_close(zrs_store *s);
 
@@ -172,7 +210,8 @@ ZRS_API int zrs_sync(zrs_store *s);
 
 /* Delete the records at index[0..count) (negatives wrap; duplicates count
  * once) by swap-last, atomically; see zre_delete. ZR_ERANGE (nothing
- * deleted) for an index outside [-length, length). */
+ * deleted) for an index outside [-length, length). The store gets a new
+ * uuid (zrs_get_uuid), written to store.zr before any record moves. */
 ZRS_API int zrs_delete(zrs_store *s, const int64_t *index, uint64_t count);
 
 /* Reclaim deleted bytes in place; see zre_compact. */
@@ -203,7 +242,7 @@ ZRS_API int zrs_gather_dense(zrs_store *s, const int64_t *index,
 /* Append `count` packed ragged records from one buffer: record i is
  * packed[bounds[i], bounds[i+1]) and holds [u64le ndim][u64le dims]
  * [payload]. Each record is validated before anything is written:
- * ndim <= ZRS_MAX_NDIM, every dim >= 1, payload length exactly
+ * ndim <= ZRS_MAX_NDIM, payload length exactly
  * itemsize * prod(dims). ZR_EINVAL names the record otherwise. */
 ZRS_API int zrs_append_ragged(zrs_store *s, const void *packed,
                               const uint64_t *bounds, uint64_t count,
@@ -239,6 +278,44 @@ ZRS_API int zrs_ragged_decode(const void *record, uint64_t size,
 
 /* Bytes of the [ndim][dims] prefix for a record of `ndim` dims. */
 #define ZRS_RAGGED_PREFIX_SIZE(ndim) (8u * (1u + (uint64_t)(ndim)))
+
+/* --------------------------------------------------------------- slices
+ *
+ * A long append (or copy) that its caller cuts into committed slices, so
+ * that Ctrl-C is seen between two of them: how big the next slice may be
+ * to take about ZRS_SLICE_TARGET_NS, whatever the codec costs (raw moves
+ * GB/s, zstd_dict's level 19 a few MB/s). The first slice
+ * (last_ns == 0) is ZRS_SLICE_FIRST_BYTES; each next one moves, at the
+ * speed the last one had (last_bytes in last_ns), what fits in the target,
+ * at most 4 times the last one, within [ZRS_SLICE_MIN_BYTES, max_bytes]
+ * (max_bytes bounds the memory a slice needs). Slices of a fixed 32 MiB took seconds under zstd_dict;
+ * the Python binding and zr both use this rule. */
+#define ZRS_SLICE_TARGET_NS 50000000ull
+#define ZRS_SLICE_FIRST_BYTES ((uint64_t)256 << 10)
+#define ZRS_SLICE_MIN_BYTES ((uint64_t)64 << 10)
+ZRS_API uint64_t zrs_slice_bytes(uint64_t last_bytes, uint64_t last_ns, uint64_t max_bytes);
+
+/* ----------------------------------------------------------- codec auto
+ *
+ * The rule behind codec "auto" (the bindings' create option): look at the
+ * first records a store gets and pick raw unless zstd (level 3, as the
+ * store would write them, frame overhead included) shrinks a sample of
+ * them to at most 100 - ZRS_AUTO_MIN_SAVING_PCT percent of their size.
+ * Small records that zstd cannot shrink (an int64 label: a 21-byte zstd
+ * frame, 37 bytes stored with its table entry, against 24 raw) cost space
+ * and time to decode for nothing. The
+ * sample: up to ZRS_AUTO_SAMPLE_RECORDS records spread evenly over the
+ * `count` given, stopping past ZRS_AUTO_SAMPLE_BYTES. Records as for
+ * append: dense (bounds NULL) count * record_size bytes, or ragged packed
+ * records with bounds[0..count]. *out gets ZRE_CODEC_RAW or
+ * ZRE_CODEC_ZSTD (raw for count 0); raw_bytes and zstd_bytes (may be
+ * NULL) the sample's sizes. ZR_EINVAL for NULL arguments, ZR_ENOMEM. */
+#define ZRS_AUTO_MIN_SAVING_PCT 10
+#define ZRS_AUTO_SAMPLE_RECORDS 256
+#define ZRS_AUTO_SAMPLE_BYTES ((uint64_t)4 << 20)
+ZRS_API int zrs_codec_auto(const void *data, const uint64_t *bounds, uint64_t record_size,
+                           uint64_t count, zre_codec *out, uint64_t *raw_bytes,
+                           uint64_t *zstd_bytes);
 
 /* ========================================================= dictionaries */
 

@@ -1,8 +1,10 @@
 /*
- * identity.c - the store.zr type identity: one msgpack map, exactly
- *   dense  {"dtype": "<f4", "item_shape": [28, 28]}
- *   ragged {"dtype": "<i4"}
- * Written canonically (keys in that order, str keys, smallest unsigned int
+ * identity.c - store.zr: the store's type and its uuid, one msgpack map,
+ * exactly
+ *   dense  {"dtype": "<f4", "item_shape": [28, 28], "uuid": "<36 chars>"}
+ *   ragged {"dtype": "<i4", "uuid": "<36 chars>"}
+ * ("uuid" is absent in stores made before it existed). Written
+ * canonically (keys in that order, str keys, smallest unsigned int
  * encodings) so that Python's msgpack.packb of the same dict gives the same
  * bytes; read strictly (any other key, type, dtype or trailing byte is
  * refused).
@@ -14,10 +16,72 @@
 
 #include <msgpack.h>
 
+#include "zr_platform.h"
 #include "zrs_internal.h"
 
 #define KEY_DTYPE "dtype"
 #define KEY_SHAPE "item_shape"
+#define KEY_UUID "uuid"
+
+/* ---------------------------------------------------------------- uuid */
+
+int zrs_uuid_str(const uint8_t uuid[ZRS_UUID_BYTES], char out[ZRS_UUID_STR_LEN + 1])
+{
+    static const char hex[] = "0123456789abcdef";
+    if (uuid == NULL || out == NULL)
+        return zr_set_error(ZR_EINVAL, "uuid_str: NULL %s", uuid == NULL ? "uuid" : "out");
+    char *o = out;
+    for (int i = 0; i < ZRS_UUID_BYTES; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            *o++ = '-';
+        *o++ = hex[uuid[i] >> 4];
+        *o++ = hex[uuid[i] & 15];
+    }
+    *o = '\0';
+    return ZR_OK;
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+int zrs_uuid_parse(const char *str, size_t len, uint8_t out[ZRS_UUID_BYTES])
+{
+    if (str == NULL || out == NULL)
+        return zr_set_error(ZR_EINVAL, "uuid_parse: NULL %s", str == NULL ? "str" : "out");
+    if (len != ZRS_UUID_STR_LEN)
+        return zr_set_error(ZR_EINVAL, "uuid_parse: %zu characters, expected %d "
+                            "(8-4-4-4-12 lowercase hex digits)", len, ZRS_UUID_STR_LEN);
+    size_t at = 0;
+    for (int i = 0; i < ZRS_UUID_BYTES; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) {
+            if (str[at] != '-')
+                return zr_set_error(ZR_EINVAL, "uuid_parse: expected '-' at character %zu", at);
+            at++;
+        }
+        int hi = hex_value(str[at]), lo = hex_value(str[at + 1]);
+        if (hi < 0 || lo < 0)
+            return zr_set_error(ZR_EINVAL, "uuid_parse: character %zu is not a lowercase hex "
+                                "digit", hi < 0 ? at : at + 1);
+        out[i] = (uint8_t)(hi << 4 | lo);
+        at += 2;
+    }
+    return ZR_OK;
+}
+
+int zrs__uuid_new(uint8_t out[ZRS_UUID_BYTES])
+{
+    int prc = zrp_random_bytes(out, ZRS_UUID_BYTES);
+    if (prc != 0)
+        return zr_set_error(ZR_EIO, "store.zr: cannot read the OS random source for a uuid: %s",
+                            zr_os_strerror(prc));
+    out[6] = (uint8_t)((out[6] & 0x0f) | 0x40); /* version 4: random */
+    out[8] = (uint8_t)((out[8] & 0x3f) | 0x80); /* variant: RFC 4122 */
+    return ZR_OK;
+}
 
 int zrs__identity_check(zrs_identity *id, char *why)
 {
@@ -63,8 +127,9 @@ int zrs__identity_check(zrs_identity *id, char *why)
     return 0;
 }
 
-int zrs__identity_encode(const zrs_identity *id, void **out, size_t *len)
+int zrs__identity_encode(const zrs_identity *id, int with_uuid, void **out, size_t *len)
 {
+    const int uuid = with_uuid && id->has_uuid;
     msgpack_sbuffer sbuf;
     msgpack_packer pk;
     msgpack_sbuffer_init(&sbuf);
@@ -72,7 +137,7 @@ int zrs__identity_encode(const zrs_identity *id, void **out, size_t *len)
 
     const char *dt = zrs_dtype_str(id->dtype);
     int bad = 0;
-    bad |= msgpack_pack_map(&pk, id->kind == ZRS_DENSE ? 2 : 1);
+    bad |= msgpack_pack_map(&pk, (id->kind == ZRS_DENSE ? 2 : 1) + (uuid ? 1 : 0));
     bad |= msgpack_pack_str(&pk, sizeof(KEY_DTYPE) - 1);
     bad |= msgpack_pack_str_body(&pk, KEY_DTYPE, sizeof(KEY_DTYPE) - 1);
     bad |= msgpack_pack_str(&pk, strlen(dt));
@@ -85,6 +150,14 @@ int zrs__identity_encode(const zrs_identity *id, void **out, size_t *len)
          * as Python's packer does. */
         for (size_t i = 0; i < id->ndim; i++)
             bad |= msgpack_pack_uint64(&pk, id->shape[i]);
+    }
+    if (uuid) {
+        char text[ZRS_UUID_STR_LEN + 1];
+        (void)zrs_uuid_str(id->uuid, text);
+        bad |= msgpack_pack_str(&pk, sizeof(KEY_UUID) - 1);
+        bad |= msgpack_pack_str_body(&pk, KEY_UUID, sizeof(KEY_UUID) - 1);
+        bad |= msgpack_pack_str(&pk, ZRS_UUID_STR_LEN);
+        bad |= msgpack_pack_str_body(&pk, text, ZRS_UUID_STR_LEN);
     }
     if (bad != 0) {
         msgpack_sbuffer_destroy(&sbuf);
@@ -163,7 +236,7 @@ static int read_map(const msgpack_object *root, zrs_identity *id, char *why)
                  type_name(root->type));
         return -1;
     }
-    int have_dtype = 0, have_shape = 0;
+    int have_dtype = 0, have_shape = 0, have_uuid = 0;
     const msgpack_object_map *m = &root->via.map;
     for (uint32_t i = 0; i < m->size; i++) {
         const msgpack_object *k = &m->ptr[i].key;
@@ -225,10 +298,28 @@ static int read_map(const msgpack_object *root, zrs_identity *id, char *why)
                 }
                 id->shape[j] = d->via.u64;
             }
+        } else if (str_is(k, KEY_UUID)) {
+            if (have_uuid) {
+                snprintf(why, ZRS_WHY_MAX, "duplicate key 'uuid'");
+                return -1;
+            }
+            have_uuid = 1;
+            if (v->type != MSGPACK_OBJECT_STR) {
+                snprintf(why, ZRS_WHY_MAX, "'uuid' is a %s, expected str", type_name(v->type));
+                return -1;
+            }
+            if (zrs_uuid_parse(v->via.str.ptr, v->via.str.size, id->uuid) != ZR_OK) {
+                char q[4 * QUOTE_MAX + 4];
+                snprintf(why, ZRS_WHY_MAX, "'uuid' is '%s', expected 36 characters "
+                         "8-4-4-4-12 of lowercase hex digits",
+                         escape_bytes(v->via.str.ptr, v->via.str.size, QUOTE_MAX, q));
+                return -1;
+            }
+            id->has_uuid = 1;
         } else {
             char q[4 * QUOTE_MAX + 4];
             snprintf(why, ZRS_WHY_MAX,
-                     "unexpected key '%s' (only 'dtype' and 'item_shape' "
+                     "unexpected key '%s' (only 'dtype', 'item_shape' and 'uuid' "
                      "are allowed)", escape_bytes(k->via.str.ptr, k->via.str.size, QUOTE_MAX, q));
             return -1;
         }
@@ -366,4 +457,29 @@ int zrs__identity_decode(const void *buf, size_t len, const char *file,
     }
     msgpack_unpacked_destroy(&res);
     return rc;
+}
+
+/* FNV-1a 32, never 0 (0 means "no tag" in meta.zr). */
+static uint32_t fnv1a32(const void *buf, size_t len)
+{
+    const unsigned char *p = buf;
+    uint32_t h = 0x811c9dc5u;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x01000193u;
+    }
+    return h ? h : 1u;
+}
+
+uint32_t zrs__identity_tag(const zrs_identity *id, const void *buf, size_t len)
+{
+    if (!id->has_uuid)
+        return fnv1a32(buf, len);
+    void *type = NULL;
+    size_t tlen = 0;
+    if (zrs__identity_encode(id, 0, &type, &tlen) != ZR_OK)
+        return 0;
+    uint32_t tag = fnv1a32(type, tlen);
+    free(type);
+    return tag;
 }

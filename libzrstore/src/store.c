@@ -18,6 +18,10 @@
 struct zrs_store {
     zre_engine *engine;
     zrs_identity id;
+    /* store.zr may be rewritten (a new uuid): meta.zr's identity tag is
+     * the one a rewrite keeps (always, except for a store.zr written by
+     * hand in a non-canonical form, whose tag covers its own bytes). */
+    int rewritable;
 };
 
 /* store.zr is tiny; anything bigger is not ours. */
@@ -148,13 +152,9 @@ int zrs__ragged_check(const unsigned char *rec, uint64_t size,
     int overflow = 0;
     for (uint64_t j = 0; j < ndim; j++) {
         uint64_t d = load_le64(rec + 8 + 8 * j);
-        if (d == 0) {
-            snprintf(why, ZRS_WHY_MAX,
-                     "has a zero-size dimension (dims[%" PRIu64 "] = 0); "
-                     "zero-byte records are not stored", j);
-            return -1;
-        }
-        if (d > UINT64_MAX / expect)
+        /* A zero dimension is a record with no elements (an empty token
+         * list, no boxes: shape (0, 4)); its prefix still holds its shape. */
+        if (expect != 0 && d > UINT64_MAX / expect)
             overflow = 1;
         else
             expect *= d;
@@ -197,20 +197,6 @@ int zrs_ragged_decode(const void *record, uint64_t size, zrs_dtype dtype,
 
 /* ------------------------------------------------------ create / open */
 
-/* The identity tag kept in meta.zr: FNV-1a 32 of store.zr's bytes, never
- * 0 (0 means "no tag"). Lets open tell a damaged store.zr that still
- * decodes (say '<f4' turned '<i4') from the real one. */
-static uint32_t identity_tag(const void *buf, size_t len)
-{
-    const unsigned char *p = buf;
-    uint32_t h = 0x811c9dc5u;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 0x01000193u;
-    }
-    return h ? h : 1u;
-}
-
 static int create_store(zrs_store **out, const char *path, zrs_identity *id,
                         zre_codec codec, const void *dict, uint64_t dict_size)
 {
@@ -237,7 +223,11 @@ static int create_store(zrs_store **out, const char *path, zrs_identity *id,
         rc = zr_set_error(ZR_ENOMEM, "create: out of memory for %s", path);
         goto fail;
     }
-    rc = zrs__identity_encode(id, &buf, &len);
+    rc = zrs__uuid_new(id->uuid);
+    if (rc != ZR_OK)
+        goto fail;
+    id->has_uuid = 1;
+    rc = zrs__identity_encode(id, 1, &buf, &len);
     if (rc != ZR_OK)
         goto fail;
 
@@ -246,7 +236,11 @@ static int create_store(zrs_store **out, const char *path, zrs_identity *id,
     opt.codec = codec;
     opt.dict = dict;
     opt.dict_size = dict_size;
-    opt.identity_tag = identity_tag(buf, len);
+    opt.identity_tag = zrs__identity_tag(id, buf, len);
+    if (opt.identity_tag == 0) {
+        rc = zr_set_error(ZR_ENOMEM, "create: out of memory for %s", path);
+        goto fail;
+    }
     rc = zre_create_ex(&s->engine, path, &opt);
     if (rc != ZR_OK)
         goto fail;
@@ -273,6 +267,7 @@ static int create_store(zrs_store **out, const char *path, zrs_identity *id,
         goto fail;
     }
     s->id = *id;
+    s->rewritable = 1;
     free(buf);
     free(zr_path);
     *out = s;
@@ -351,8 +346,8 @@ int zrs_open_ex(zrs_store **out, const char *path, unsigned flags)
     int rc = zre_open_ex(&e, path, flags);
     if (rc != ZR_OK) {
         if ((rc == ZR_ENOTSTORE || rc == ZR_EIO) && !zrp_path_exists(path))
-            return zr_set_error(ZR_ENOTSTORE, "open: not a store: %s does not exist",
-                                path);
+            return zr_set_error(ZR_ENOTSTORE, "open: not a store: %s does not exist (%s)",
+                                path, zr_os_strerror(-ENOENT)); /* errno ENOENT */
         return rc;
     }
 
@@ -386,12 +381,24 @@ int zrs_open_ex(zrs_store **out, const char *path, unsigned flags)
         rc = close_engine_keep_error(e, rc);
         goto done;
     }
-    if (zre_identity_tag(e) != identity_tag(buf, len)) {
+    uint32_t tag = zrs__identity_tag(&s->id, buf, len);
+    if (tag == 0) {
+        zr_set_error(ZR_ENOMEM, "open: out of memory for %s", path);
+        rc = close_engine_keep_error(e, ZR_ENOMEM);
+        goto done;
+    }
+    if (zre_identity_tag(e) != tag) {
         zr_set_error(ZR_ENOTSTORE, "open: %s is damaged: its bytes do not match the identity "
-                     "hash in meta.zr (0x%08x, got 0x%08x)", zr_path, zre_identity_tag(e),
-                     identity_tag(buf, len));
+                     "hash in meta.zr (0x%08x, got 0x%08x)", zr_path, zre_identity_tag(e), tag);
         rc = close_engine_keep_error(e, ZR_ENOTSTORE);
         goto done;
+    }
+    if (s->id.has_uuid) {
+        s->rewritable = 1;
+    } else {
+        zrs_identity typed = s->id;
+        typed.has_uuid = 1; /* the tag a rewrite with a uuid would need */
+        s->rewritable = zrs__identity_tag(&typed, buf, len) == tag;
     }
     s->engine = e;
     *out = s;
@@ -612,10 +619,10 @@ int zrs_ragged_sizes(zrs_store *s, const int64_t *index, uint64_t count,
 }
 
 /* The shape of zrs_advise and zrs_delete: check the handle (any kind),
- * resolve `index` (negative counts from the end) and hand it to the
- * engine's `op`. `what` names the call in error details. */
+ * resolve `index` (negative counts from the end) and hand it to `op`
+ * with `arg`. `what` names the call in error details. */
 static int index_call(zrs_store *s, const char *what, const int64_t *index, uint64_t count,
-                      int (*op)(zre_engine *, const uint64_t *, uint64_t))
+                      int (*op)(zre_engine *, const uint64_t *, uint64_t, void *), void *arg)
 {
     int rc = check_handle(s, what, -1);
     if (rc != ZR_OK || count == 0)
@@ -627,14 +634,20 @@ static int index_call(zrs_store *s, const char *what, const int64_t *index, uint
     rc = resolve_tmp(s, what, index, count, small, &idx, &heap);
     if (rc != ZR_OK)
         return rc;
-    rc = op(s->engine, idx, count);
+    rc = op(s->engine, idx, count, arg);
     free(heap);
     return rc;
 }
 
+static int advise_op(zre_engine *e, const uint64_t *idx, uint64_t count, void *arg)
+{
+    (void)arg;
+    return zre_advise(e, idx, count);
+}
+
 int zrs_advise(zrs_store *s, const int64_t *index, uint64_t count)
 {
-    return index_call(s, "advise", index, count, zre_advise);
+    return index_call(s, "advise", index, count, advise_op, NULL);
 }
 
 int zrs_gather_ragged(zrs_store *s, const int64_t *index, uint64_t count,
@@ -704,7 +717,125 @@ int zrs_compact(zrs_store *s)
     return rc != ZR_OK ? rc : zre_compact(s->engine);
 }
 
+/* ------------------------------------------------------------ identity */
+
+int zrs_get_uuid(const zrs_store *s, uint8_t out[ZRS_UUID_BYTES])
+{
+    int rc = check_handle(s, "get_uuid", -1);
+    if (rc != ZR_OK)
+        return rc;
+    if (out == NULL)
+        return zr_set_error(ZR_EINVAL, "get_uuid: NULL out");
+    if (!s->id.has_uuid)
+        return 0;
+    memcpy(out, s->id.uuid, ZRS_UUID_BYTES);
+    return 1;
+}
+
+/* Write store.zr for `id` (atomically, durably) and make it the handle's.
+ * On failure the handle keeps its identity; the file holds the old one
+ * or, when only the final directory sync failed, the new one. */
+static int write_identity(zrs_store *s, const zrs_identity *id, const char *what)
+{
+    void *buf = NULL;
+    size_t len = 0;
+    char *zr_path = store_zr_path(zre_path(s->engine));
+    if (zr_path == NULL)
+        return zr_set_error(ZR_ENOMEM, "%s: out of memory", what);
+    int rc = zrs__identity_encode(id, 1, &buf, &len);
+    if (rc == ZR_OK) {
+        int prc = zrp_write_file_atomic(zr_path, buf, len);
+        if (prc != 0)
+            rc = zr_set_error(ZR_EIO, "%s: cannot write %s: %s", what, zr_path,
+                              zr_os_strerror(prc));
+        else
+            s->id = *id;
+    }
+    free(buf);
+    free(zr_path);
+    return rc;
+}
+
+/* The checks zrs_set_uuid and delete's new uuid share. */
+static int check_rewritable(const zrs_store *s, const char *what)
+{
+    if (zre_is_readonly(s->engine))
+        return zr_set_error(ZR_EUNSUPPORTED, "%s: store %s is open read-only; its identity "
+                            "changes only through a writable handle", what, zre_path(s->engine));
+    if (!s->rewritable)
+        return zr_set_error(ZR_EUNSUPPORTED, "%s: store %s has a store.zr in a non-canonical "
+                            "form (written by another tool), which cannot be rewritten", what,
+                            zre_path(s->engine));
+    return ZR_OK;
+}
+
+int zrs_set_uuid(zrs_store *s, const uint8_t uuid[ZRS_UUID_BYTES])
+{
+    int rc = check_handle(s, "set_uuid", -1);
+    if (rc != ZR_OK)
+        return rc;
+    if (uuid == NULL)
+        return zr_set_error(ZR_EINVAL, "set_uuid: NULL uuid");
+    rc = check_rewritable(s, "set_uuid");
+    if (rc != ZR_OK)
+        return rc;
+    zrs_identity id = s->id;
+    id.has_uuid = 1;
+    memcpy(id.uuid, uuid, ZRS_UUID_BYTES);
+    return write_identity(s, &id, "set_uuid");
+}
+
+/* Delete through the engine, with a new uuid written first: a state
+ * saved against the old records must never match the store after a
+ * delete, and writing the uuid before the records move is the order a
+ * crash cannot turn into a silent match (at worst a new uuid over
+ * unchanged records: a resume refused for nothing). A delete the engine
+ * refuses before touching anything (ZR_EBUSY) gets the old uuid back. */
+static int delete_with_new_uuid(zre_engine *e, const uint64_t *idx, uint64_t count, void *arg)
+{
+    zrs_store *s = arg;
+    if (check_rewritable(s, "delete") != ZR_OK) /* read-only: the engine says so */
+        return zre_delete(e, idx, count);
+    const zrs_identity old = s->id;
+    zrs_identity id = s->id;
+    int rc = zrs__uuid_new(id.uuid);
+    if (rc != ZR_OK)
+        return rc;
+    id.has_uuid = 1;
+    rc = write_identity(s, &id, "delete (new store uuid)");
+    if (rc != ZR_OK)
+        return rc; /* nothing deleted */
+    rc = zre_delete(e, idx, count);
+    if (rc == ZR_EBUSY) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", zr_last_error());
+        /* The old file may only go back if it had a uuid, or was the
+         * canonical type map, which an encoding without uuid rewrites. */
+        (void)write_identity(s, &old, "delete");
+        zr_set_error(ZR_EBUSY, "%s", msg);
+    }
+    return rc;
+}
+
 int zrs_delete(zrs_store *s, const int64_t *index, uint64_t count)
 {
-    return index_call(s, "delete", index, count, zre_delete);
+    return index_call(s, "delete", index, count, delete_with_new_uuid, s);
+}
+
+/* -------------------------------------------------------------- slices */
+
+uint64_t zrs_slice_bytes(uint64_t last_bytes, uint64_t last_ns, uint64_t max_bytes)
+{
+    uint64_t next = ZRS_SLICE_FIRST_BYTES;
+    if (last_ns > 0 && last_bytes > 0) {
+        double want = (double)last_bytes * ((double)ZRS_SLICE_TARGET_NS / (double)last_ns);
+        /* At most 4 times the last slice: one fast slice (the CPU briefly
+         * to itself, data that compresses fast) must not size a slow one. */
+        double cap = 4.0 * (double)last_bytes;
+        want = want < cap ? want : cap;
+        next = want >= (double)UINT64_MAX ? UINT64_MAX : (uint64_t)want;
+        if (next < ZRS_SLICE_MIN_BYTES)
+            next = ZRS_SLICE_MIN_BYTES;
+    }
+    return next < max_bytes ? next : max_bytes;
 }

@@ -17,6 +17,8 @@ typedef struct zrs_identity {
     size_t ndim;                    /* dense only */
     uint64_t shape[ZRS_MAX_NDIM];   /* dense only, [0..ndim) */
     uint64_t record_size;           /* dense only */
+    int has_uuid;                   /* store.zr has a "uuid" entry */
+    uint8_t uuid[ZRS_UUID_BYTES];   /* its value, when has_uuid */
 } zrs_identity;
 
 /* Longest reason text the checkers below produce. */
@@ -27,10 +29,22 @@ typedef struct zrs_identity {
  * (ZR_EINVAL on create, ZR_ENOTSTORE on open). */
 int zrs__identity_check(zrs_identity *id, char *why);
 
-/* Encode `id` (already checked) as the canonical msgpack map. On success
- * *out is a malloc'd buffer of *len bytes the caller frees. ZR_ENOMEM
- * (with detail) if the buffer cannot grow. */
-int zrs__identity_encode(const zrs_identity *id, void **out, size_t *len);
+/* Encode `id` (already checked) as the canonical msgpack map: its type
+ * part (dtype, item_shape), plus its uuid when `with_uuid` and
+ * id->has_uuid. On success *out is a malloc'd buffer of *len bytes the
+ * caller frees. ZR_ENOMEM (with detail) if the buffer cannot grow. */
+int zrs__identity_encode(const zrs_identity *id, int with_uuid, void **out, size_t *len);
+
+/* The identity tag meta.zr keeps for store.zr's bytes buf[0..len) that
+ * decoded to `id` (see docs/FORMAT.md): FNV-1a 32 of the bytes when they
+ * carry no uuid, else of the canonical encoding of the type part alone
+ * (so a new uuid leaves the tag as it is); never 0. 0 when out of memory
+ * (the caller's ZR_ENOMEM). */
+uint32_t zrs__identity_tag(const zrs_identity *id, const void *buf, size_t len);
+
+/* A fresh random (RFC 4122 version 4) uuid. ZR_EIO with detail when the
+ * OS's random source cannot be read. */
+int zrs__uuid_new(uint8_t out[ZRS_UUID_BYTES]);
 
 /* Decode and check store.zr's bytes. `file` names the file in messages.
  * ZR_ENOTSTORE (with detail saying what was wrong) on anything but

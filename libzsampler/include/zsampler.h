@@ -221,6 +221,144 @@ ZSM_API int zsm_mixture_positions(const zsm_mixture *m, uint64_t step, uint64_t 
 ZSM_API int zsm_bernoulli(uint64_t seed, uint64_t step, uint64_t first, uint64_t count, double p,
                           uint8_t *out);
 
+/* ====================================================== sequence packing
+ *
+ * Documents of varying length (token records) placed into rows of exactly
+ * row_length = L elements, for language-model training: several documents
+ * share a row, each stays a segment of its own, and what is left of a row
+ * is padding. The plan says, for each row, which pieces of which documents
+ * it holds; a loader copies those elements (zloader.h, pack options).
+ *
+ * Epochs. Epoch e lays out every document once. Its order is zsm_pass's
+ * over the documents: index order, or (shuffle) the permutation keyed by
+ * (seed, e). That order is cut into windows of `window` documents; each
+ * window is packed on its own, so a row never mixes two windows and a row
+ * is computed from its window alone, O(window log window), whatever the
+ * epoch or the rows before it.
+ *
+ * Overlong documents (more than L elements), by `overlong`:
+ *   ZSM_PACK_SPLIT     pieces of L elements from its start, each a row of its
+ *                      own, and the rest (fewer than L) packed like any
+ *                      other document: every element is placed, in order.
+ *   ZSM_PACK_TRUNCATE  its first L elements only, as one full row.
+ *   ZSM_PACK_DROP      left out.
+ * A document of 0 elements places nothing.
+ *
+ * Policies: how a window's documents (what fits in less than a row: a
+ * document, or the rest of a split one) fill rows:
+ *   ZSM_PACK_FIRST_FIT  in the window's order, each into the first row
+ *                       (oldest first) with room, else a new row (the
+ *                       online first-fit of Grain's FirstFitPackIterDataset).
+ *   ZSM_PACK_BEST_FIT   best-fit decreasing: the window's documents sorted
+ *                       by length (longest first; ties in window order),
+ *                       each into the row it leaves least room in, else a new
+ *                       row (as NeMo's and TRL's packers sort first).
+ *   ZSM_PACK_CONCAT     no fitting: the epoch's documents concatenated in
+ *                       order and cut every L elements, so a document is
+ *                       split at row ends (as LitData's TokensLoader and
+ *                       Megatron do). Only the epoch's last row has padding.
+ *                       With SPLIT a long document simply runs on across rows.
+ * A window's rows are its fitted rows in the order they were opened, then
+ * the full rows of its split or truncated documents in document order;
+ * with shuffle they are taken in an order keyed by (seed, epoch, window)
+ * instead (the fitted rows of a decreasing fit start with the longest
+ * documents). Concat rows are never reordered.
+ *
+ * Within a row, pieces keep the order in which they were placed. A piece
+ * is (doc, offset, length): elements [offset, offset + length) of document
+ * `doc`. Each is one segment of its row: a document appears in a row at
+ * most once, and a row never holds two pieces that continue each other.
+ *
+ * Rows of an epoch: first_fit and best_fit, plan[nwindows] (it depends on
+ * the order, so on the epoch); concat, ceil(T / L) for every epoch, T the
+ * elements placed (every document's length, by the overlong rule).
+ *
+ * Everything is a pure function of (the lengths, the options, epoch, row):
+ * nothing allocates or keeps state; the caller passes scratch memory. */
+
+typedef enum zsm_pack_policy {
+    ZSM_PACK_FIRST_FIT = 0,
+    ZSM_PACK_BEST_FIT = 1,
+    ZSM_PACK_CONCAT = 2
+} zsm_pack_policy;
+
+typedef enum zsm_pack_overlong {
+    ZSM_PACK_SPLIT = 0,
+    ZSM_PACK_TRUNCATE = 1,
+    ZSM_PACK_DROP = 2
+} zsm_pack_overlong;
+
+/* "first_fit", "best_fit", "concat"; NULL for an unknown value. */
+ZSM_API const char *zsm_pack_policy_name(zsm_pack_policy policy);
+/* Parse a policy name (case-insensitive); ZSM_EINVAL otherwise. */
+ZSM_API int zsm_pack_policy_parse(const char *name, zsm_pack_policy *out);
+/* "split", "truncate", "drop"; NULL for an unknown value. */
+ZSM_API const char *zsm_pack_overlong_name(zsm_pack_overlong overlong);
+/* Parse an overlong rule (case-insensitive); ZSM_EINVAL otherwise. */
+ZSM_API int zsm_pack_overlong_parse(const char *name, zsm_pack_overlong *out);
+
+/* Largest row_length and window (the scratch grows with both). */
+#define ZSM_PACK_MAX_LENGTH (1u << 22)
+#define ZSM_PACK_MAX_WINDOW (1u << 20)
+/* The window a loader uses when none is given: 1024 documents (on the
+ * benchmarks' corpus of paragraphs at L = 1024, best_fit pads 12% of the
+ * rows with a window of 64 documents and 0.8% with 1024; a window's cost
+ * grows as window log window). */
+#define ZSM_PACK_WINDOW_DEFAULT 1024u
+
+/* Plain data; `lengths` is borrowed for each call. */
+typedef struct zsm_pack {
+    const uint32_t *lengths;   /* [ndocs]: elements (tokens) of each document */
+    uint64_t ndocs;            /* >= 1, < 2^63 */
+    uint64_t row_length;       /* L: elements per row, 1..ZSM_PACK_MAX_LENGTH */
+    uint64_t window;           /* documents per window, 1..ZSM_PACK_MAX_WINDOW */
+    zsm_pack_policy policy;
+    zsm_pack_overlong overlong;
+    uint64_t seed;
+    int shuffle;               /* 0: index order; 1: keyed by (seed, epoch) */
+} zsm_pack;
+
+/* Elements [offset, offset + length) of document `doc`, one segment. */
+typedef struct zsm_piece {
+    uint64_t doc;
+    uint64_t offset;
+    uint64_t length;
+} zsm_piece;
+
+/* ZSM_EINVAL for a NULL pack or lengths, ndocs 0 or >= 2^63, row_length or
+ * window out of range, or an unknown policy or overlong rule. */
+ZSM_API int zsm_pack_validate(const zsm_pack *p);
+
+/* Windows per epoch: ceil(ndocs / window) (0 for an invalid pack). An
+ * epoch plan holds this many + 1 values. */
+ZSM_API uint64_t zsm_pack_windows(const zsm_pack *p);
+
+/* Scratch bytes that zsm_pack_epoch and zsm_pack_rows need (0 for an
+ * invalid pack): about 50 bytes per window document plus 4 bytes per row
+ * element. Caller-owned; its content between calls does not matter. */
+ZSM_API size_t zsm_pack_scratch_bytes(const zsm_pack *p);
+
+/* Most pieces a row can hold: min(L, window) for first_fit and best_fit,
+ * min(L, ndocs) for concat (0 for an invalid pack). */
+ZSM_API uint64_t zsm_pack_max_pieces(const zsm_pack *p);
+
+/* The plan of `epoch`: plan[k] (k <= zsm_pack_windows) is the epoch's first
+ * row of window k (first_fit, best_fit) or its first element (concat), so
+ * plan[nwindows] is the epoch's rows or its elements T; *rows = the
+ * epoch's rows (may be 0: nothing to place). O(ndocs log window) time. */
+ZSM_API int zsm_pack_epoch(const zsm_pack *p, uint64_t epoch, uint64_t *plan, uint64_t *rows,
+                           void *scratch, size_t scratch_bytes);
+
+/* The pieces of rows [first, first + count) of `epoch`, given its plan:
+ * row i's pieces are pieces[row_start[i] .. row_start[i + 1]) (row_start
+ * holds count + 1 values, row_start[0] = 0). `capacity` pieces of room;
+ * count * zsm_pack_max_pieces is always enough. ZSM_EINVAL for an invalid
+ * pack, NULL arrays, rows past the epoch's end, too little capacity or
+ * scratch. Cost: one window packing per window the rows touch. */
+ZSM_API int zsm_pack_rows(const zsm_pack *p, uint64_t epoch, const uint64_t *plan,
+                          uint64_t first, uint64_t count, zsm_piece *pieces, uint64_t capacity,
+                          uint64_t *row_start, void *scratch, size_t scratch_bytes);
+
 #ifdef __cplusplus
 }
 #endif

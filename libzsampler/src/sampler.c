@@ -39,7 +39,7 @@ const char *zsm_mode_name(zsm_mode mode)
     return NULL;
 }
 
-static int ascii_ieq(const char *a, const char *b)
+int zsm__name_eq(const char *a, const char *b)
 {
     for (;; a++, b++) {
         unsigned char ca = (unsigned char)*a, cb = (unsigned char)*b;
@@ -55,7 +55,7 @@ int zsm_mode_parse(const char *name, zsm_mode *out)
     static const zsm_mode modes[] = {ZSM_SEQUENTIAL, ZSM_IID, ZSM_CYCLIC};
     if (name == NULL || out == NULL) return ZSM_EINVAL;
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
-        if (ascii_ieq(name, zsm_mode_name(modes[i]))) {
+        if (zsm__name_eq(name, zsm_mode_name(modes[i]))) {
             *out = modes[i];
             return ZSM_OK;
         }

@@ -1,6 +1,7 @@
 /*
  * zsm_internal.h - libzsampler's private pieces shared between its source
- * files: the generator's constants and the vector kernel of the iid mode.
+ * files: the generator's constants, the vector kernel of the iid mode and
+ * the names' comparison.
  * Not installed.
  */
 #ifndef ZSM_INTERNAL_H
@@ -14,6 +15,9 @@
 #define GOLDEN UINT64_C(0x9E3779B97F4A7C15)
 #define MIX_M1 UINT64_C(0xBF58476D1CE4E5B9)
 #define MIX_M2 UINT64_C(0x94D049BB133111EB)
+
+/* 1 if a equals b ignoring ASCII case (names of modes and options). */
+int zsm__name_eq(const char *a, const char *b);
 
 /* Whether the iid loop uses zsm_iid_avx512: the CPU has AVX-512F + DQ and
  * the OS saves its registers, and the environment variable ZSAMPLER_SIMD

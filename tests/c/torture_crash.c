@@ -32,85 +32,17 @@
 #include <unistd.h>
 
 #include <cmocka.h>
-#include <zdict.h>
 
+#include "zr_test_model.h"
 #include "zr_test_util.h"
 #include "zrengine.h"
 
 /* ------------------------------------------------------------- records */
 
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= UINT64_C(0xff51afd7ed558ccd);
-    x ^= x >> 33;
-    x *= UINT64_C(0xc4ceb9fe1a85ec53);
-    x ^= x >> 33;
-    return x;
-}
+/* Records of 40..2639 bytes (the shared model, zr_test_model.h). */
+static const zt_recipe recipe = {40, 2639};
 
-/* Record `id`: its size and bytes are a pure function of the id. */
-static uint32_t rec_size(uint64_t id) { return 40 + (uint32_t)(mix(id) % 2600); }
-
-static void rec_fill(uint64_t id, unsigned char *p)
-{
-    uint32_t n = rec_size(id);
-    uint64_t h = mix(id ^ 0x9e3779b97f4a7c15u);
-    for (uint32_t j = 0; j < n; j++)
-        p[j] = (unsigned char)((j % 7 == 0) ? (h >> (8 * (j / 7 % 8))) : (j * 13 + (id & 0xff)));
-}
-
-/* ---------------------------------------------------------------- model */
-
-typedef struct model {
-    uint64_t *id;
-    uint64_t len, cap;
-} model;
-
-static void model_copy(model *dst, const model *src)
-{
-    if (dst->cap < src->len + 1) {
-        dst->cap = src->len + 64;
-        dst->id = realloc(dst->id, dst->cap * sizeof *dst->id);
-        assert_non_null(dst->id);
-    }
-    if (src->len) /* an empty model may have no buffer: memcpy(x, NULL, 0) is undefined */
-        memcpy(dst->id, src->id, src->len * sizeof *src->id);
-    dst->len = src->len;
-}
-
-static void model_push(model *m, uint64_t id)
-{
-    if (m->len == m->cap) {
-        m->cap = m->cap ? m->cap * 2 : 256;
-        m->id = realloc(m->id, m->cap * sizeof *m->id);
-        assert_non_null(m->id);
-    }
-    m->id[m->len++] = id;
-}
-
-static int cmp_desc(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? 1 : x > y ? -1 : 0;
-}
-
-/* Swap-last deletion, the specification's way: distinct indices in
- * descending order, each hole takes the current last record. */
-static void model_delete(model *m, const uint64_t *idx, uint64_t n)
-{
-    uint64_t *t = malloc((n ? n : 1) * sizeof *t);
-    assert_non_null(t);
-    memcpy(t, idx, n * sizeof *t);
-    qsort(t, n, sizeof *t, cmp_desc);
-    for (uint64_t i = 0; i < n; i++) {
-        if (i > 0 && t[i] == t[i - 1])
-            continue;
-        m->id[t[i]] = m->id[m->len - 1];
-        m->len--;
-    }
-    free(t);
-}
+static uint64_t mix(uint64_t x) { return zt_splitmix64(&x); }
 
 /* ------------------------------------------------------------------ ops */
 
@@ -128,7 +60,7 @@ typedef struct op {
 typedef struct plan {
     op ops[MAX_OPS];
     int nops;
-    model states[MAX_OPS + 1]; /* states[k]: after k completed calls */
+    zt_model states[MAX_OPS + 1]; /* states[k]: after k completed calls */
 } plan;
 
 static uint64_t rng_next(uint64_t *s)
@@ -137,16 +69,16 @@ static uint64_t rng_next(uint64_t *s)
     return mix(*s);
 }
 
-static void plan_make(plan *p, const model *base, uint64_t *next_id, uint64_t *rng)
+static void plan_make(plan *p, const zt_model *base, uint64_t *next_id, uint64_t *rng)
 {
     p->nops = 4 + (int)(rng_next(rng) % (MAX_OPS - 3));
-    model_copy(&p->states[0], base);
+    zt_model_copy(&p->states[0], base);
     for (int k = 0; k < p->nops; k++) {
         op *o = &p->ops[k];
         memset(o, 0, sizeof *o);
-        model *cur = &p->states[k];
-        model_copy(&p->states[k + 1], cur);
-        model *nxt = &p->states[k + 1];
+        zt_model *cur = &p->states[k];
+        zt_model_copy(&p->states[k + 1], cur);
+        zt_model *nxt = &p->states[k + 1];
         uint64_t r = rng_next(rng) % 100;
         if (cur->len > 0 && (r < 30 || cur->len > 500)) {
             o->kind = OP_DELETE;
@@ -155,7 +87,7 @@ static void plan_make(plan *p, const model *base, uint64_t *next_id, uint64_t *r
             assert_non_null(o->index);
             for (uint64_t i = 0; i < o->n; i++) /* duplicates allowed */
                 o->index[i] = rng_next(rng) % cur->len;
-            model_delete(nxt, o->index, o->n);
+            zt_model_delete(nxt, o->index, o->n);
         } else if (r < 45) {
             o->kind = OP_COMPACT;
         } else if (r < 55) {
@@ -167,7 +99,7 @@ static void plan_make(plan *p, const model *base, uint64_t *next_id, uint64_t *r
             assert_non_null(o->ids);
             for (uint64_t i = 0; i < o->n; i++) {
                 o->ids[i] = (*next_id)++;
-                model_push(nxt, o->ids[i]);
+                zt_model_push(nxt, o->ids[i]);
             }
         }
     }
@@ -186,19 +118,7 @@ static void plan_free(plan *p)
 static int run_op(zre_engine *e, const op *o)
 {
     switch (o->kind) {
-    case OP_APPEND: {
-        uint64_t *bounds = malloc((o->n + 1) * sizeof *bounds);
-        bounds[0] = 0;
-        for (uint64_t i = 0; i < o->n; i++)
-            bounds[i + 1] = bounds[i] + rec_size(o->ids[i]);
-        unsigned char *buf = malloc(bounds[o->n]);
-        for (uint64_t i = 0; i < o->n; i++)
-            rec_fill(o->ids[i], buf + bounds[i]);
-        int rc = zre_append(e, buf, 0, bounds, o->n, NULL);
-        free(buf);
-        free(bounds);
-        return rc;
-    }
+    case OP_APPEND: return zt_append_ids(e, &recipe, o->ids, o->n);
     case OP_DELETE: return zre_delete(e, o->index, o->n);
     case OP_COMPACT: return zre_compact(e);
     default: return zre_sync(e);
@@ -230,57 +150,14 @@ static void child_main(const char *path, const plan *p, int fd)
 
 /* ------------------------------------------------------------ checking */
 
-/* 1 if the store holds exactly model `m`. */
-static int store_equals(zre_engine *e, const model *m, char *why, size_t cap)
-{
-    if (zre_length(e) != m->len) {
-        snprintf(why, cap, "length %" PRIu64 " != %" PRIu64, zre_length(e), m->len);
-        return 0;
-    }
-    unsigned char *got = malloc(4096), *want = malloc(4096);
-    int ok = 1;
-    for (uint64_t i = 0; i < m->len && ok; i++) {
-        uint32_t n = rec_size(m->id[i]);
-        rec_fill(m->id[i], want);
-        int rc = zre_gather(e, &i, 1, got, 4096, n, NULL);
-        if (rc != 0) {
-            snprintf(why, cap, "record %" PRIu64 ": gather failed: %s", i, zr_last_error());
-            ok = 0;
-        } else if (memcmp(got, want, n) != 0) {
-            snprintf(why, cap, "record %" PRIu64 " differs from record id %" PRIu64, i, m->id[i]);
-            ok = 0;
-        }
-    }
-    free(got);
-    free(want);
-    return ok;
-}
-
 /* ------------------------------------------------------------------ test */
 
 typedef struct cstore {
     char path[600];
     zre_codec codec;
-    model m;
+    zt_model m;
     uint64_t next_id;
 } cstore;
-
-static void train_dictionary(unsigned char *dict, size_t cap, size_t *size)
-{
-    enum { N = 400 };
-    size_t sizes[N], total = 0;
-    for (int i = 0; i < N; i++)
-        total += sizes[i] = rec_size(100000 + (uint64_t)i);
-    unsigned char *buf = malloc(total), *p = buf;
-    for (int i = 0; i < N; i++) {
-        rec_fill(100000 + (uint64_t)i, p);
-        p += sizes[i];
-    }
-    size_t got = ZDICT_trainFromBuffer(dict, cap, buf, sizes, N);
-    free(buf);
-    assert_false(ZDICT_isError(got));
-    *size = got;
-}
 
 static void test_crash_consistency(void **state)
 {
@@ -292,22 +169,12 @@ static void test_crash_consistency(void **state)
 
     cstore st[3];
     zre_codec codecs[3] = {ZRE_CODEC_RAW, ZRE_CODEC_ZSTD, ZRE_CODEC_ZSTD_DICT};
-    unsigned char dict[16384];
-    size_t dict_size = 0;
-    train_dictionary(dict, sizeof dict, &dict_size);
     for (int s = 0; s < 3; s++) {
         memset(&st[s], 0, sizeof st[s]);
+        zt_model_init(&st[s].m, &recipe, 0);
         snprintf(st[s].path, sizeof st[s].path, "%s/%s", root, zre_codec_name(codecs[s]));
         st[s].codec = codecs[s];
-        zre_create_options o = {0};
-        o.codec = codecs[s];
-        if (codecs[s] == ZRE_CODEC_ZSTD_DICT) {
-            o.dict = dict;
-            o.dict_size = dict_size;
-        }
-        zre_engine *e;
-        assert_int_equal(zre_create_ex(&e, st[s].path, &o), 0);
-        assert_int_equal(zre_close(e), 0);
+        assert_int_equal(zre_close(zt_create_store(st[s].path, codecs[s], &recipe)), 0);
     }
 
     uint64_t killed_in[4] = {0};
@@ -381,10 +248,10 @@ static void test_crash_consistency(void **state)
             fail_msg("run %" PRIu64 " (%s, %d of %d calls done): reopen failed: %s", it,
                      zre_codec_name(cs->codec), done, p.nops, zr_last_error());
         char why1[256] = "", why2[256] = "";
-        const model *hit = NULL;
-        if (store_equals(e, &p.states[done], why1, sizeof why1)) {
+        const zt_model *hit = NULL;
+        if (zt_model_matches(e, &p.states[done], 1, why1, sizeof why1)) {
             hit = &p.states[done];
-        } else if (done < p.nops && store_equals(e, &p.states[done + 1], why2, sizeof why2)) {
+        } else if (done < p.nops && zt_model_matches(e, &p.states[done + 1], 1, why2, sizeof why2)) {
             hit = &p.states[done + 1];
             in_flight_committed++;
         }
@@ -398,7 +265,7 @@ static void test_crash_consistency(void **state)
         assert_int_equal(zre_get_stats(e, &sst), 0);
         assert_true(sst.chunk_bytes >= sst.live_bytes);
         assert_int_equal(zre_close(e), 0);
-        model_copy(&cs->m, hit);
+        zt_model_copy(&cs->m, hit);
         plan_free(&p);
     }
     print_message("crash: %" PRIu64 " kills, %" PRIu64 " uninterrupted runs, %" PRIu64
@@ -406,9 +273,9 @@ static void test_crash_consistency(void **state)
                   PRIu64 ", compact %" PRIu64 ", sync %" PRIu64 "\n", kills, completed_runs,
                   in_flight_committed, killed_in[0], killed_in[1], killed_in[2], killed_in[3]);
     for (int s = 0; s < 3; s++)
-        free(st[s].m.id);
+        zt_model_free(&st[s].m);
     for (int k = 0; k <= MAX_OPS; k++)
-        free(p.states[k].id);
+        zt_model_free(&p.states[k]);
     zt_rmtree(root);
 }
 

@@ -13,6 +13,9 @@
 #include <string.h>
 
 #include <cmocka.h>
+#ifndef _WIN32
+#include <unistd.h> /* symlink */
+#endif
 
 #include "zr_platform.h"
 #include "zr_test_util.h"
@@ -117,12 +120,18 @@ static void check_gather(zre_engine *e, const uint64_t *idx, uint64_t n, uint64_
     free(b);
 }
 
-/* meta.zr's checksum (docs/FORMAT.md): FNV-1a 32 of bytes 0..27, stored
- * little-endian at 28..31. Tests that tamper with a field re-seal it so
- * the open gets as far as the check they aim at. */
+/* The 32-byte meta.zr of older versions: its checksum is FNV-1a 32 of
+ * bytes 0..27, stored little-endian at 28..31. Tests that tamper with a
+ * field re-seal it so the open gets as far as the check they aim at. */
 static void meta_seal(unsigned char *m)
 {
     zt_put_le32(m + 28, zt_fnv1a32(m, 28));
+}
+
+/* The same for a 64-byte header copy (checksum of bytes 0..59 at 60). */
+static void copy_seal(unsigned char *m)
+{
+    zt_put_le32(m + 60, zt_fnv1a32(m, 60));
 }
 
 #define assert_error_mentions(needle) zt_assert_mentions(zr_last_error(), (needle))
@@ -156,14 +165,16 @@ static void roundtrip_empty(void **state, zre_codec codec)
     assert_string_equal(zre_path(e), p);
     assert_int_equal(zre_close(e), 0);
 
-    unsigned char m[64];
+    /* A new store's meta.zr: copy 0 holds the empty store (sequence 0),
+     * copy 1 is empty (the first commit goes there). */
+    unsigned char m[256];
     char mp[700];
     snprintf(mp, sizeof mp, "%s/meta.zr", p);
-    assert_int_equal(zt_read_file(mp, m, sizeof m), 32);
-    unsigned char want[32] = {0};
-    want[16] = (unsigned char)codec;
-    meta_seal(want);
-    assert_memory_equal(m, want, 32);
+    assert_int_equal(zt_read_file(mp, m, sizeof m), ZRE_META_SIZE);
+    unsigned char want[ZRE_META_SIZE] = {0};
+    zt_meta empty = {.codec = (unsigned char)codec};
+    zt_meta_copy(want, &empty);
+    assert_memory_equal(m, want, ZRE_META_SIZE);
 
     assert_int_equal(zre_open(&e, p), 0);
     assert_int_equal(zre_length(e), 0);
@@ -366,8 +377,11 @@ static void test_malformed_meta(void **state)
     assert_int_equal(zre_close(e), 0);
     char mp[700];
     snprintf(mp, sizeof mp, "%s/meta.zr", p);
+    /* The store's header as an older version wrote it (32 bytes): each
+     * field is checked the same way in both forms. */
+    zt_meta fields = {.length = 3, .tail_offset = 12};
     unsigned char good[32];
-    assert_int_equal(zt_read_file(mp, good, sizeof good), 32);
+    zt_meta_legacy(good, &fields);
     unsigned char m[33];
 
     memcpy(m, good, 32);
@@ -407,9 +421,59 @@ static void test_malformed_meta(void **state)
     meta_seal(m);
     expect_bad_meta(state, m, 32, "dict.zr");
 
-    /* Restored, the store opens again. */
+    /* The two-copy header: a damaged copy is skipped (the other holds a
+     * commit), both damaged is refused, and the fields are checked. */
+    unsigned char two[ZRE_META_SIZE], c[ZRE_META_SIZE];
+    zt_meta synced = fields;
+    synced.seq = 2;
+    synced.synced_length = 3;
+    synced.synced_offset = 12;
+    zt_meta older = {.seq = 1}; /* the empty store */
+    zt_meta_copy(two, &synced);
+    zt_meta_copy(two + 64, &older);
+    memcpy(c, two, sizeof c);
+    c[0] ^= 0x40; /* copy 0 damaged: copy 1, the older commit, is read */
+    zt_write_file(mp, c, sizeof c);
+    assert_int_equal(zre_open_ex(&e, p, ZRE_OPEN_READONLY), 0);
+    assert_int_equal(zre_length(e), 0);
+    assert_int_equal(zre_close(e), 0);
+    c[64] ^= 0x40;
+    expect_bad_meta(state, c, sizeof c, "neither copy");
+    memcpy(c, two, sizeof c);
+    c[56] = 1; /* reserved */
+    copy_seal(c);
+    expect_bad_meta(state, c, sizeof c, "reserved");
+    memcpy(c, two, sizeof c);
+    c[40] = 4; /* synced length 4 > length 3 */
+    copy_seal(c);
+    expect_bad_meta(state, c, sizeof c, "synced");
+    memcpy(c, two, sizeof c);
+    c[32] = 3; /* sequence 3 belongs in copy 1: this copy is not trusted */
+    copy_seal(c);
+    zt_write_file(mp, c, sizeof c);
+    assert_int_equal(zre_open_ex(&e, p, ZRE_OPEN_READONLY), 0);
+    assert_int_equal(zre_length(e), 0);
+    assert_int_equal(zre_close(e), 0);
+    expect_bad_meta(state, c, 64, "64 bytes");
+    /* A conversion from the 32-byte header interrupted before copy 1 was
+     * whole reads the old header, which must then be whole itself. */
+    memset(c, 0, sizeof c);
+    memcpy(c, good, 32);
+    zt_write_file(mp, c, 96);
+    assert_int_equal(zre_open_ex(&e, p, ZRE_OPEN_READONLY), 0);
+    assert_int_equal(zre_length(e), 3);
+    assert_int_equal(zre_close(e), 0);
+    c[0] ^= 1;
+    expect_bad_meta(state, c, sizeof c, "checksum");
+
+    /* Restored to the older version's header, the store opens again: a
+     * writable open turns it into the two copies. */
     zt_write_file(mp, good, 32);
     assert_int_equal(zre_open(&e, p), 0);
+    assert_int_equal(zre_length(e), 3);
+    assert_int_equal(zre_close(e), 0);
+    assert_int_equal(zt_file_size(mp), ZRE_META_SIZE);
+    assert_int_equal(zre_open_ex(&e, p, ZRE_OPEN_READONLY), 0);
     assert_int_equal(zre_length(e), 3);
     assert_int_equal(zre_close(e), 0);
 }
@@ -543,9 +607,17 @@ static void test_format_vector(void **state)
     assert_int_equal(zre_append(e, src, 0, bounds, 3, NULL), 0);
     assert_int_equal(zre_close(e), 0);
 
-    static const unsigned char meta[32] = {
+    /* Copy 0: the close's sync (sequence 2: length 3, frontier 0:9, all
+     * synced); copy 1: the append (sequence 1, synced state still 0). */
+    static const unsigned char meta[ZRE_META_SIZE] = {
         0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x09, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xaf, 0xec, 0x0f, 0xaa,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x5a, 0x52, 0x4d, 0x32,
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x09, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x9c, 0xe3, 0x8f, 0xe9,
+        0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x09, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x5a, 0x52, 0x4d, 0x32,
+        0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x95, 0x90, 0x27, 0x31,
     };
     static const unsigned char loc[48] = {
         0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
@@ -554,7 +626,7 @@ static void test_format_vector(void **state)
     };
     static const unsigned char chunk[9] = {0x61, 0x62, 0x63, 0x68, 0x65, 0x6c, 0x6c, 0x6f, 0x5a};
 
-    unsigned char got[128];
+    unsigned char got[256];
     char fp[700];
     snprintf(fp, sizeof fp, "%s/meta.zr", p);
     assert_int_equal(zt_read_file(fp, got, sizeof got), sizeof meta);
@@ -857,6 +929,80 @@ static void test_platform(void **state)
     assert_int_equal(zrp_close(&b), 0);
 }
 
+/* zre_get_disk_usage: every file of the store by role, each as large as
+ * the file system says; a stray file is "other", a journal.zr is pending,
+ * and a directory or a symbolic link is no file of the store. */
+static void test_disk_usage(void **state)
+{
+    const char *p = spath(state, "s");
+    zre_engine *e;
+    zre_disk_usage u;
+    assert_int_equal(zre_get_disk_usage(NULL, &u), ZR_EINVAL);
+    assert_int_equal(zre_create(&e, p, ZRE_CODEC_RAW), 0);
+    assert_int_equal(zre_get_disk_usage(e, NULL), ZR_EINVAL);
+    append_fixed(e, 0, 40, 5000); /* several chunks in the small geometry */
+    assert_int_equal(zre_get_disk_usage(e, &u), 0);
+    uint64_t chunks = 0, chunk_bytes = 0, table = 0;
+    char name[40], fp[700];
+    for (;; chunks++) {
+        snprintf(name, sizeof name, "%" PRIu64 ".chunk", chunks);
+        snprintf(fp, sizeof fp, "%s/%s", p, name);
+        if (!zt_exists(fp))
+            break;
+        chunk_bytes += (uint64_t)zt_file_size(fp);
+    }
+    for (uint64_t seg = 0;; seg++) {
+        snprintf(name, sizeof name, "%" PRIu64 ".loc", seg);
+        snprintf(fp, sizeof fp, "%s/%s", p, name);
+        if (!zt_exists(fp))
+            break;
+        table += (uint64_t)zt_file_size(fp);
+    }
+    assert_true(chunks >= 1);
+    assert_int_equal(u.chunk_files, chunks);
+    assert_int_equal(u.chunk_bytes, chunk_bytes);
+    assert_int_equal(u.chunk_bytes, 40 * 5000);
+    assert_int_equal(u.table_bytes, table);
+    assert_int_equal(u.table_bytes, 40 * 16);
+    char meta[700], lock[700];
+    snprintf(meta, sizeof meta, "%s/meta.zr", p);
+    snprintf(lock, sizeof lock, "%s/lock.zr", p);
+    assert_int_equal(u.meta_bytes, (uint64_t)(zt_file_size(meta) + zt_file_size(lock)));
+    assert_int_equal(u.dict_bytes, 0);
+    assert_int_equal(u.other_bytes, 0);
+    assert_int_equal(u.journal_pending, 0);
+
+    snprintf(fp, sizeof fp, "%s/notes.txt", p);
+    zt_write_file(fp, "hello", 5);
+    snprintf(fp, sizeof fp, "%s/journal.zr", p);
+    zt_write_file(fp, "ZRJ", 3);
+    snprintf(fp, sizeof fp, "%s/9.chunk", p);
+    assert_int_equal(zt_os_mkdir(fp), 0);
+#ifndef _WIN32
+    char link[700], target[700];
+    snprintf(link, sizeof link, "%s/8.chunk", p);
+    snprintf(target, sizeof target, "%s/0.chunk", p);
+    assert_int_equal(symlink(target, link), 0);
+#endif
+    zre_disk_usage v;
+    assert_int_equal(zre_get_disk_usage(e, &v), 0);
+    assert_int_equal(v.chunk_files, u.chunk_files);
+    assert_int_equal(v.chunk_bytes, u.chunk_bytes);
+    assert_int_equal(v.other_bytes, 5 + 3);
+    assert_int_equal(v.journal_pending, 1);
+    snprintf(fp, sizeof fp, "%s/journal.zr", p);
+    assert_int_equal(zrp_unlink(fp), 0);
+    assert_int_equal(zre_close(e), 0);
+
+    /* A read-only handle reports the same files. */
+    assert_int_equal(zre_open_ex(&e, p, ZRE_OPEN_READONLY), 0);
+    assert_int_equal(zre_get_disk_usage(e, &v), 0);
+    assert_int_equal(v.chunk_bytes, u.chunk_bytes);
+    assert_int_equal(v.table_bytes, u.table_bytes);
+    assert_int_equal(v.journal_pending, 0);
+    assert_int_equal(zre_close(e), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -879,6 +1025,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_format_vector, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_raw, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_zstd, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_disk_usage, setup, zt_dir_teardown),
 #ifdef ZRE_TEST_SMALL_GEOMETRY
         cmocka_unit_test_setup_teardown(test_smallgeom_rollover_raw, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_smallgeom_rollover_zstd, setup, zt_dir_teardown),

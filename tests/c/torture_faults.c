@@ -31,120 +31,47 @@
 #include <unistd.h>
 
 #include <cmocka.h>
-#include <zdict.h>
 
 #include "zr_platform.h"
+#include "zr_test_model.h"
 #include "zr_test_util.h"
 #include "zrengine.h"
 #include "zrstore.h"
 
 /* ------------------------------------------------------------- records */
 
-/* A pure hash of x (one splitmix64 step from state x). */
-static uint64_t mix(uint64_t x) { return zt_splitmix64(&x); }
-
-static uint32_t rsize(uint64_t id) { return 24 + (uint32_t)(mix(id) % 900); }
-
-static void rfill(uint64_t id, unsigned char *p)
-{
-    uint32_t n = rsize(id);
-    uint64_t h = mix(id + 77);
-    for (uint32_t j = 0; j < n; j++)
-        p[j] = (unsigned char)(j % 5 == 0 ? (h >> (8 * (j % 8))) : (j * 7 + id));
-}
-
-typedef struct model {
-    uint64_t id[1024];
-    uint64_t len;
-    uint64_t next;
-} model;
+/* Records of 24..923 bytes (the shared model, zr_test_model.h). */
+static const zt_recipe recipe = {24, 923};
 
 /* Append `n` new records to `e` (one call); updates `m` on success. */
-static int append_n(zre_engine *e, model *m, uint64_t n)
-{
-    uint64_t bounds[257];
-    assert_true(n <= 256);
-    bounds[0] = 0;
-    for (uint64_t i = 0; i < n; i++)
-        bounds[i + 1] = bounds[i] + rsize(m->next + i);
-    unsigned char *buf = malloc(bounds[n] ? bounds[n] : 1);
-    for (uint64_t i = 0; i < n; i++)
-        rfill(m->next + i, buf + bounds[i]);
-    uint64_t first = 0;
-    int rc = zre_append(e, buf, 0, bounds, n, &first);
-    free(buf);
-    if (rc == 0) {
-        assert_int_equal(first, m->len);
-        for (uint64_t i = 0; i < n; i++)
-            m->id[m->len++] = m->next + i;
-        m->next += n;
-    }
-    return rc;
-}
+static int append_n(zre_engine *e, zt_model *m, uint64_t n) { return zt_model_append(e, m, n); }
 
-/* Swap-last delete on the model (descending, distinct indices). */
-static void model_delete(model *m, const uint64_t *idx_desc, uint64_t n)
+/* Swap-last delete on the model. */
+static void model_delete(zt_model *m, const uint64_t *idx, uint64_t n)
 {
-    for (uint64_t i = 0; i < n; i++) {
-        m->id[idx_desc[i]] = m->id[m->len - 1];
-        m->len--;
-    }
+    zt_model_delete(m, idx, n);
 }
 
 /* Every record of `e` equals the model, byte for byte. */
-static void check_model(zre_engine *e, const model *m, const char *ctx)
+static void check_model(zre_engine *e, const zt_model *m, const char *ctx)
 {
-    if (zre_length(e) != m->len)
-        fail_msg("%s: length %" PRIu64 ", expected %" PRIu64, ctx, zre_length(e), m->len);
-    unsigned char got[1024], want[1024];
-    for (uint64_t i = 0; i < m->len; i++) {
-        uint32_t n = rsize(m->id[i]);
-        int rc = zre_gather(e, &i, 1, got, n, n, NULL);
-        if (rc != 0)
-            fail_msg("%s: gather of record %" PRIu64 " failed: %s", ctx, i, zr_last_error());
-        rfill(m->id[i], want);
-        if (memcmp(got, want, n) != 0)
-            fail_msg("%s: record %" PRIu64 " has wrong bytes", ctx, i);
-    }
+    zt_model_check(e, m, 0, ctx);
 }
 
-static unsigned char g_dict[16384];
-static size_t g_dict_size;
-
-static void train_dict(void)
+/* A dictionary for zstd_dict stores made through the typed layer. */
+static const unsigned char *dict_bytes(size_t *size)
 {
-    if (g_dict_size)
-        return;
-    enum { N = 300 };
-    size_t sizes[N], total = 0;
-    for (int i = 0; i < N; i++)
-        total += sizes[i] = rsize(500000 + (uint64_t)i);
-    unsigned char *buf = malloc(total), *p = buf;
-    for (int i = 0; i < N; i++) {
-        rfill(500000 + (uint64_t)i, p);
-        p += sizes[i];
-    }
-    size_t got = ZDICT_trainFromBuffer(g_dict, sizeof g_dict, buf, sizes, N);
-    free(buf);
-    assert_false(ZDICT_isError(got));
-    g_dict_size = got;
+    static unsigned char dict[16384];
+    static size_t n;
+    if (!n)
+        n = zt_train_dict(&recipe, 500000, 300, dict, sizeof dict);
+    *size = n;
+    return dict;
 }
 
 static zre_engine *create_engine(const char *path, zre_codec codec)
 {
-    zre_create_options o;
-    memset(&o, 0, sizeof o);
-    o.codec = codec;
-    if (codec == ZRE_CODEC_ZSTD_DICT) {
-        train_dict();
-        o.dict = g_dict;
-        o.dict_size = g_dict_size;
-    }
-    zre_engine *e = NULL;
-    int rc = zre_create_ex(&e, path, &o);
-    if (rc != 0)
-        fail_msg("create %s: %s", path, zr_last_error());
-    return e;
+    return zt_create_store(path, codec, &recipe);
 }
 
 static zre_engine *open_engine(const char *path, unsigned flags)
@@ -195,11 +122,11 @@ static int teardown_root(void **state)
 }
 
 /* A store of `n` records at `path`, synced and closed. */
-static void make_store(const char *path, zre_codec codec, model *m, uint64_t n)
+static void make_store(const char *path, zre_codec codec, zt_model *m, uint64_t n)
 {
     zt_rmtree(path);
-    memset(m, 0, sizeof *m);
-    m->next = 1;
+    zt_model_free(m);
+    zt_model_init(m, &recipe, 1);
     zre_engine *e = create_engine(path, codec);
     while (n > 0) {
         uint64_t take = n < 200 ? n : 200;
@@ -229,7 +156,7 @@ static void test_delete_failure_keeps_later_appends(void **s)
     (void)s;
     const char *p = sp("delfail");
     for (int sticky = 0; sticky <= 1; sticky++) {
-        model m;
+        zt_model m = {0};
         make_store(p, ZRE_CODEC_RAW, &m, 100);
         zre_engine *e = open_engine(p, 0);
         zrp_fp_reset();
@@ -260,6 +187,7 @@ static void test_delete_failure_keeps_later_appends(void **s)
         check_model(e, &m, "reopened");
         assert_false(zt_exists(sp("delfail/journal.zr")));
         zre_close(e);
+        zt_model_free(&m);
     }
 }
 
@@ -281,7 +209,7 @@ static void test_stale_journal_not_replayed(void **s)
     (void)s;
     const char *p = sp("stale");
     const char *saved = sp("stale.journal");
-    model m;
+    zt_model m = {0};
     make_store(p, ZRE_CODEC_ZSTD, &m, 80);
     zre_engine *e = open_engine(p, 0);
     zrp_fp_observe(copy_journal, (void *)saved);
@@ -306,6 +234,7 @@ static void test_stale_journal_not_replayed(void **s)
     check_model(e, &m, "writable over a stale journal");
     zre_close(e);
     assert_false(zt_exists(sp("stale/journal.zr")));
+    zt_model_free(&m);
 }
 
 /* Byte images of every file in a store directory (for "wrote nothing"). */
@@ -334,7 +263,7 @@ static void test_readonly_open_never_writes(void **s)
 {
     (void)s;
     const char *p = sp("ro");
-    model m;
+    zt_model m = {0};
     make_store(p, ZRE_CODEC_RAW, &m, 100);
     zre_engine *e = open_engine(p, 0);
     zrp_fp_reset();
@@ -364,6 +293,7 @@ static void test_readonly_open_never_writes(void **s)
     e = open_engine(p, ZRE_OPEN_READONLY);
     check_model(e, &m, "read-only after recovery");
     zre_close(e);
+    zt_model_free(&m);
 }
 
 /* Store files are never followed through a symbolic link: an append
@@ -374,7 +304,7 @@ static void test_symlinked_store_files_refused(void **s)
     const char *p = sp("link");
     const char *victim = sp("victim");
     zt_write_file(victim, "precious", 8);
-    model m;
+    zt_model m = {0};
     make_store(p, ZRE_CODEC_RAW, &m, 10);
     const char *names[] = {"0.chunk", "0.loc", "meta.zr"};
     for (int i = 0; i < 3; i++) {
@@ -406,6 +336,7 @@ static void test_symlinked_store_files_refused(void **s)
     unsigned char buf[16];
     assert_int_equal(zt_read_file(victim, buf, sizeof buf), 8);
     assert_memory_equal(buf, "precious", 8);
+    zt_model_free(&m);
 }
 
 static void on_alarm(int sig) { (void)sig; }
@@ -416,7 +347,7 @@ static void test_fifo_never_hangs(void **s)
 {
     (void)s;
     const char *p = sp("fifo");
-    model m;
+    zt_model m = {0};
     make_store(p, ZRE_CODEC_ZSTD, &m, 10);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -444,6 +375,7 @@ static void test_fifo_never_hangs(void **s)
     zre_engine *e = open_engine(p, 0);
     check_model(e, &m, "after the FIFOs");
     zre_close(e);
+    zt_model_free(&m);
 }
 
 /* A 5-byte store.zr declaring a map of 2^32 entries made msgpack-c ask
@@ -504,7 +436,7 @@ static void test_errors_name_the_call(void **s)
 {
     (void)s;
     const char *p = sp("names");
-    model m;
+    zt_model m = {0};
     make_store(p, ZRE_CODEC_RAW, &m, 100);
     zre_engine *e = open_engine(p, 0);
     zrp_fp_reset();
@@ -537,6 +469,201 @@ static void test_errors_name_the_call(void **s)
     assert_int_equal(zre_compact(e), 0);
     check_model(e, &m, "after a compact");
     zre_close(e);
+    zt_model_free(&m);
+}
+
+/* Arm pwrite number `k` (1 = the next) to tear: half its bytes, then
+ * every later write fails whole (a full disk). */
+static void arm_torn_write(uint64_t k)
+{
+    zrp_fp_reset();
+    zrp_fp_arm(ZRP_FP_PWRITE, k, ZRP_FP_SHORT, 1);
+}
+
+/* A header write torn by a full disk (half its 32 bytes landed, and the
+ * write that was to put the old header back failed too) left a store that
+ * no open, recovery or verify accepted, and the append's error said a
+ * writable open would recover it (76 sweep runs). A commit now writes the
+ * header copy that does not hold the last commit: the store reopens at its
+ * last commit, and the error says so. */
+static void test_torn_header_write(void **s)
+{
+    (void)s;
+    const char *p = sp("torn");
+    for (int c = 0; c < 2; c++) {
+        zre_codec codec = c ? ZRE_CODEC_ZSTD : ZRE_CODEC_RAW;
+        zt_model m = {0};
+        make_store(p, codec, &m, 50);
+        zre_engine *e = open_engine(p, 0);
+        assert_int_equal(append_n(e, &m, 10), 0);
+        /* An append writes its bytes, its table entries, then the header:
+         * tear each write in turn until the header's is the one torn. */
+        int torn_header = 0;
+        for (uint64_t k = 1; !torn_header && k <= 8; k++) {
+            zt_model tried = {0};
+            zt_model_copy(&tried, &m);
+            arm_torn_write(k);
+            int rc = append_n(e, &tried, 7);
+            zt_model_free(&tried);
+            if (rc == 0) {
+                zrp_fp_reset();
+                fail_msg("append with pwrite #%" PRIu64 " torn succeeded", k);
+            }
+            torn_header = strstr(zr_last_error(), "meta.zr") != NULL;
+            if (torn_header)
+                zt_assert_mentions(zr_last_error(), "other copy still holds the last commit");
+            /* The disk stays full: the next commit fails too, and the
+             * handle refuses when it could not clear the torn append's
+             * table entries. */
+            assert_int_not_equal(append_n(e, &m, 1), 0);
+            zrp_fp_reset();
+            if (zre_sync(e) == ZR_ESTATE) {
+                zt_assert_mentions(zr_last_error(), "clearing its table entries failed");
+                zre_close(e);
+                e = open_engine(p, 0);
+            }
+            check_model(e, &m, "after a torn write");
+        }
+        assert_true(torn_header);
+        assert_int_equal(append_n(e, &m, 2), 0);
+        arm_torn_write(1);
+        assert_int_not_equal(zre_close(e), 0); /* its sync's header write fails */
+        zrp_fp_reset();
+        e = open_engine(p, ZRE_OPEN_READONLY);
+        check_model(e, &m, "read-only after a torn header");
+        zre_close(e);
+        e = open_engine(p, 0);
+        check_model(e, &m, "writable after a torn header");
+        assert_int_equal(append_n(e, &m, 3), 0);
+        assert_int_equal(zre_close(e), 0);
+        e = open_engine(p, ZRE_OPEN_READONLY);
+        check_model(e, &m, "appended after a torn header");
+        zre_close(e);
+        zt_model_free(&m);
+    }
+}
+
+/* An append that fails after writing table entries (here its header
+ * write fails) clears them durably before it returns: a sync could
+ * otherwise make them durable, and after a power loss that kept a later
+ * append's header but not its entries, they would stand where its records
+ * go and read as this append's records, never committed. */
+static void test_failed_append_clears_its_entries(void **s)
+{
+    (void)s;
+    const char *p = sp("clear");
+    zt_model m = {0};
+    make_store(p, ZRE_CODEC_RAW, &m, 50);
+    zre_engine *e = open_engine(p, 0);
+    char lp[800];
+    snprintf(lp, sizeof lp, "%s/0.loc", p);
+    int header_failed = 0;
+    for (uint64_t k = 1; !header_failed && k <= 6; k++) {
+        zt_model tried = {0};
+        zt_model_copy(&tried, &m);
+        zrp_fp_reset();
+        zrp_fp_arm(ZRP_FP_PWRITE, k, -EIO, 0);
+        int rc = append_n(e, &tried, 12);
+        zrp_fp_reset();
+        zt_model_free(&tried);
+        assert_int_not_equal(rc, 0);
+        header_failed = strstr(zr_last_error(), "meta.zr") != NULL;
+        unsigned char t[64 * 16];
+        size_t n = zt_read_file(lp, t, sizeof t);
+        for (size_t i = 50 * 16; i < n; i++)
+            if (t[i])
+                fail_msg("pwrite #%" PRIu64 " failed: entry %zu past the length is not cleared", k,
+                         i / 16);
+    }
+    assert_true(header_failed);
+    assert_int_equal(append_n(e, &m, 4), 0);
+    check_model(e, &m, "after failed appends");
+    assert_int_equal(zre_close(e), 0);
+    e = open_engine(p, ZRE_OPEN_READONLY);
+    check_model(e, &m, "reopened after failed appends");
+    zre_close(e);
+    zt_model_free(&m);
+}
+
+/* A writable open turns the 32-byte meta.zr of an older version into two
+ * copies by writing copy 1 first: torn there, the old header still holds
+ * the store. */
+static void test_torn_header_conversion(void **s)
+{
+    (void)s;
+    const char *p = sp("torncv");
+    zt_model m = {0};
+    make_store(p, ZRE_CODEC_ZSTD, &m, 40);
+    zre_engine *e = open_engine(p, ZRE_OPEN_READONLY);
+    zt_meta f = {.length = m.len};
+    unsigned char hdr[ZRE_META_SIZE];
+    char mp[800];
+    snprintf(mp, sizeof mp, "%s/meta.zr", p);
+    assert_int_equal(zt_read_file(mp, hdr, sizeof hdr), sizeof hdr);
+    const unsigned char *last = zt_get_le32(hdr + 32) > zt_get_le32(hdr + 96) ? hdr : hdr + 64;
+    f.tail_chunk = zt_get_le32(last + 8);
+    f.tail_offset = zt_get_le32(last + 12);
+    f.codec = last[16];
+    zre_close(e);
+    unsigned char old[32];
+    zt_meta_legacy(old, &f);
+    zt_write_file(mp, old, sizeof old);
+    arm_torn_write(1);
+    assert_int_equal(zre_open_ex(&e, p, 0), ZR_EIO);
+    zrp_fp_reset();
+    zt_assert_mentions(zr_last_error(), "meta.zr");
+    assert_true(zt_file_size(mp) > 32 && zt_file_size(mp) < ZRE_META_SIZE);
+    e = open_engine(p, ZRE_OPEN_READONLY);
+    check_model(e, &m, "read-only after a torn conversion");
+    zre_close(e);
+    e = open_engine(p, 0);
+    check_model(e, &m, "converted after all");
+    zre_close(e);
+    assert_int_equal(zt_file_size(mp), ZRE_META_SIZE);
+    zt_model_free(&m);
+}
+
+/* A damaged meta.zr made every open retry its read 2,000 times with a
+ * yield between: 6 ms on an idle machine, 18-23 s under load (fuzz_store's
+ * one timeout). A reader now rereads only while the bytes change, and a
+ * writer (the only one who writes them) reads once. */
+static void test_damaged_header_refused_at_once(void **s)
+{
+    (void)s;
+    const char *p = sp("dmg");
+    zt_model m = {0};
+    make_store(p, ZRE_CODEC_RAW, &m, 20);
+    char mp[800];
+    snprintf(mp, sizeof mp, "%s/meta.zr", p);
+    unsigned char hdr[ZRE_META_SIZE];
+    assert_int_equal(zt_read_file(mp, hdr, sizeof hdr), sizeof hdr);
+    unsigned char bad[ZRE_META_SIZE];
+    memcpy(bad, hdr, sizeof bad);
+    bad[3] ^= 0x10;
+    bad[64 + 3] ^= 0x10;
+    unsigned char old[32];
+    zt_meta f = {.length = 20};
+    zt_meta_legacy(old, &f);
+    old[0] ^= 1;
+    const struct { const unsigned char *b; size_t n; } forms[2] = {{bad, sizeof bad}, {old, 32}};
+    for (int i = 0; i < 2; i++) {
+        zt_write_file(mp, forms[i].b, forms[i].n);
+        for (int ro = 0; ro <= 1; ro++) {
+            zre_engine *e = NULL;
+            zrp_fp_reset();
+            assert_int_equal(zre_open_ex(&e, p, ro ? ZRE_OPEN_READONLY : 0), ZR_ENOTSTORE);
+            zt_assert_mentions(zr_last_error(), "checksum");
+            uint64_t reads = zrp_fp_count(ZRP_FP_PREAD);
+            if (reads > (uint64_t)(ro ? 2 : 1))
+                fail_msg("a damaged header (%zu bytes) was read %" PRIu64 " times by a %s open",
+                         forms[i].n, reads, ro ? "read-only" : "writable");
+        }
+    }
+    zt_write_file(mp, hdr, sizeof hdr);
+    zre_engine *e = open_engine(p, ZRE_OPEN_READONLY);
+    check_model(e, &m, "restored header");
+    zre_close(e);
+    zt_model_free(&m);
 }
 
 static void test_check_path(void **s)
@@ -556,12 +683,12 @@ static const char *const op_names[OP_COUNT] = {"append", "delete", "compact", "s
 static uint64_t g_runs, g_faulted_failures, g_poisoned, g_ok_despite;
 
 /* Prepare the store for `op`; returns the open handle (NULL for create). */
-static zre_engine *prepare(sweep_op op, zre_codec codec, const char *p, model *m)
+static zre_engine *prepare(sweep_op op, zre_codec codec, const char *p, zt_model *m)
 {
     if (op == OP_CREATE) {
         zt_rmtree(p);
-        memset(m, 0, sizeof *m);
-        m->next = 1;
+        zt_model_free(m);
+        zt_model_init(m, &recipe, 1);
         return NULL;
     }
     make_store(p, codec, m, op == OP_APPEND ? 40 : 150);
@@ -579,7 +706,7 @@ static zre_engine *prepare(sweep_op op, zre_codec codec, const char *p, model *m
 static const uint64_t del_idx[5] = {149, 100, 70, 5, 0};
 
 /* Run `op` on `e` (or create at p); update the model on success. */
-static int run_op(sweep_op op, zre_codec codec, const char *p, zre_engine **e, model *m)
+static int run_op(sweep_op op, zre_codec codec, const char *p, zre_engine **e, zt_model *m)
 {
     int rc = 0;
     switch (op) {
@@ -597,8 +724,9 @@ static int run_op(sweep_op op, zre_codec codec, const char *p, zre_engine **e, m
     case OP_CREATE: {
         zrs_store *st = NULL;
         if (codec == ZRE_CODEC_ZSTD_DICT) {
-            train_dict();
-            rc = zrs_create_ragged_dict(&st, p, ZRS_UINT8, codec, g_dict, g_dict_size);
+            size_t dn;
+            const unsigned char *d = dict_bytes(&dn);
+            rc = zrs_create_ragged_dict(&st, p, ZRS_UINT8, codec, d, dn);
         } else {
             rc = zrs_create_ragged(&st, p, ZRS_UINT8, codec);
         }
@@ -614,7 +742,7 @@ static int run_op(sweep_op op, zre_codec codec, const char *p, zre_engine **e, m
 static void sweep_one(sweep_op op, zre_codec codec, zrp_fp_kind kind, uint64_t k, int err,
                       int sticky, const char *p)
 {
-    model m;
+    zt_model m = {0};
     zre_engine *e = prepare(op, codec, p, &m);
     char ctx[256];
     snprintf(ctx, sizeof ctx, "%s/%s: %s #%" PRIu64 " fails (%s%s)", op_names[op],
@@ -669,6 +797,7 @@ static void sweep_one(sweep_op op, zre_codec codec, zrp_fp_kind kind, uint64_t k
     e = open_engine(p, ZRE_OPEN_READONLY);
     check_model(e, &m, ctx);
     zre_close(e);
+    zt_model_free(&m);
 }
 
 static void sweep_codec(zre_codec codec)
@@ -685,7 +814,7 @@ static void sweep_codec(zre_codec codec)
             if (kind == ZRP_FP_MKDIR)
                 continue;
             /* How many calls of this kind the operation makes. */
-            model m;
+            zt_model m = {0};
             zre_engine *e = prepare((sweep_op)op, codec, p, &m);
             zrp_fp_reset();
             assert_int_equal(run_op((sweep_op)op, codec, p, &e, &m), 0);
@@ -702,9 +831,13 @@ static void sweep_codec(zre_codec codec)
                         continue;
                     sweep_one((sweep_op)op, codec, (zrp_fp_kind)kind, k, errs[ei], 0, p);
                 }
-                /* From k on, everything of this kind fails (EIO). */
+                /* From k on, everything of this kind fails (EIO); a write
+                 * torn at k, then a full disk. */
                 sweep_one((sweep_op)op, codec, (zrp_fp_kind)kind, k, -EIO, 1, p);
+                if (kind == ZRP_FP_PWRITE)
+                    sweep_one((sweep_op)op, codec, (zrp_fp_kind)kind, k, ZRP_FP_SHORT, 1, p);
             }
+            zt_model_free(&m);
         }
     }
 }
@@ -738,6 +871,10 @@ int main(void)
         cmocka_unit_test(test_identity_bounded),
         cmocka_unit_test(test_create_enospc_cleans_up),
         cmocka_unit_test(test_errors_name_the_call),
+        cmocka_unit_test(test_torn_header_write),
+        cmocka_unit_test(test_failed_append_clears_its_entries),
+        cmocka_unit_test(test_torn_header_conversion),
+        cmocka_unit_test(test_damaged_header_refused_at_once),
         cmocka_unit_test(test_sweep_raw),
         cmocka_unit_test(test_sweep_zstd),
         cmocka_unit_test(test_sweep_zstd_dict),

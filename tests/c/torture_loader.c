@@ -1135,6 +1135,97 @@ static void test_pass(void **state)
     assert_non_null(strstr(zr_last_error(), "past the pass"));
 }
 
+/* ZLD_WORKERS_NONE: no worker threads; the consumer builds each batch,
+ * the same batches as with workers, the end of a pass and a failing
+ * stream reported as usual. */
+static void test_inline_workers(void **state)
+{
+    fixture *f = *state;
+    zld_options o = opts(37, ZSM_CYCLIC, 5, 3, 4), io = o;
+    io.num_workers = ZLD_WORKERS_NONE;
+    zld_loader *l = NULL, *r = NULL;
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, &o), ZR_OK);
+    assert_int_equal(zld_create(&r, f->s, NSTREAMS, &io), ZR_OK);
+    for (int k = 0; k < 30; k++) {
+        zld_batch *a = NULL, *b = NULL;
+        assert_int_equal(zld_next(l, &a), ZR_OK);
+        assert_int_equal(zld_next(r, &b), ZR_OK);
+        assert_int_equal(zld_batch_step(b), k);
+        assert_memory_equal(zld_batch_indices(a), zld_batch_indices(b), 37 * 8);
+        check_batch_content(b, 37);
+        zld_batch_free(a);
+        zld_batch_free(b);
+    }
+    zld_close(r);
+    zld_close(l);
+    io.pass = 1;
+    assert_int_equal(zld_create(&r, f->s, NSTREAMS, &io), ZR_OK);
+    assert_int_equal(zld_steps(r), 28);
+    for (int k = 0; k < 28; k++) {
+        zld_batch *b = NULL;
+        assert_int_equal(zld_next(r, &b), ZR_OK);
+        assert_int_equal(zld_batch_valid(b), zld_batch_count(b));
+        zld_batch_free(b);
+    }
+    zld_batch *b = NULL;
+    assert_int_equal(zld_next(r, &b), ZLD_END);
+    zld_close(r);
+}
+
+/* even_batches: every rank the same steps of full batches; the valid
+ * rows of all ranks hold every record once. 10 records, batch 2, world
+ * 4: ranks 0 and 2 own one step, 1 and 3 two (one record in the second). */
+static void test_even_batches(void **state)
+{
+    (void)state;
+    char root[512], path[600];
+    assert_int_equal(zt_mkdtemp(root, sizeof root, "even"), 0);
+    snprintf(path, sizeof path, "%s/s", root);
+    zrs_store *s = NULL;
+    assert_int_equal(zrs_create_dense(&s, path, ZRS_UINT64, NULL, 0, ZRE_CODEC_RAW), ZR_OK);
+    uint64_t v[10];
+    for (uint64_t i = 0; i < 10; i++) v[i] = i;
+    assert_int_equal(zrs_append_dense(s, v, sizeof v, 10, NULL), ZR_OK);
+    unsigned seen[10] = {0};
+    const uint64_t want_valid[4][2] = {{2, 0}, {2, 1}, {2, 0}, {2, 1}};
+    for (uint32_t r = 0; r < 4; r++) {
+        zld_options o = opts(2, ZSM_SEQUENTIAL, 0, r % 2 ? ZLD_WORKERS_NONE : 2, 2);
+        o.pass = 1;
+        o.shuffle = 1;
+        o.even_batches = 1;
+        o.rank = r;
+        o.world_size = 4;
+        zld_loader *l = NULL;
+        assert_int_equal(zld_create(&l, &s, 1, &o), ZR_OK);
+        assert_int_equal(zld_steps(l), 2);
+        for (uint64_t k = 0; k < 2; k++) {
+            zld_batch *b = NULL;
+            assert_int_equal(zld_next(l, &b), ZR_OK);
+            assert_int_equal(zld_batch_count(b), 2);
+            assert_int_equal(zld_batch_valid(b), want_valid[r][k]);
+            uint64_t nb = 0;
+            const uint64_t *d = zld_batch_data(b, 0, &nb);
+            assert_int_equal(nb, 16);
+            for (uint64_t i = 0; i < zld_batch_valid(b); i++)
+                seen[d[i]]++;
+            for (uint64_t i = 0; i < 2; i++)
+                assert_int_equal(d[i], zld_batch_indices(b)[i]);
+            zld_batch_free(b);
+        }
+        zld_batch *b = NULL;
+        assert_int_equal(zld_next(l, &b), ZLD_END);
+        char *t = NULL;
+        assert_int_equal(zld_state_json(l, &t), ZR_OK);
+        zt_assert_mentions(t, "\"even_batches\":true");
+        zld_state_free(t);
+        zld_close(l);
+    }
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(seen[i], 1);
+    zrs_close(s);
+    zt_rmtree(root);
+}
+
 /* Length-bucketed steps: the loader's batches are zsm_bucket_indices'
  * (any worker count), hold the records of those indices, and the options
  * are checked (one length per record, cyclic only, endless only). */
@@ -1464,6 +1555,8 @@ int main(void)
         cmocka_unit_test(test_flips),
         cmocka_unit_test(test_large_batches_hugepage_hint),
         cmocka_unit_test_setup_teardown(test_flip_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_inline_workers, setup, teardown),
+        cmocka_unit_test(test_even_batches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,9 +16,9 @@
 
 
 #include <cmocka.h>
-#include <zdict.h>
 
 #include "zr_platform.h"
+#include "zr_test_model.h"
 #include "zr_test_util.h"
 #include "zrengine.h"
 
@@ -53,109 +53,49 @@ static long file_size(const char *store, const char *name) { return zt_file_size
 
 /* ------------------------------------------------------ records, model */
 
-static uint32_t rsize(uint64_t id) { return 100 + (uint32_t)((id * 2654435761u) % 1900); }
+/* Records of 100..1999 bytes: 64 KiB chunks hold about 60 of them. */
+static const zt_recipe recipe = {100, 1999};
 
-static void rfill(uint64_t id, unsigned char *p)
+static zt_model *new_model(void)
 {
-    uint32_t n = rsize(id);
-    for (uint32_t j = 0; j < n; j++)
-        p[j] = (unsigned char)(j % 5 == 0 ? id * 7 + j / 5 : j * 3 + (id >> 3));
+    zt_model *m = calloc(1, sizeof *m);
+    assert_non_null(m);
+    zt_model_init(m, &recipe, 0);
+    return m;
 }
 
-typedef struct model {
-    uint64_t id[16384];
-    uint64_t len;
-    uint64_t next;
-} model;
-
-static void append_n(zre_engine *e, model *m, uint64_t n)
+static void free_model(zt_model *m)
 {
-    uint64_t *b = malloc((n + 1) * sizeof *b);
-    b[0] = 0;
-    for (uint64_t i = 0; i < n; i++)
-        b[i + 1] = b[i] + rsize(m->next + i);
-    unsigned char *buf = malloc(b[n]);
-    for (uint64_t i = 0; i < n; i++)
-        rfill(m->next + i, buf + b[i]);
-    assert_int_equal(zre_append(e, buf, 0, b, n, NULL), 0);
-    for (uint64_t i = 0; i < n; i++)
-        m->id[m->len++] = m->next++;
-    free(buf);
-    free(b);
+    zt_model_free(m);
+    free(m);
 }
 
-static void check_model(zre_engine *e, const model *m)
+static void append_n(zre_engine *e, zt_model *m, uint64_t n)
 {
-    assert_int_equal(zre_length(e), m->len);
-    unsigned char got[2100], want[2100];
-    for (uint64_t i = 0; i < m->len; i++) {
-        uint32_t n = rsize(m->id[i]);
-        rfill(m->id[i], want);
-        if (zre_gather(e, &i, 1, got, sizeof got, n, NULL) != 0)
-            fail_msg("record %" PRIu64 ": %s", i, zr_last_error());
-        if (memcmp(got, want, n) != 0)
-            fail_msg("record %" PRIu64 " (id %" PRIu64 ") differs", i, m->id[i]);
-        assert_int_equal(zre_check_record(e, i), 0);
-    }
+    if (zt_model_append(e, m, n) != 0)
+        fail_msg("append of %" PRIu64 " records: %s", n, zr_last_error());
 }
 
-static int cmp_desc(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? 1 : x > y ? -1 : 0;
-}
+/* Every record equals the model and passes zre_check_record. */
+static void check_model(zre_engine *e, const zt_model *m) { zt_model_check(e, m, 1, "maint"); }
 
-static void del(zre_engine *e, model *m, const uint64_t *idx, uint64_t n)
+static void del(zre_engine *e, zt_model *m, const uint64_t *idx, uint64_t n)
 {
     if (zre_delete(e, idx, n) != 0)
         fail_msg("delete of %" PRIu64 " indices: %s", n, zr_last_error());
-    uint64_t t[512];
-    memcpy(t, idx, n * sizeof *t);
-    qsort(t, n, sizeof *t, cmp_desc);
-    for (uint64_t i = 0; i < n; i++) {
-        if (i && t[i] == t[i - 1])
-            continue;
-        m->id[t[i]] = m->id[m->len - 1];
-        m->len--;
-    }
-}
-
-static size_t train(unsigned char *dict, size_t cap)
-{
-    enum { N = 300 };
-    size_t sizes[N], total = 0;
-    for (int i = 0; i < N; i++)
-        total += sizes[i] = rsize(50000 + (uint64_t)i);
-    unsigned char *buf = malloc(total), *p = buf;
-    for (int i = 0; i < N; i++) {
-        rfill(50000 + (uint64_t)i, p);
-        p += sizes[i];
-    }
-    size_t got = ZDICT_trainFromBuffer(dict, cap, buf, sizes, N);
-    free(buf);
-    assert_false(ZDICT_isError(got));
-    return got;
+    zt_model_delete(m, idx, n);
 }
 
 static zre_engine *make(const char *name, zre_codec codec)
 {
-    static unsigned char dict[16384];
-    zre_create_options o = {0};
-    o.codec = codec;
-    if (codec == ZRE_CODEC_ZSTD_DICT) {
-        o.dict = dict;
-        o.dict_size = train(dict, sizeof dict);
-    }
-    zre_engine *e = NULL;
-    assert_int_equal(zre_create_ex(&e, zt_root_at(name), &o), 0);
-    return e;
+    return zt_create_store(zt_root_at(name), codec, &recipe);
 }
 
 /* ---------------------------------------------------------------- tests */
 
 static void delete_compact(zre_codec codec, const char *name)
 {
-    model *m = calloc(1, sizeof *m);
+    zt_model *m = new_model();
     zre_engine *e = make(name, codec);
     const char *p = zt_root_at(name);
     char path[700];
@@ -226,7 +166,7 @@ static void delete_compact(zre_codec codec, const char *name)
     append_n(e, m, 10);
     check_model(e, m);
     assert_int_equal(zre_close(e), 0);
-    free(m);
+    free_model(m);
 }
 
 static void test_delete_compact_raw(void **s) { (void)s; delete_compact(ZRE_CODEC_RAW, "raw"); }
@@ -242,7 +182,7 @@ static void test_delete_compact_dict(void **s)
 static void test_compact_overlapping(void **s)
 {
     (void)s;
-    model *m = calloc(1, sizeof *m);
+    zt_model *m = new_model();
     zre_engine *e = make("ov", ZRE_CODEC_RAW);
     append_n(e, m, 200);
     uint64_t first = 0;
@@ -255,7 +195,7 @@ static void test_compact_overlapping(void **s)
     check_model(e, m);
     assert_false(file_exists(zt_root_at("ov"), "journal.zr"));
     assert_int_equal(zre_close(e), 0);
-    free(m);
+    free_model(m);
 }
 
 typedef struct intr_arg {
@@ -277,7 +217,7 @@ static void interrupt_later(void *arg)
 static void test_compact_interrupt(void **s)
 {
     (void)s;
-    model *m = calloc(1, sizeof *m);
+    zt_model *m = new_model();
     zre_engine *e = make("intr", ZRE_CODEC_RAW);
     for (int k = 0; k < 12; k++)
         append_n(e, m, 1000); /* ~12 MiB; the compact below moves ~3 batches */
@@ -328,13 +268,13 @@ static void test_compact_interrupt(void **s)
     assert_int_equal(zre_open(&e, zt_root_at("intr")), 0);
     check_model(e, m);
     assert_int_equal(zre_close(e), 0);
-    free(m);
+    free_model(m);
 }
 
 static void test_readonly_locks(void **s)
 {
     (void)s;
-    model *m = calloc(1, sizeof *m);
+    zt_model *m = new_model();
     zre_engine *w = make("ro", ZRE_CODEC_ZSTD), *r1 = NULL, *r2 = NULL, *x = NULL;
     append_n(w, m, 20);
     char path[700];
@@ -376,7 +316,7 @@ static void test_readonly_locks(void **s)
     assert_int_equal(zre_open(&x, path), 0);
     assert_int_equal(zre_is_readonly(x), 0);
     assert_int_equal(zre_close(x), 0);
-    free(m);
+    free_model(m);
 }
 
 /* A reader sees the prefix committed at its open; refresh() shows later
@@ -385,7 +325,7 @@ static void test_readonly_locks(void **s)
 static void test_refresh(void **s)
 {
     (void)s;
-    model *m = calloc(1, sizeof *m);
+    zt_model *m = new_model();
     zre_engine *w = make("rf", ZRE_CODEC_ZSTD), *r = NULL;
     append_n(w, m, 5);
     char path[700];
@@ -406,28 +346,36 @@ static void test_refresh(void **s)
     assert_int_equal(zre_get_stats(r, &st), 0);
     assert_int_equal(st.records, m->len);
     assert_true(file_exists(path, "3.chunk") && file_exists(path, "4.loc"));
-    /* A header that fails its checksum (damaged, or a write that never
-     * finishes) fails the refresh after the retries; the view stays. */
+    /* A header copy that fails its checksum (damaged, or a write in
+     * progress) is skipped: the other copy holds the commit before. With
+     * both damaged the refresh fails (at once: the bytes do not change
+     * between reads) and the view stays. */
     uint64_t before = zre_length(r);
     append_n(w, m, 3);
-    unsigned char hdr[32];
-    assert_int_equal(zt_read_file(in_store(path, "meta.zr"), hdr, sizeof hdr), 32);
-    unsigned char bad = hdr[0] ^ 0x40;
-    zt_patch_file(in_store(path, "meta.zr"), 0, &bad, 1);
+    unsigned char hdr[ZRE_META_SIZE];
+    assert_int_equal(zt_read_file(in_store(path, "meta.zr"), hdr, sizeof hdr), sizeof hdr);
+    /* The copy with the higher sequence holds the last commit. */
+    long newest = zt_get_le32(hdr + 32) > zt_get_le32(hdr + 64 + 32) ? 0 : 64;
+    unsigned char bad = hdr[newest] ^ 0x40;
+    zt_patch_file(in_store(path, "meta.zr"), newest, &bad, 1);
+    assert_int_equal(zre_refresh(r), 0);
+    assert_int_equal(zre_length(r), before);
+    bad = hdr[64 - newest] ^ 0x40;
+    zt_patch_file(in_store(path, "meta.zr"), 64 - newest, &bad, 1);
     assert_int_equal(zre_refresh(r), ZR_ENOTSTORE);
     assert_error_mentions("checksum");
     assert_int_equal(zre_length(r), before);
-    zt_patch_file(in_store(path, "meta.zr"), 0, hdr, 1);
+    zt_write_file(in_store(path, "meta.zr"), hdr, sizeof hdr);
     assert_int_equal(zre_refresh(r), 0);
     check_model(r, m);
     assert_int_equal(zre_close(r), 0);
     assert_int_equal(zre_close(w), 0);
-    free(m);
+    free_model(m);
 }
 
 /* Create store `name` with `codec`, append n records (recorded in m),
  * close it; its path goes to path[700]. */
-static void make_closed(const char *name, zre_codec codec, model *m, uint64_t n, char *path)
+static void make_closed(const char *name, zre_codec codec, zt_model *m, uint64_t n, char *path)
 {
     snprintf(path, 700, "%s", zt_root_at(name));
     zre_engine *w = make(name, codec);
@@ -441,7 +389,7 @@ static void test_busy_during_maint(void **s)
 {
     (void)s;
     char path[700];
-    model *m = calloc(1, sizeof *m);
+    zt_model *m = new_model();
     zre_engine *x = NULL;
     make_closed("bm", ZRE_CODEC_RAW, m, 10, path);
     zrp_file f;
@@ -455,39 +403,62 @@ static void test_busy_during_maint(void **s)
     check_model(x, m);
     assert_int_equal(zre_close(x), 0);
     zrp_close(&f);
-    free(m);
+    free_model(m);
 }
 
-/* Headers written before meta.zr carried a checksum (bytes 24..31 zero)
- * still open; the first commit stamps the checksum. */
+/* meta.zr as an older version wrote it, one 32-byte header, for the
+ * closed store at `path`: with its checksum, or (bytes 24..31 zero) from
+ * before headers carried one. */
+static void write_old_header(const char *path, int with_checksum)
+{
+    unsigned char now[ZRE_META_SIZE];
+    assert_int_equal(zt_read_file(in_store(path, "meta.zr"), now, sizeof now), sizeof now);
+    const unsigned char *c = zt_get_le32(now + 32) > zt_get_le32(now + 64 + 32) ? now : now + 64;
+    zt_meta f = {.length = (uint64_t)zt_get_le32(c) | (uint64_t)zt_get_le32(c + 4) << 32,
+                 .tail_chunk = zt_get_le32(c + 8), .tail_offset = zt_get_le32(c + 12),
+                 .codec = c[16], .identity_tag = zt_get_le32(c + 24)};
+    unsigned char old[32];
+    zt_meta_legacy(old, &f);
+    if (!with_checksum)
+        memset(old + 24, 0, 8);
+    zt_write_file(in_store(path, "meta.zr"), old, sizeof old);
+}
+
+/* Stores written by older versions (a 32-byte meta.zr, with a checksum or
+ * from before headers carried one) still open; a read-only open leaves
+ * the header as it is, a writable open turns it into the two copies. */
 static void test_legacy_header(void **s)
 {
     (void)s;
-    char path[700];
-    model *m = calloc(1, sizeof *m);
-    zre_engine *w = NULL, *x = NULL;
-    make_closed("lg", ZRE_CODEC_ZSTD, m, 12, path);
-    unsigned char zero[8] = {0};
-    zt_patch_file(in_store(path, "meta.zr"), 24, zero, sizeof zero);
-    assert_int_equal(zre_open_ex(&x, path, ZRE_OPEN_READONLY), 0);
-    check_model(x, m);
-    assert_int_equal(zre_close(x), 0);
-    assert_int_equal(zre_open(&w, path), 0);
-    append_n(w, m, 2);
-    assert_int_equal(zre_close(w), 0);
-    unsigned char hdr[32];
-    assert_int_equal(zt_read_file(in_store(path, "meta.zr"), hdr, sizeof hdr), 32);
-    assert_int_equal(zt_get_le32(hdr + 28), zt_fnv1a32(hdr, 28));
-    assert_int_equal(zre_open_ex(&x, path, ZRE_OPEN_READONLY), 0);
-    check_model(x, m);
-    assert_int_equal(zre_close(x), 0);
-    free(m);
+    for (int with_checksum = 0; with_checksum <= 1; with_checksum++) {
+        char path[700];
+        zt_model *m = new_model();
+        zre_engine *w = NULL, *x = NULL;
+        make_closed(with_checksum ? "lg1" : "lg0", ZRE_CODEC_ZSTD, m, 12, path);
+        write_old_header(path, with_checksum);
+        assert_int_equal(zre_open_ex(&x, path, ZRE_OPEN_READONLY), 0);
+        check_model(x, m);
+        assert_int_equal(zre_close(x), 0);
+        assert_int_equal(file_size(path, "meta.zr"), 32);
+        assert_int_equal(zre_open(&w, path), 0);
+        assert_int_equal(file_size(path, "meta.zr"), ZRE_META_SIZE);
+        append_n(w, m, 2);
+        assert_int_equal(zre_close(w), 0);
+        unsigned char hdr[ZRE_META_SIZE];
+        assert_int_equal(zt_read_file(in_store(path, "meta.zr"), hdr, sizeof hdr), sizeof hdr);
+        assert_memory_equal(hdr + 28, "ZRM2", 4);
+        assert_int_equal(zt_get_le32(hdr + 60), zt_fnv1a32(hdr, 60));
+        assert_int_equal(zre_open_ex(&x, path, ZRE_OPEN_READONLY), 0);
+        check_model(x, m);
+        assert_int_equal(zre_close(x), 0);
+        free_model(m);
+    }
 }
 
 /* Threads: one writer appending while reader handles (one per thread, as
  * separate processes would have) refresh and verify every record they
  * see, and one thread gathers on the writer's own handle. Run under TSan
- * too. Record i is rfill(i): no deletes here. */
+ * too. Record i is record id i: no deletes here. */
 enum { TW_RECORDS = 3000, TW_READERS = 3 };
 typedef struct tw_state {
     zre_engine *w;
@@ -509,10 +480,10 @@ static void tw_verify(tw_state *t, zre_engine *e, uint64_t from, uint64_t to)
 {
     unsigned char got[2100], want[2100];
     for (uint64_t i = from; i < to && !atomic_load(&t->failed); i++) {
-        uint32_t n = rsize(i);
+        uint32_t n = zt_rec_size(&recipe, i);
         if (zre_gather(e, &i, 1, got, sizeof got, n, NULL) != 0)
             return tw_fail(t, "gather", i);
-        rfill(i, want);
+        zt_rec_fill(&recipe, i, want);
         if (memcmp(got, want, n) != 0)
             return tw_fail(t, "wrong bytes", i);
         atomic_fetch_add(&t->verified, 1);
@@ -578,7 +549,7 @@ static void tw_shared_reader(void *arg)
 static void test_threads_writer_readers(void **s)
 {
     (void)s;
-    model *m = calloc(1, sizeof *m);
+    zt_model *m = new_model();
     char path[700];
     snprintf(path, sizeof path, "%s", zt_root_at("tw"));
     tw_state t = {.w = make("tw", ZRE_CODEC_ZSTD), .path = path};
@@ -601,7 +572,7 @@ static void test_threads_writer_readers(void **s)
     assert_int_equal(zre_close(t.shared), 0);
     assert_true(atomic_load(&t.verified) >= (uint64_t)TW_READERS * TW_RECORDS);
     assert_int_equal(zre_close(t.w), 0);
-    free(m);
+    free_model(m);
 }
 
 static void test_dict_errors(void **s)
@@ -622,7 +593,7 @@ static void test_dict_errors(void **s)
     assert_error_mentions("only meaningful");
     assert_false(file_exists(zt_root_at("d1"), "meta.zr"));
 
-    model *m = calloc(1, sizeof *m);
+    zt_model *m = new_model();
     e = make("d2", ZRE_CODEC_ZSTD_DICT);
     assert_true(file_exists(zt_root_at("d2"), "dict.zr"));
     append_n(e, m, 50);
@@ -639,21 +610,21 @@ static void test_dict_errors(void **s)
     assert_int_equal(zre_open(&e, path), 0);
     check_model(e, m);
     assert_int_equal(zre_close(e), 0);
-    free(m);
+    free_model(m);
 }
 
 static void test_check_record(void **s)
 {
     (void)s;
-    model *m = calloc(1, sizeof *m);
+    zt_model *m = new_model();
     zre_engine *e = make("ck", ZRE_CODEC_ZSTD);
     append_n(e, m, 10);
     assert_int_equal(zre_close(e), 0);
     char path[700], cp[800];
     snprintf(path, sizeof path, "%s", zt_root_at("ck"));
     snprintf(cp, sizeof cp, "%s/0.chunk", path);
-    /* Record 0's frame, found through the table: compressed appends place
-     * records in completion order, not necessarily at offset 0. */
+    /* Record 0's frame, found through the table (appends place records in
+     * index order, but the table is the authority). */
     char lp[800];
     snprintf(lp, sizeof lp, "%s/0.loc", path);
     FILE *lf = fopen(lp, "rb");
@@ -679,7 +650,7 @@ static void test_check_record(void **s)
         assert_int_equal(zre_check_record(e, i), 0);
     assert_int_equal(zre_check_record(e, 10), ZR_ERANGE);
     assert_int_equal(zre_close(e), 0);
-    free(m);
+    free_model(m);
 }
 
 int main(void)

@@ -44,15 +44,8 @@ static void write_identity(const char *store, const void *buf, size_t n)
     char p[800];
     snprintf(p, sizeof p, "%s/store.zr", store);
     zt_write_file(p, buf, n);
-    snprintf(p, sizeof p, "%s/meta.zr", store);
-    unsigned char m[32];
-    assert_int_equal(zt_read_file(p, m, sizeof m), 32);
     uint32_t tag = zt_fnv1a32(buf, n);
-    if (tag == 0)
-        tag = 1;
-    zt_put_le32(m + 24, tag);
-    zt_put_le32(m + 28, zt_fnv1a32(m, 28));
-    zt_write_file(p, m, 32);
+    zt_meta_set_tag(store, tag ? tag : 1);
 }
 
 /* Append one ragged record [ndim][dims][payload] at buf + *len. */
@@ -299,6 +292,9 @@ static void test_ragged_offset_bounds(void **state)
     assert_int_equal(zrs_close(s), ZR_OK);
 }
 
+static void expect_store_zr(fixture *fx, const char *name, const unsigned char *want,
+                            size_t n);
+
 static void test_dense_scalar(void **state)
 {
     fixture *fx = *state;
@@ -315,15 +311,11 @@ static void test_dense_scalar(void **state)
     check_dense(s, data, 100, 8);
     assert_int_equal(zrs_close(s), ZR_OK);
 
-    /* {"dtype": "<f8", "item_shape": []} */
+    /* {"dtype": "<f8", "item_shape": [], "uuid": ...} */
     static const unsigned char want[] = {
         0x82, 0xa5, 'd', 't', 'y', 'p', 'e', 0xa3, '<', 'f', '8',
         0xaa, 'i', 't', 'e', 'm', '_', 's', 'h', 'a', 'p', 'e', 0x90};
-    unsigned char got[256];
-    char zr[800];
-    snprintf(zr, sizeof zr, "%s/store.zr", path);
-    assert_int_equal(zt_read_file(zr, got, sizeof got), sizeof want);
-    assert_memory_equal(got, want, sizeof want);
+    expect_store_zr(fx, "scalars", want, sizeof want);
 
     assert_int_equal(zrs_open(&s, path), ZR_OK);
     assert_int_equal(zrs_get_kind(s), ZRS_DENSE);
@@ -335,6 +327,9 @@ static void test_dense_scalar(void **state)
 
 /* ------------------------------------------------------ identity bytes */
 
+/* store.zr of store `name` is the type map `want` (n bytes, as it was
+ * before stores had a uuid) with one more entry: "uuid": the store's uuid
+ * in text form (str8, 36 bytes). */
 static void expect_store_zr(fixture *fx, const char *name, const unsigned char *want,
                             size_t n)
 {
@@ -342,8 +337,19 @@ static void expect_store_zr(fixture *fx, const char *name, const unsigned char *
     snprintf(zr, sizeof zr, "%s/%s/store.zr", fx->dir, name);
     unsigned char got[512];
     size_t len = zt_read_file(zr, got, sizeof got);
-    assert_int_equal(len, n);
-    assert_memory_equal(got, want, n);
+    assert_int_equal(len, n + 5 + 2 + ZRS_UUID_STR_LEN);
+    assert_int_equal(got[0], want[0] + 1); /* one more map entry */
+    assert_memory_equal(got + 1, want + 1, n - 1);
+    zrs_store *s = NULL;
+    assert_int_equal(zrs_open_ex(&s, zt_dir_at(fx, name), ZRE_OPEN_READONLY), ZR_OK);
+    uint8_t uuid[ZRS_UUID_BYTES];
+    char text[ZRS_UUID_STR_LEN + 1];
+    assert_int_equal(zrs_get_uuid(s, uuid), 1);
+    assert_int_equal(zrs_uuid_str(uuid, text), ZR_OK);
+    assert_int_equal(zrs_close(s), ZR_OK);
+    static const unsigned char key[] = {0xa4, 'u', 'u', 'i', 'd', 0xd9, ZRS_UUID_STR_LEN};
+    assert_memory_equal(got + n, key, sizeof key);
+    assert_memory_equal(got + n + sizeof key, text, ZRS_UUID_STR_LEN);
 }
 
 static void test_store_zr_bytes(void **state)
@@ -351,7 +357,7 @@ static void test_store_zr_bytes(void **state)
     fixture *fx = *state;
     zrs_store *s = NULL;
 
-    /* msgpack.packb({"dtype": "<f4", "item_shape": [28, 28]}) */
+    /* msgpack.packb({"dtype": "<f4", "item_shape": [28, 28], "uuid": ...}) */
     const uint64_t mnist[2] = {28, 28};
     assert_int_equal(zrs_create_dense(&s, zt_dir_at(fx, "a"), ZRS_FLOAT32, mnist, 2,
                                       ZRE_CODEC_RAW), ZR_OK);
@@ -413,6 +419,204 @@ static void test_store_zr_bytes(void **state)
     assert_int_equal(zrs_close(s), ZR_OK);
 }
 
+/* ----------------------------------------------------------- uuid */
+
+static size_t read_store_zr(const char *store, unsigned char *buf, size_t cap)
+{
+    char zr[800];
+    snprintf(zr, sizeof zr, "%s/store.zr", store);
+    return zt_read_file(zr, buf, cap);
+}
+
+static uint32_t meta_tag(const char *store)
+{
+    char mp[800];
+    unsigned char m[32];
+    snprintf(mp, sizeof mp, "%s/meta.zr", store);
+    assert_int_equal(zt_read_file(mp, m, 32), 32);
+    return (uint32_t)m[24] | (uint32_t)m[25] << 8 | (uint32_t)m[26] << 16 | (uint32_t)m[27] << 24;
+}
+
+/* The test vector of docs/FORMAT.md (store.zr): the 28x28 float32 store
+ * with the uuid 0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f0, and its identity
+ * tag, which covers the type map only. */
+static void test_store_zr_uuid_vector(void **state)
+{
+    fixture *fx = *state;
+    const char *path = zt_dir_at(fx, "v");
+    const uint64_t mnist[2] = {28, 28};
+    zrs_store *s = NULL;
+    assert_int_equal(zrs_create_dense(&s, path, ZRS_FLOAT32, mnist, 2, ZRE_CODEC_RAW), ZR_OK);
+    static const uint8_t fixed[16] = {0x0f, 0x1e, 0x2d, 0x3c, 0x4b, 0x5a, 0x49, 0x78,
+                                      0x86, 0x95, 0xa4, 0xb3, 0xc2, 0xd1, 0xe0, 0xf0};
+    assert_int_equal(zrs_set_uuid(s, fixed), ZR_OK);
+    assert_int_equal(zrs_close(s), ZR_OK);
+    static const unsigned char want[] = {
+        0x83, 0xa5, 0x64, 0x74, 0x79, 0x70, 0x65, 0xa3, 0x3c, 0x66, 0x34, 0xaa, 0x69, 0x74, 0x65,
+        0x6d, 0x5f, 0x73, 0x68, 0x61, 0x70, 0x65, 0x92, 0x1c, 0x1c, 0xa4, 0x75, 0x75, 0x69, 0x64,
+        0xd9, 0x24, '0', 'f', '1', 'e', '2', 'd', '3', 'c', '-', '4', 'b', '5', 'a', '-', '4',
+        '9', '7', '8', '-', '8', '6', '9', '5', '-', 'a', '4', 'b', '3', 'c', '2', 'd', '1', 'e',
+        '0', 'f', '0'};
+    unsigned char got[256];
+    assert_int_equal(read_store_zr(path, got, sizeof got), sizeof want);
+    assert_memory_equal(got, want, sizeof want);
+    assert_int_equal(meta_tag(path), 0x48f6e5c6u);
+
+    uint8_t back[16];
+    char text[ZRS_UUID_STR_LEN + 1];
+    assert_int_equal(zrs_open_ex(&s, path, ZRE_OPEN_READONLY), ZR_OK);
+    assert_int_equal(zrs_get_uuid(s, back), 1);
+    assert_memory_equal(back, fixed, 16);
+    assert_int_equal(zrs_uuid_str(back, text), ZR_OK);
+    assert_string_equal(text, "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f0");
+    assert_int_equal(zrs_uuid_parse(text, strlen(text), back), ZR_OK);
+    assert_memory_equal(back, fixed, 16);
+    assert_int_equal(zrs_close(s), ZR_OK);
+}
+
+static void append_floats(zrs_store *s, int n, float base)
+{
+    float v[64];
+    for (int i = 0; i < n; i++)
+        v[i] = base + (float)i;
+    assert_int_equal(zrs_append_dense(s, v, (uint64_t)n * sizeof(float), (uint64_t)n, NULL), ZR_OK);
+}
+
+/* A uuid is made at create (random, version 4), kept by appends, compact,
+ * reopen and zrs_set_uuid's copy, replaced by delete; read-only handles
+ * cannot change it; a store from before uuids opens without one and gets
+ * one at its first delete. */
+static void test_store_uuid_lifecycle(void **state)
+{
+    fixture *fx = *state;
+    const uint64_t one[1] = {1};
+    char a[700], b[700];
+    snprintf(a, sizeof a, "%s", zt_dir_at(fx, "a"));
+    snprintf(b, sizeof b, "%s", zt_dir_at(fx, "b"));
+    zrs_store *s = NULL, *t = NULL, *r = NULL;
+    uint8_t u0[16], u1[16], u2[16];
+    assert_int_equal(zrs_create_dense(&s, a, ZRS_FLOAT32, one, 1, ZRE_CODEC_ZSTD), ZR_OK);
+    assert_int_equal(zrs_create_dense(&t, b, ZRS_FLOAT32, one, 1, ZRE_CODEC_RAW), ZR_OK);
+    assert_int_equal(zrs_get_uuid(s, u0), 1);
+    assert_int_equal(zrs_get_uuid(t, u1), 1);
+    assert_memory_not_equal(u0, u1, 16);
+    assert_int_equal(u0[6] >> 4, 4);      /* version 4 */
+    assert_int_equal(u0[8] & 0xc0, 0x80); /* RFC 4122 variant */
+
+    append_floats(s, 20, 0);
+    assert_int_equal(zrs_get_uuid(s, u2), 1);
+    assert_memory_equal(u2, u0, 16);
+    /* A copy (a recode) takes the source's uuid; the tag stays. */
+    uint32_t tag_b = meta_tag(b);
+    assert_int_equal(zrs_set_uuid(t, u0), ZR_OK);
+    assert_int_equal(meta_tag(b), tag_b);
+    assert_int_equal(zrs_close(t), ZR_OK);
+    assert_int_equal(zrs_open(&t, b), ZR_OK);
+    assert_int_equal(zrs_get_uuid(t, u2), 1);
+    assert_memory_equal(u2, u0, 16);
+    assert_int_equal(zrs_close(t), ZR_OK);
+
+    /* Delete: a new uuid, on the handle and on disk; the records are the
+     * swap-last result. */
+    int64_t del[2] = {3, 7};
+    assert_int_equal(zrs_delete(s, del, 2), ZR_OK);
+    assert_int_equal(zrs_get_uuid(s, u1), 1);
+    assert_memory_not_equal(u1, u0, 16);
+    float got[2];
+    int64_t at[2] = {3, 7};
+    assert_int_equal(zrs_gather_dense(s, at, 2, got, sizeof got), ZR_OK);
+    assert_true(got[0] == 18.0f && got[1] == 19.0f); /* descending: 7 takes 19, then 3 takes 18 */
+    /* Compact keeps it. */
+    assert_int_equal(zrs_compact(s), ZR_OK);
+    assert_int_equal(zrs_get_uuid(s, u2), 1);
+    assert_memory_equal(u2, u1, 16);
+    assert_int_equal(zrs_close(s), ZR_OK);
+
+    /* A reader: same uuid; it cannot set one. */
+    assert_int_equal(zrs_open_ex(&r, a, ZRE_OPEN_READONLY), ZR_OK);
+    assert_int_equal(zrs_get_uuid(r, u2), 1);
+    assert_memory_equal(u2, u1, 16);
+    assert_int_equal(zrs_set_uuid(r, u0), ZR_EUNSUPPORTED);
+    assert_msg_contains("read-only");
+    /* A delete refused while the reader is open (ZR_EBUSY) changes
+     * nothing, the uuid included. */
+    assert_int_equal(zrs_open(&s, a), ZR_OK);
+    assert_int_equal(zrs_delete(s, del, 1), ZR_EBUSY);
+    assert_int_equal(zrs_get_uuid(s, u2), 1);
+    assert_memory_equal(u2, u1, 16);
+    assert_int_equal(zrs_length(s), 18);
+    assert_int_equal(zrs_close(r), ZR_OK);
+    assert_int_equal(zrs_close(s), ZR_OK);
+    assert_int_equal(zrs_open_ex(&r, a, ZRE_OPEN_READONLY), ZR_OK);
+    assert_int_equal(zrs_get_uuid(r, u2), 1);
+    assert_memory_equal(u2, u1, 16);
+    assert_int_equal(zrs_close(r), ZR_OK);
+
+    /* A store from before uuids: store.zr is the type map alone (the same
+     * bytes the identity tag covers, so meta.zr needs no change). */
+    static const unsigned char old[] = {0x82, 0xa5, 'd', 't', 'y', 'p', 'e', 0xa3, '<', 'f', '4',
+                                        0xaa, 'i', 't', 'e', 'm', '_', 's', 'h', 'a', 'p', 'e', 0x91, 0x01};
+    char zr[800];
+    snprintf(zr, sizeof zr, "%s/store.zr", a);
+    zt_write_file(zr, old, sizeof old);
+    assert_int_equal(zrs_open(&s, a), ZR_OK);
+    assert_int_equal(zrs_get_uuid(s, u2), 0);
+    assert_int_equal(zrs_length(s), 18);
+    assert_int_equal(zrs_delete(s, del, 1), ZR_OK);
+    assert_int_equal(zrs_get_uuid(s, u2), 1);
+    assert_int_equal(zrs_close(s), ZR_OK);
+    assert_int_equal(zrs_open(&s, a), ZR_OK);
+    uint8_t u3[16];
+    assert_int_equal(zrs_get_uuid(s, u3), 1);
+    assert_memory_equal(u3, u2, 16);
+    assert_int_equal(zrs_length(s), 17);
+    assert_int_equal(zrs_close(s), ZR_OK);
+
+    /* Bad uuid texts are refused by name. */
+    assert_int_equal(zrs_uuid_parse("0F1E2D3C-4B5A-4978-8695-A4B3C2D1E0F0", 36, u3), ZR_EINVAL);
+    assert_msg_contains("lowercase hex");
+    assert_int_equal(zrs_uuid_parse("0f1e2d3c4b5a-4978-8695-a4b3c2d1e0f0", 35, u3), ZR_EINVAL);
+    assert_int_equal(zrs_uuid_parse("0f1e2d3c+4b5a-4978-8695-a4b3c2d1e0f0", 36, u3), ZR_EINVAL);
+    assert_msg_contains("'-'");
+}
+
+/* The codec "auto" rule: int64 labels and random bytes stay raw (zstd
+ * cannot shrink them by the margin), repetitive records go zstd; dense
+ * and ragged forms; the sample is bounded. */
+static void test_codec_auto(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    int64_t labels[N];
+    for (int i = 0; i < N; i++)
+        labels[i] = i % 10;
+    zre_codec c = ZRE_CODEC_ZSTD_DICT;
+    uint64_t raw = 0, z = 0;
+    assert_int_equal(zrs_codec_auto(labels, NULL, 8, N, &c, &raw, &z), ZR_OK);
+    assert_int_equal(c, ZRE_CODEC_RAW);
+    /* 250 records sampled (every 4th); each 8-byte record a frame of 21
+     * bytes with zstd 1.5 (header, raw block, checksum). */
+    assert_int_equal(raw, 250 * 8);
+    assert_true(z > 2 * raw && z <= 25 * 250);
+    unsigned char *text = malloc(N * 512);
+    for (size_t i = 0; i < (size_t)N * 512; i++)
+        text[i] = (unsigned char)"the quick brown fox "[i % 20];
+    assert_int_equal(zrs_codec_auto(text, NULL, 512, N, &c, &raw, &z), ZR_OK);
+    assert_int_equal(c, ZRE_CODEC_ZSTD);
+    assert_true(z * 10 <= raw * 9);
+    fill(text, (size_t)N * 512, 9);
+    uint64_t bounds[N + 1];
+    for (int i = 0; i <= N; i++)
+        bounds[i] = (uint64_t)i * 512;
+    assert_int_equal(zrs_codec_auto(text, bounds, 0, N, &c, &raw, &z), ZR_OK);
+    assert_int_equal(c, ZRE_CODEC_RAW);
+    assert_int_equal(zrs_codec_auto(text, NULL, 512, 0, &c, &raw, &z), ZR_OK);
+    assert_int_equal(c, ZRE_CODEC_RAW);
+    assert_int_equal(raw, 0);
+    assert_int_equal(zrs_codec_auto(NULL, NULL, 512, 3, &c, NULL, NULL), ZR_EINVAL);
+    free(text);
+}
+
 /* ------------------------------------------------------ bad store.zr */
 
 typedef struct bad_zr {
@@ -426,6 +630,7 @@ typedef struct bad_zr {
 #define K_DTYPE 0xa5, 'd', 't', 'y', 'p', 'e'
 #define K_SHAPE 0xaa, 'i', 't', 'e', 'm', '_', 's', 'h', 'a', 'p', 'e'
 #define V_F4 0xa3, '<', 'f', '4'
+#define K_UUID 0xa4, 'u', 'u', 'i', 'd'
 
 static void test_store_zr_invalid(void **state)
 {
@@ -440,7 +645,7 @@ static void test_store_zr_invalid(void **state)
     float vals[4] = {1, 2, 3, 4};
     assert_int_equal(zrs_append_dense(s, vals, sizeof vals, 2, NULL), ZR_OK);
     assert_int_equal(zrs_close(s), ZR_OK);
-    unsigned char good[64];
+    unsigned char good[256];
     size_t good_len = zt_read_file(zr, good, sizeof good);
 
     const bad_zr cases[] = {
@@ -478,6 +683,11 @@ static void test_store_zr_invalid(void **state)
         {"int key", BYTES(0x81, 0x01, V_F4), "map key 0 is a int"},
         {"too big", BYTES(0x82, K_DTYPE, V_F4, K_SHAPE, 0x91, 0xce, 0x20, 0, 0, 0x01),
          "exceeds the record limit"},
+        {"uuid is bin", BYTES(0x82, K_DTYPE, V_F4, K_UUID, 0xc4, 0x01, 0x00), "'uuid' is a bin"},
+        {"uuid too short", BYTES(0x82, K_DTYPE, V_F4, K_UUID, 0xa3, 'a', 'b', 'c'),
+         "'uuid' is 'abc'"},
+        {"duplicate uuid", BYTES(0x83, K_DTYPE, V_F4, K_UUID, 0xa1, 'a', K_UUID, 0xa1, 'a'),
+         "'uuid' is 'a'"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         zt_write_file(zr, cases[i].bytes, cases[i].len);
@@ -516,15 +726,15 @@ static void test_store_zr_invalid(void **state)
     zt_write_file(zr, wide, sizeof wide);
     assert_int_equal(zrs_open(&s, path), ZR_ENOTSTORE);
     assert_msg_contains("do not match");
-    unsigned char meta_before[32];
+    unsigned char meta_before[ZRE_META_SIZE];
     char mp[800];
     snprintf(mp, sizeof mp, "%s/meta.zr", path);
-    assert_int_equal(zt_read_file(mp, meta_before, 32), 32);
+    assert_int_equal(zt_read_file(mp, meta_before, sizeof meta_before), sizeof meta_before);
     write_identity(path, wide, sizeof wide);
     assert_int_equal(zrs_open(&s, path), ZR_OK);
     assert_int_equal(zrs_record_size(s), 8);
     assert_int_equal(zrs_close(s), ZR_OK);
-    zt_write_file(mp, meta_before, 32);
+    zt_write_file(mp, meta_before, sizeof meta_before);
 
     /* Missing store.zr. */
     assert_int_equal(remove(zr), 0);
@@ -614,21 +824,44 @@ static void test_ragged_append_bad_record(void **state)
     assert_msg_contains("8-byte payload, expected itemsize x prod(dims) = 12");
     assert_int_equal(zrs_length(s), 0);
 
-    /* Zero-size dimensions, 1-D and 2-D: zero-byte records are refused. */
+    /* Zero-size dimensions, 1-D and 2-D: records with no elements are
+     * stored (their prefix keeps the shape) and read back; a payload byte
+     * too many is still refused. */
     len = 0;
     bounds[0] = 0;
     put_ragged(buf, &len, 2, d22, 4, 1);
     bounds[1] = len;
     put_ragged(buf, &len, 1, d0, 4, 2);
     bounds[2] = len;
-    assert_int_equal(zrs_append_ragged(s, buf, bounds, 2, NULL), ZR_EINVAL);
-    assert_msg_contains("record 1 has a zero-size dimension");
-    len = 0;
     put_ragged(buf, &len, 2, d30, 4, 2);
+    bounds[3] = len;
+    assert_int_equal(zrs_append_ragged(s, buf, bounds, 3, NULL), ZR_OK);
+    assert_int_equal(zrs_length(s), 3);
+    {
+        int64_t at[2] = {1, 2};
+        uint64_t sz[2], gb[3] = {0};
+        unsigned char got[64];
+        assert_int_equal(zrs_ragged_sizes(s, at, 2, sz), ZR_OK);
+        assert_int_equal(sz[0], 16);
+        assert_int_equal(sz[1], 24);
+        gb[1] = sz[0];
+        gb[2] = sz[0] + sz[1];
+        assert_int_equal(zrs_gather_ragged(s, at, 2, got, sizeof got, gb), ZR_OK);
+        assert_memory_equal(got, buf + bounds[1], 40);
+        size_t nd = 9;
+        uint64_t dims[ZRS_MAX_NDIM], po = 0;
+        assert_int_equal(zrs_ragged_decode(got + 16, 24, ZRS_INT32, &nd, dims, &po), ZR_OK);
+        assert_true(nd == 2 && dims[0] == 3 && dims[1] == 0 && po == 24);
+    }
+    int64_t all[3] = {0, 1, 2};
+    assert_int_equal(zrs_delete(s, all, 3), ZR_OK);
+    len = 0;
+    put_ragged(buf, &len, 1, d0, 4, 2);
+    buf[len++] = 7;
     bounds[0] = 0;
     bounds[1] = len;
     assert_int_equal(zrs_append_ragged(s, buf, bounds, 1, NULL), ZR_EINVAL);
-    assert_msg_contains("record 0 has a zero-size dimension (dims[1] = 0)");
+    assert_msg_contains("record 0 has a 1-byte payload, expected itemsize x prod(dims) = 0");
     assert_int_equal(zrs_length(s), 0);
 
     /* Empty record, short prefix, ndim too large, prefix longer than the
@@ -1000,6 +1233,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_dense_scalar, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_store_zr_bytes, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_store_zr_invalid, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_store_zr_uuid_vector, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_store_uuid_lifecycle, setup, zt_dir_teardown),
+        cmocka_unit_test(test_codec_auto),
         cmocka_unit_test_setup_teardown(test_dense_append_wrong_nbytes, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_ragged_append_bad_record, setup, zt_dir_teardown),
         cmocka_unit_test(test_ragged_decode),

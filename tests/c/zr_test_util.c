@@ -182,6 +182,55 @@ uint32_t zt_fnv1a32(const unsigned char *p, size_t n)
     return h;
 }
 
+/* Bytes 0..27, the same in both header forms. */
+static void meta_common(unsigned char *out, const zt_meta *m)
+{
+    zt_put_le64(out, m->length);
+    zt_put_le32(out + 8, m->tail_chunk);
+    zt_put_le32(out + 12, m->tail_offset);
+    out[16] = m->codec;
+    zt_put_le32(out + 24, m->identity_tag);
+}
+
+void zt_meta_copy(unsigned char out[64], const zt_meta *m)
+{
+    memset(out, 0, 64);
+    meta_common(out, m);
+    memcpy(out + 28, "ZRM2", 4);
+    zt_put_le64(out + 32, m->seq);
+    zt_put_le64(out + 40, m->synced_length);
+    zt_put_le32(out + 48, m->synced_chunk);
+    zt_put_le32(out + 52, m->synced_offset);
+    zt_put_le32(out + 60, zt_fnv1a32(out, 60));
+}
+
+void zt_meta_legacy(unsigned char out[32], const zt_meta *m)
+{
+    memset(out, 0, 32);
+    meta_common(out, m);
+    zt_put_le32(out + 28, zt_fnv1a32(out, 28));
+}
+
+void zt_meta_set_tag(const char *store, uint32_t tag)
+{
+    char p[1200];
+    snprintf(p, sizeof p, "%s/meta.zr", store);
+    unsigned char m[128];
+    size_t n = zt_read_file(p, m, sizeof m);
+    if (n == 32) {
+        zt_put_le32(m + 24, tag);
+        zt_put_le32(m + 28, zt_fnv1a32(m, 28));
+    }
+    for (size_t c = 0; n == 128 && c < 2; c++) {
+        unsigned char *copy = m + 64 * c;
+        if (memcmp(copy + 28, "ZRM2", 4) != 0 || zt_get_le32(copy + 60) != zt_fnv1a32(copy, 60))
+            continue;
+        zt_put_le32(copy + 24, tag);
+        zt_put_le32(copy + 60, zt_fnv1a32(copy, 60));
+    }
+    zt_write_file(p, m, n);
+}
+
 uint64_t zt_xorshift64(uint64_t *s)
 {
     *s ^= *s << 13;

@@ -110,6 +110,29 @@ uint32_t zt_get_le32(const unsigned char *p);
  * identity tag). */
 uint32_t zt_fnv1a32(const unsigned char *p, size_t n);
 
+/* ------------------------------------------------------- meta.zr */
+
+/* The fields of a meta.zr header (docs/FORMAT.md), for tests that build or
+ * alter headers by hand. */
+typedef struct zt_meta {
+    uint64_t length;
+    uint32_t tail_chunk, tail_offset;
+    unsigned char codec;
+    uint32_t identity_tag;
+    uint64_t seq;               /* copy sequence (64-byte copies only) */
+    uint64_t synced_length;     /* synced state (64-byte copies only) */
+    uint32_t synced_chunk, synced_offset;
+} zt_meta;
+
+/* One 64-byte header copy of meta.zr, sealed (magic, checksum). */
+void zt_meta_copy(unsigned char out[64], const zt_meta *m);
+/* The 32-byte meta.zr of older versions, sealed (checksum at 28). */
+void zt_meta_legacy(unsigned char out[32], const zt_meta *m);
+/* Give every whole header copy of `store`/meta.zr the identity tag `tag`
+ * (resealed): a deliberate identity change, as opposed to damage. A
+ * 32-byte header of an older version is changed the same way. */
+void zt_meta_set_tag(const char *store, uint32_t tag);
+
 /* --------------------------------------------------- little PRNGs */
 
 /* xorshift64 (13, 7, 17): advances *s (must be nonzero) and returns it. */

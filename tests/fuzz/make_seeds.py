@@ -2,6 +2,10 @@
 made by loaderx (run once after a format change; the seeds are committed).
 
     python3 tests/fuzz/make_seeds.py
+
+corpus/fuzz_store/legacy-* are stores as an older version wrote them (a
+32-byte meta.zr); they are kept as they are, not regenerated, so the old
+header stays fuzzed.
 """
 
 import os

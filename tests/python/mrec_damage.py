@@ -114,14 +114,15 @@ def damaged_copies(src, dest_dir, n, seed=1):
 
 
 _CHILD = r"""
-import sys
+import os, sys
 from loaderx import mrec
+nolock = os.environ.get("MREC_DAMAGE_NOLOCK") == "1"
 for line in sys.stdin:
     i, path = line.split(None, 1)
     path = path.strip()
     print("start", i, flush=True)
     try:
-        with mrec.Reader(path) as r:
+        with mrec.Reader(path, nolock=nolock) as r:
             r.index_block
             for rec in range(len(r)):
                 r.record_meta(rec)
@@ -139,16 +140,18 @@ for line in sys.stdin:
 """
 
 
-def _python_entry_points(files, python, timeout):
+def _python_entry_points(files, python, timeout, nolock=False):
     """loaderx.mrec.Reader and validate over ``files`` in one child at a
     time; a child killed by a signal is a crash on the file it had started.
-    Returns {index: (signal or 'timeout')}."""
+    ``nolock`` opens the Reader without LMDB's lock file, so nothing is
+    mapped after the file's pages. Returns {index: (signal or 'timeout')}."""
+    env = dict(os.environ, MREC_DAMAGE_NOLOCK="1" if nolock else "0")
     bad, todo = {}, list(range(len(files)))
     while todo:
         feed = "".join(f"{i} {files[i]}\n" for i in todo)
         try:
             proc = subprocess.run([python, "-c", _CHILD], input=feed, capture_output=True, text=True,
-                                  timeout=timeout)
+                                  timeout=timeout, env=env)
             out, rc = proc.stdout, proc.returncode
         except subprocess.TimeoutExpired as e:
             out = e.stdout if isinstance(e.stdout, str) else (e.stdout or b"").decode()
@@ -183,13 +186,14 @@ def _zr_entry_points(files, zr, timeout):
     return bad
 
 
-def run_entry_points(copies, zr, python=sys.executable, timeout=60):
-    """Every entry point over ``copies`` (from damaged_copies). Returns
+def run_entry_points(copies, zr, python=sys.executable, timeout=60, nolock=False):
+    """Every entry point over ``copies`` (from damaged_copies); ``nolock``
+    for the Reader as in _python_entry_points. Returns
     {"files": n, "crashes": [(path, offset, what, mask, entry point, how)],
     "by_target": {what: n}}."""
     files = [c[0] for c in copies]
     crashes = []
-    for i, how in _python_entry_points(files, python, timeout).items():
+    for i, how in _python_entry_points(files, python, timeout, nolock).items():
         crashes.append((*copies[i], "loaderx.mrec", how))
     if zr:
         for i, hows in _zr_entry_points(files, zr, timeout).items():

@@ -97,7 +97,8 @@ def test_loader_zero_copy_buffers(raw_store):
     loader = _zr.zld_create([h], {"batch_size": 3, "mode": _zr.ZSM_SEQUENTIAL,
                                   "num_workers": 1})
     try:
-        step, indices, parts = _zr.zld_next_arrays(loader, 1, None)
+        step, indices, parts, valid = _zr.zld_next_arrays(loader, 1, None)
+        assert valid == len(indices)  # every row real (even_batches pads, masked)
         assert step == 0 and indices.tolist() == [0, 1, 2]
         data, bounds = parts[0]
         assert bounds is None and data.dtype == np.uint8 and data.nbytes == 3 * 16

@@ -88,8 +88,10 @@ def test_state_resume(streams):
         for _ in range(6):
             next(loader)
         st = loader.state()
+    fp = st.pop("fingerprint")
     assert st == {"seed": 11, "step": 6, "mode": "cyclic", "batch_size": 8,
                   "rank": 0, "world_size": 1}
+    assert [(s["name"], s["length"]) for s in fp["streams"]] == [(k, 96) for k in streams]
     with DataLoader(streams, batch_size=st["batch_size"], seed=st["seed"], mode=st["mode"],
                     start_step=st["step"], num_workers=3) as resumed:
         assert resumed.step == 6

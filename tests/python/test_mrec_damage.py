@@ -85,3 +85,35 @@ def test_page_headers_pointing_past_the_page(tmp_path):
     assert res["crashes"] == [], "\n".join(map(str, res["crashes"][:10]))
     with pytest.raises(Exception, match=str(tmp_path)):
         mrec.validate(copies[-1][0])
+
+
+def test_node_offsets_past_the_page_without_lock_file(tmp_path):
+    """Every node pointer of the collection's leaf pages set past its page
+    (0xFFF0 on a 4 KiB page), to the node's last 2 bytes (its header runs
+    off the page) and into the page header: one file each, read without
+    LMDB's lock file so no other map follows the file's pages. Every entry
+    point refuses them, none crashes (without the node check in liblmdb's
+    page read, 61 of 606 such files killed the reader with SIGSEGV)."""
+    import struct
+
+    src = _collection(tmp_path / "src.mrec.lmdb")
+    data = src.read_bytes()
+    psize = struct.unpack_from("<I", data, 16 + 24)[0]
+    leaves = sorted({off - off % psize for off, what in mrec_damage.targets(data) if what == "leaf mp_lower"})
+    copies = []
+    for page in leaves:
+        nkeys = (struct.unpack_from("<H", data, page + 12)[0] - 16) // 2
+        for k in range(nkeys):
+            for ptr in (0xFFF0, psize - 2, 4):
+                b = bytearray(data)
+                struct.pack_into("<H", b, page + 16 + 2 * k, ptr)
+                p = tmp_path / f"node{page // psize}-{k}-{ptr}.mrec.lmdb"
+                p.write_bytes(bytes(b))
+                copies.append((str(p), page + 16 + 2 * k, "leaf node pointer past its page", ptr))
+    assert len(copies) >= 300
+    res = mrec_damage.run_entry_points(copies, None, timeout=120, nolock=True)
+    assert res["crashes"] == [], "\n".join(map(str, res["crashes"][:10]))
+    with pytest.raises(Exception, match="damaged|corrupt|MDB_CORRUPTED"):
+        with mrec.Reader(copies[-1][0], nolock=True) as r:
+            for rec in range(len(r)):
+                r.frame(rec, 0)

@@ -18,7 +18,8 @@ from zr_cli_helpers import (FAILED, OK, OPEN, USAGE, needs_zr, run_in_pty, zr, z
 COMMANDS = ["info", "verify", "ingest", "export", "cat", "dump", "stats", "delete", "compact",
             "train-dict", "recode", "version"]
 EXIT_TABLE = ["0    success", "1    a check failed or the data is damaged",
-              "2    usage error", "3    cannot open, busy, or already exists", "130  interrupted"]
+              "2    usage error", "3    cannot open, busy, or already exists",
+              "4    no such record", "130  interrupted"]
 
 pytestmark = needs_zr
 

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from loaderx.zrecord import DenseStore, RaggedStore
-from zr_cli_helpers import (FAILED, INTERRUPTED, OK, OPEN, USAGE, FASHION, copyright_folder,
-                            fashion, needs_zr, start_zr, zr, zr_json)
+from zr_cli_helpers import (FAILED, INTERRUPTED, NOT_FOUND, OK, OPEN, USAGE, FASHION,
+                            committed_length, copyright_folder, fashion, needs_zr, start_zr, zr,
+                            zr_json)
 
 pytestmark = needs_zr
 
@@ -81,6 +82,25 @@ def test_info_dictionary_counts_and_reclaimable(tmp_path, docs):
     assert zr("delete", d, "0:10").returncode == OK
     res, (k,) = zr_json("info", d)
     assert k["records"] == j["records"] - 10 and k["reclaimable_bytes"] > 0
+
+
+def test_info_says_when_the_codec_makes_a_store_larger_than_raw(tmp_path):
+    """Small records under zstd: an int64 label takes a whole frame."""
+    labels = np.random.default_rng(0).integers(0, 10, 2000).astype("<i8")
+    images = np.zeros((200, 1024), np.uint8)
+    for name, codec, arr in (("labels-zstd", "zstd", labels), ("labels-raw", "raw", labels),
+                             ("images-zstd", "zstd", images)):
+        with DenseStore.create(str(tmp_path / name), arr.dtype, arr.shape[1:], codec=codec) as st:
+            st.append(arr)
+    res, (j,) = zr_json("info", tmp_path / "labels-zstd")
+    assert res.returncode == OK and j["larger_than_raw"] is True
+    assert j["record_bytes"] + j["dict_bytes"] > j["logical_bytes"] == 2000 * 8
+    text = zr("info", tmp_path / "labels-zstd").stdout.decode()
+    assert "larger than raw" in text and "--codec raw" in text
+    for name in ("labels-raw", "images-zstd"):
+        res, (j,) = zr_json("info", tmp_path / name)
+        assert res.returncode == OK and j["larger_than_raw"] is False, name
+        assert "larger than raw" not in zr("info", tmp_path / name).stdout.decode()
 
 
 # -------------------------------------------------------------- verify
@@ -193,7 +213,7 @@ def test_cat_real_records_raw_json_and_ranges(docs, images):
     assert [j["index"] for j in lines] == [len(arr) - 2, 5]
     np.testing.assert_array_equal(np.array(lines[1]["values"], np.uint8), arr[5])
     res = zr("cat", ipath, str(len(arr)))
-    assert res.returncode == USAGE and b"out of range" in res.stderr
+    assert res.returncode == NOT_FOUND and b"out of range" in res.stderr and res.stdout == b""
     assert zr("cat", ipath, "x").returncode == USAGE
     text = zr("cat", ipath, "0").stdout.decode()
     assert text.startswith("record 0: shape (28, 28), dtype uint8\n[[")
@@ -236,7 +256,7 @@ def test_delete_indices_and_mask_swap_last(tmp_path, images):
     res, (j,) = zr_json("delete", s, "--mask", tmp_path / "m.npy")
     assert res.returncode == OK and j["records"] == len(expect) - mask.sum()
     assert zr("delete", s, "--mask", tmp_path / "m.npy").returncode == USAGE  # wrong length
-    assert zr("delete", s, "99999999").returncode == USAGE
+    assert zr("delete", s, "99999999").returncode == NOT_FOUND
     with DenseStore.open(s, readonly=True) as st:
         assert len(st) == j["records"]
 
@@ -352,7 +372,7 @@ def test_recode_interrupted_then_resumed(tmp_path, images):
     meta = dst / "meta.zr"
     deadline = time.monotonic() + 120
     while p.poll() is None and time.monotonic() < deadline:
-        if meta.exists() and int.from_bytes(meta.read_bytes()[:8], "little") > 0:
+        if meta.exists() and committed_length(str(dst)) > 0:
             break
         time.sleep(0.02)
     if p.poll() is not None:

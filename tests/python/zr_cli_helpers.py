@@ -27,7 +27,31 @@ needs_fashion = pytest.mark.skipif(
     reason="Debian's dataset-fashion-mnist is not installed")
 
 # Exit statuses, as `zr --help` documents them.
-OK, FAILED, USAGE, OPEN, INTERRUPTED = 0, 1, 2, 3, 130
+OK, FAILED, USAGE, OPEN, NOT_FOUND, INTERRUPTED = 0, 1, 2, 3, 4, 130
+
+
+def committed_length(store):
+    """The committed length in `store`/meta.zr, readable while a writer
+    holds the store: the length of the whole header copy with the higher
+    sequence (docs/FORMAT.md, meta.zr); 0 when there is none yet."""
+    try:
+        with open(os.path.join(store, "meta.zr"), "rb") as f:
+            m = f.read(128)
+    except OSError:
+        return 0
+    best = None
+    for place in (0, 1):
+        c = m[64 * place:64 * place + 64]
+        if len(c) < 64 or c[28:32] != b"ZRM2":
+            continue
+        h = 0x811C9DC5
+        for b in c[:60]:
+            h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+        seq = int.from_bytes(c[32:40], "little")
+        if h == int.from_bytes(c[60:64], "little") and seq % 2 == place:
+            if best is None or seq > best[0]:
+                best = (seq, int.from_bytes(c[0:8], "little"))
+    return best[1] if best else 0
 
 
 def zr(*args, timeout=300, input=None):

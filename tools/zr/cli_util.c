@@ -1,7 +1,8 @@
 /*
- * cli_util.c - what every zr command shares: exit statuses, error lines,
- * --help detection, the per-store loop, JSON output, the progress line and
- * the Ctrl-C flag (see zr_cli.h for the convention).
+ * cli_util.c - what every zr command shares: the exit map, error lines,
+ * the per-store loop, record indices, JSON output, the progress line and
+ * the Ctrl-C flag (see zr_cli.h for the convention; the argument parser
+ * is args.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -13,13 +14,34 @@
 #include "zr_cli.h"
 #include "zr_platform.h"
 
-const char zr_exit_table[] =
-    "Exit status:\n"
-    "  0    success\n"
-    "  1    a check failed or the data is damaged (or the work failed)\n"
-    "  2    usage error\n"
-    "  3    cannot open, busy, or already exists\n"
-    "  130  interrupted (Ctrl-C); everything committed before stays intact\n";
+/* The one exit map: every status a command can end with, as --help and
+ * zr(1) list them. */
+static const struct exit_row {
+    int code;
+    const char *what;
+} EXIT_ROWS[] = {
+    {ZR_EXIT_OK, "success"},
+    {ZR_EXIT_FAILED, "a check failed or the data is damaged, opening included (or the\n"
+                     "work failed, an I/O error included)"},
+    {ZR_EXIT_USAGE, "usage error (bad option, missing or extra argument)"},
+    {ZR_EXIT_OPEN, "cannot open, busy, or already exists (or cannot be created)"},
+    {ZR_EXIT_NOT_FOUND, "no such record: an INDEX, RECORD or FRAME out of range"},
+    {ZR_EXIT_INTERRUPTED, "interrupted (Ctrl-C); everything committed before stays intact"},
+};
+
+void zr_print_exit_table(FILE *out)
+{
+    fputs("Exit status:\n", out);
+    for (size_t i = 0; i < sizeof EXIT_ROWS / sizeof EXIT_ROWS[0]; i++) {
+        fprintf(out, "  %-4d ", EXIT_ROWS[i].code);
+        for (const char *p = EXIT_ROWS[i].what; *p; p++) {
+            if (*p == '\n')
+                fputs("\n      ", out); /* continued under the text */
+            fputc(*p == '\n' ? ' ' : *p, out);
+        }
+        fputc('\n', out);
+    }
+}
 
 int zr_exit_from_status(int status)
 {
@@ -30,6 +52,10 @@ int zr_exit_from_status(int status)
     case ZR_EEXIST:
     case ZR_ENOTSTORE:
         return ZR_EXIT_OPEN;
+    case ZR_ERANGE:
+        return ZR_EXIT_NOT_FOUND;
+    case ZR_EINTR:
+        return ZR_EXIT_INTERRUPTED;
     default:
         return ZR_EXIT_FAILED;
     }
@@ -58,85 +84,64 @@ int zr_fail(const char *cmd, const char *file, const char *what, int status)
     return zr_exit_from_status(status);
 }
 
+int zr_exit_from_open(int status)
+{
+    return status == ZR_OK ? ZR_EXIT_OK : status == ZR_ECORRUPT ? ZR_EXIT_FAILED : ZR_EXIT_OPEN;
+}
+
 int zr_fail_open(const char *cmd, const char *file, int status)
 {
     zr_error(cmd, file, "cannot open: %s", zr_last_error());
     if (strstr(zr_last_error(), "ZRE_OPEN_RECOVER") && file)
         fprintf(stderr, "zr: to recover it: zr recover %s\n", file);
-    return status == ZR_OK ? ZR_EXIT_OK : ZR_EXIT_OPEN;
+    return zr_exit_from_open(status);
 }
 
-int zr_usage_error(const char *cmd, const char *fmt, ...)
+int zr_fail_detail(const char *cmd, const char *file, const char *detail, int exit_status)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    verror(cmd, NULL, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "Try 'zr %s --help'.\n", cmd);
-    return ZR_EXIT_USAGE;
+    if (file && strstr(detail, file))
+        zr_error(cmd, NULL, "%s", detail);
+    else
+        zr_error(cmd, file, "%s", detail);
+    return exit_status;
 }
 
-int zr_wants_help(int argc, char **argv)
+int zr_run_per_store(const zr_store_loop *loop, int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--"))
-            return 0;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
-            return 1;
-    }
-    return 0;
-}
-
-int zr_run_per_store(int argc, char **argv, const char *name, void (*usage)(FILE *out),
-                     int (*one)(const char *path, const zr_opts *opts), int blank_between)
-{
-    /* Options first (anywhere before "--"), so that `zr CMD --help` never
-     * reaches the store code as a path. */
-    zr_opts opts = {0, 0};
-    int npaths = 0, opts_done = 0, concat = 0;
-    if (zr_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!opts_done && !strcmp(a, "--"))
-            opts_done = 1;
-        else if (!opts_done && !strcmp(a, "--concat")) /* cmd_concat.c */
-            concat = 1;
-        else if (!opts_done && !strcmp(a, "--json"))
-            opts.json = 1;
-        else if (!opts_done && (!strcmp(a, "--quiet") || !strcmp(a, "-q")))
-            opts.quiet = 1;
-        else if (!opts_done && a[0] == '-' && a[1] != '\0')
-            return zr_usage_error(name, "unknown option '%s'", a);
-        else
-            npaths++;
-    }
-    if (npaths == 0)
-        return zr_usage_error(name, "missing STORE argument");
-    int status = 0, done = 0;
-    opts_done = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!opts_done && !strcmp(a, "--")) {
-            opts_done = 1;
-            continue;
-        }
-        if (!opts_done && a[0] == '-' && a[1] != '\0')
-            continue;
-        if (blank_between && !opts.json && done++)
+    zr_opts opts = {0, 0, 0};
+    zr_option table[16] = {
+        ZR_OPT_FLAG(NULL, "--json", &opts.json, loop->json_help),
+        ZR_OPT_QUIET(&opts.quiet),
+    };
+    if (!loop->progress)
+        table[1].help = NULL; /* taken, as by every command, but it has no effect */
+    size_t n = 2;
+    if (loop->concat)
+        table[n++] = (zr_option)ZR_OPT_FLAG(NULL, "--concat", &opts.concat,
+                                            "also open the STOREs (e.g. shard-*) as one dataset and "
+                                            "check\nthey share one identity (exit 1 naming the "
+                                            "shards that differ)");
+    for (const zr_option *o = loop->extra; o && o->name && n + 1 < 16; o++)
+        table[n++] = *o;
+    table[n] = (zr_option)ZR_OPT_END;
+    zr_args args;
+    int st = zr_parse_args(loop->cmd, table, argc, argv, &args);
+    if (st != ZR_ARGS_GO)
+        return st;
+    int status = 0;
+    for (int i = 0; i < args.n; i++) {
+        if (loop->blank_between && !opts.json && i)
             printf("\n");
         fflush(stdout);
-        int r = one(a, &opts);
+        int r = loop->one(args.v[i], &opts);
         fflush(stdout);
         if (r == ZR_EXIT_INTERRUPTED)
             return r;
         if (r > status)
             status = r;
     }
-    if (concat) {
-        int r = zr_concat_report(name, argc, argv);
+    if (opts.concat) {
+        int r = zr_concat_report(loop->cmd->name, args.v, args.n);
         if (r > status)
             status = r;
     }
@@ -146,7 +151,7 @@ int zr_run_per_store(int argc, char **argv, const char *name, void (*usage)(FILE
 int zr_parse_u64(const char *s, uint64_t *out)
 {
     if (!s || *s < '0' || *s > '9')
-        return -1;
+        return -1; /* strtoull would take a sign or a space */
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
@@ -169,17 +174,18 @@ int zr_parse_i64(const char *s, int64_t *out)
     return 0;
 }
 
-int zr_parse_range(const char *cmd, const char *store, const char *a, uint64_t n, uint64_t *lo,
-                   uint64_t *hi)
+int zr_parse_range(const zr_command *cmd, const char *store, const char *a, uint64_t n,
+                   uint64_t *lo, uint64_t *hi)
 {
     const char *colon = strchr(a, ':');
     int64_t v;
     if (!colon) {
         if (zr_parse_i64(a, &v) < 0)
-            return zr_usage_error(cmd, "INDEX '%s' is not an integer or START:STOP", a);
+            return zr_usage(cmd, "INDEX '%s' is not an integer or START:STOP", a);
         if (v < -(int64_t)n || v >= (int64_t)n) {
-            zr_error(cmd, store, "index %" PRId64 " is out of range for %" PRIu64 " records", v, n);
-            return ZR_EXIT_USAGE;
+            zr_error(cmd->name, store, "index %" PRId64 " is out of range for %" PRIu64
+                     " records (no such record)", v, n);
+            return ZR_EXIT_NOT_FOUND;
         }
         *lo = v < 0 ? (uint64_t)(v + (int64_t)n) : (uint64_t)v;
         *hi = *lo + 1;
@@ -188,7 +194,7 @@ int zr_parse_range(const char *cmd, const char *store, const char *a, uint64_t n
     char left[32] = "", right[32] = "";
     size_t ll = (size_t)(colon - a);
     if (ll >= sizeof left || strlen(colon + 1) >= sizeof right)
-        return zr_usage_error(cmd, "INDEX '%s' is not START:STOP", a);
+        return zr_usage(cmd, "INDEX '%s' is not START:STOP", a);
     memcpy(left, a, ll);
     strcpy(right, colon + 1);
     int64_t b[2] = {0, (int64_t)n};
@@ -197,7 +203,7 @@ int zr_parse_range(const char *cmd, const char *store, const char *a, uint64_t n
         if (!*parts[i])
             continue;
         if (zr_parse_i64(parts[i], &v) < 0)
-            return zr_usage_error(cmd, "INDEX '%s' is not START:STOP", a);
+            return zr_usage(cmd, "INDEX '%s' is not START:STOP", a);
         if (v < 0)
             v += (int64_t)n;
         b[i] = v < 0 ? 0 : v > (int64_t)n ? (int64_t)n : v;
@@ -205,11 +211,6 @@ int zr_parse_range(const char *cmd, const char *store, const char *a, uint64_t n
     *lo = (uint64_t)b[0];
     *hi = b[1] > b[0] ? (uint64_t)b[1] : (uint64_t)b[0];
     return 0;
-}
-
-int zr_is_negative_index(const char *a)
-{
-    return a[0] == '-' && ((a[1] >= '0' && a[1] <= '9') || a[1] == ':');
 }
 
 /* ---------------------------------------------------------------- JSON */

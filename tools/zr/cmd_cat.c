@@ -16,34 +16,27 @@
 #include "zr_cli.h"
 #include "zr_io.h"
 
-/* "cat" or "dump", as invoked. */
-static const char *CMD = "cat";
 #define THRESHOLD 1000
 #define EDGE 3
 #define LINE_WIDTH 75
 
-static void cat_usage(FILE *out)
-{
-    fprintf(out,
-            "usage: zr cat [OPTIONS] STORE INDEX...\n"
-            "       zr dump [OPTIONS] STORE INDEX...\n"
-            "Print records as numpy prints arrays (shape, dtype, values; past %d elements\n"
-            "only the first and last %d along each axis). INDEX is an integer (negative\n"
-            "counts from the end) or START:STOP; put -- before a negative first index\n"
-            "only if it could be taken for an option.\n"
-            "\n"
-            "Options:\n"
-            "  --raw       write the records' payload bytes to stdout, back to back\n"
-            "  --json      one JSON object per record: index, shape, dtype, values\n"
-            "  -h, --help  this text\n"
-            "\n"
-            "Example:\n"
-            "  zr cat train-y 0:10\n"
-            "  zr cat train-x -1\n"
-            "  zr cat --raw docs 3 > third-file\n"
-            "\n%s",
-            THRESHOLD, EDGE, zr_exit_table);
-}
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+static const zr_command CAT = {
+    .name = "cat",
+    .synopsis = "zr cat [OPTIONS] STORE INDEX...\n"
+                "zr dump [OPTIONS] STORE INDEX...",
+    .args = "STORE INDEX...",
+    .about = "Print records as numpy prints arrays (shape, dtype, values; past " STR(THRESHOLD)
+             " elements\nonly the first and last " STR(EDGE) " along each axis). INDEX is an "
+             "integer (negative\ncounts from the end) or START:STOP; an INDEX past the end "
+             "exits 4.",
+    .example = "zr cat train-y 0:10\n"
+               "zr cat train-x -1\n"
+               "zr cat --raw docs 3 > third-file",
+    .flags = ZR_ARGS_NUMBERS,
+};
 
 static const char *numpy_name(zrs_dtype dt)
 {
@@ -234,7 +227,7 @@ static json_object *json_values(const unsigned char *p, zrs_dtype dt, const uint
     return a;
 }
 
-static int cat_one(zrs_store *s, uint64_t i, int raw, int json)
+static int cat_one(const zr_command *cmd, zrs_store *s, uint64_t i, int raw, int json)
 {
     const int dense = zrs_get_kind(s) == ZRS_DENSE;
     const zrs_dtype dt = zrs_get_dtype(s);
@@ -242,8 +235,10 @@ static int cat_one(zrs_store *s, uint64_t i, int raw, int json)
     uint64_t size = dense ? zrs_record_size(s) : 0;
     int rc = dense ? 0 : zrs_ragged_sizes(s, &idx, 1, &size);
     unsigned char *buf = rc == 0 ? malloc(size ? size : 1) : NULL;
-    if (rc == 0 && !buf)
-        rc = zr_set_error(ZR_ENOMEM, "out of memory for record %" PRIu64, i);
+    if (rc == 0 && !buf) {
+        zr_error(cmd->name, zrs_path(s), "out of memory for record %" PRIu64, i);
+        return ZR_EXIT_FAILED;
+    }
     uint64_t bounds[2] = {0, size};
     if (rc == 0)
         rc = dense ? zrs_gather_dense(s, &idx, 1, buf, size)
@@ -258,7 +253,7 @@ static int cat_one(zrs_store *s, uint64_t i, int raw, int json)
         free(buf);
         char what[48];
         snprintf(what, sizeof what, "record %" PRIu64, i);
-        zr_fail(CMD, zrs_path(s), what, rc);
+        zr_fail(cmd->name, zrs_path(s), what, rc);
         return ZR_EXIT_FAILED;
     }
     const unsigned char *p = buf + off;
@@ -291,62 +286,37 @@ static int cat_one(zrs_store *s, uint64_t i, int raw, int json)
 
 int zr_cmd_cat(int argc, char **argv)
 {
-    CMD = argv[0];
-    if (zr_wants_help(argc, argv)) {
-        cat_usage(stdout);
-        return 0;
-    }
-    int raw = 0, json = 0, opts_done = 0, nidx = 0;
-    const char *store = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int numeric = zr_is_negative_index(a);
-        if (!opts_done && !strcmp(a, "--"))
-            opts_done = 1;
-        else if (!opts_done && !strcmp(a, "--raw"))
-            raw = 1;
-        else if (!opts_done && !strcmp(a, "--json"))
-            json = 1;
-        else if (!opts_done && a[0] == '-' && a[1] && !numeric)
-            return zr_usage_error(CMD, "unknown option '%s'", a);
-        else if (!store)
-            store = a;
-        else
-            nidx++;
-    }
-    if (!store || nidx == 0)
-        return zr_usage_error(CMD, "expected STORE and at least one INDEX");
+    zr_command cmd = CAT;
+    cmd.name = argv[0]; /* "cat" or "dump", as invoked */
+    int raw = 0, json = 0;
+    const zr_option options[] = {
+        ZR_OPT_FLAG(NULL, "--raw", &raw, "write the records' payload bytes to stdout, back to back"),
+        ZR_OPT_FLAG(NULL, "--json", &json, "one JSON object per record: index, shape, dtype, values"),
+        ZR_OPT_END,
+    };
+    zr_args args;
+    int status = zr_parse_args(&cmd, options, argc, argv, &args);
+    if (status != ZR_ARGS_GO)
+        return status;
     if (raw && json)
-        return zr_usage_error(CMD, "give --raw or --json, not both");
+        return zr_usage(&cmd, "give --raw or --json, not both");
+    status = 0;
+    const char *store = args.v[0];
     zrs_store *s;
     int rc = zrs_open_ex(&s, store, ZRE_OPEN_READONLY);
     if (rc < 0)
-        return zr_fail_open(CMD, store, rc);
+        return zr_fail_open(cmd.name, store, rc);
     const uint64_t n = zrs_length(s);
-    int status = 0, seen_store = 0;
-    opts_done = 0;
     zr_interrupt_install();
-    for (int i = 1; i < argc && status == 0; i++) {
-        const char *a = argv[i];
-        int numeric = zr_is_negative_index(a);
-        if (!opts_done && !strcmp(a, "--")) {
-            opts_done = 1;
-            continue;
-        }
-        if (!opts_done && a[0] == '-' && a[1] && !numeric)
-            continue;
-        if (!seen_store) {
-            seen_store = 1;
-            continue;
-        }
+    for (int k = 1; k < args.n && status == 0; k++) {
         uint64_t lo = 0, hi = 0;
-        status = zr_parse_range(CMD, store, a, n, &lo, &hi);
+        status = zr_parse_range(&cmd, store, args.v[k], n, &lo, &hi);
         for (uint64_t r = lo; status == 0 && r < hi && !zr_interrupted(); r++)
-            status = cat_one(s, r, raw, json);
+            status = cat_one(&cmd, s, r, raw, json);
     }
     zrs_close(s);
     fflush(stdout);
     if (status == 0 && zr_interrupted())
-        return zr_interrupt_exit(CMD, store, "output stopped");
+        return zr_interrupt_exit(cmd.name, store, "output stopped");
     return status;
 }

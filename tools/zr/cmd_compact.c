@@ -17,25 +17,16 @@
 
 #define CMD "compact"
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: zr compact [OPTIONS] STORE\n"
-            "Reclaim the space of deleted records in place; indices and contents stay\n"
-            "the same. Safe to interrupt at any moment: Ctrl-C stops it after the batch\n"
-            "in flight (exit 130), the store reads as before, and compact run again\n"
-            "finishes.\n"
-            "\n"
-            "Options:\n"
-            "  --json       a JSON summary on stdout\n"
-            "  -q, --quiet  no progress line (elapsed time; shown only on a terminal)\n"
-            "  -h, --help   this text\n"
-            "\n"
-            "Example:\n"
-            "  zr delete train-x 0:1000 && zr compact train-x && zr info train-x\n"
-            "\n%s",
-            zr_exit_table);
-}
+static const zr_command COMPACT = {
+    .name = CMD,
+    .synopsis = "zr compact [OPTIONS] STORE",
+    .args = "STORE",
+    .about = "Reclaim the space of deleted records in place; indices and contents stay\n"
+             "the same. Safe to interrupt at any moment: Ctrl-C stops it after the batch\n"
+             "in flight (exit 130), the store reads as before, and compact run again\n"
+             "finishes.",
+    .example = "zr delete train-x 0:1000 && zr compact train-x && zr info train-x",
+};
 
 typedef struct ticker {
     atomic_int stop;
@@ -68,35 +59,20 @@ static void tick(void *arg)
     }
 }
 
-static int parse_args(int argc, char **argv, int *json, int *quiet, const char **store)
-{
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--json"))
-            *json = 1;
-        else if (!strcmp(a, "--quiet") || !strcmp(a, "-q"))
-            *quiet = 1;
-        else if (a[0] == '-' && a[1])
-            return zr_usage_error(CMD, "unknown option '%s'", a);
-        else if (*store)
-            return zr_usage_error(CMD, "one STORE only (got '%s' too)", a);
-        else
-            *store = a;
-    }
-    return *store ? 0 : zr_usage_error(CMD, "missing STORE argument");
-}
-
 int zr_cmd_compact(int argc, char **argv)
 {
-    if (zr_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
     int json = 0, quiet = 0;
-    const char *store = NULL;
-    int st = parse_args(argc, argv, &json, &quiet, &store);
-    if (st)
+    const zr_option options[] = {
+        ZR_OPT_FLAG(NULL, "--json", &json, "a JSON summary on stdout"),
+        ZR_OPT_FLAG("-q", "--quiet", &quiet, "no progress line (elapsed time; shown only on a "
+                                             "terminal)"),
+        ZR_OPT_END,
+    };
+    zr_args args;
+    int st = zr_parse_args(&COMPACT, options, argc, argv, &args);
+    if (st != ZR_ARGS_GO)
         return st;
+    const char *store = args.v[0];
     zrs_store *s;
     int rc = zrs_open(&s, store);
     if (rc < 0)

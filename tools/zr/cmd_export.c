@@ -24,30 +24,20 @@
 #define CMD "export"
 #define SLICE_BYTES ((uint64_t)16 << 20)
 
-static void export_usage(FILE *out)
-{
-    fprintf(out,
-            "usage: zr export [OPTIONS] STORE -o FILE\n"
-            "Write every record of STORE to FILE:\n"
-            "  a dense store   FILE.npy of shape (records, *item_shape)\n"
-            "  a ragged store  FILE.npz holding data (all payloads back to back, 1-d),\n"
-            "                  offsets (records+1 int64: record i is data[offsets[i]:\n"
-            "                  offsets[i+1]]) and shapes (records x max-ndim int64, -1 past\n"
-            "                  a record's own ndim)\n"
-            "\n"
-            "Options:\n"
-            "  -o, --output FILE  the file to write (must not exist)\n"
-            "  --force            replace FILE if it exists\n"
-            "  --json             a JSON summary on stdout\n"
-            "  -q, --quiet        no progress line (shown only on a terminal)\n"
-            "  -h, --help         this text\n"
-            "\n"
-            "Example:\n"
-            "  zr export train-x -o train-x.npy && python3 -c \"import numpy; "
-            "print(numpy.load('train-x.npy').shape)\"\n"
-            "\n%s",
-            zr_exit_table);
-}
+static const zr_command EXPORT = {
+    .name = CMD,
+    .synopsis = "zr export [OPTIONS] STORE -o FILE",
+    .args = "STORE",
+    .about = "Write every record of STORE to FILE:\n"
+             "  a dense store   FILE.npy of shape (records, *item_shape)\n"
+             "  a ragged store  FILE.npz holding data (all payloads back to back, 1-d),\n"
+             "                  offsets (records+1 int64: record i is data[offsets[i]:\n"
+             "                  offsets[i+1]]) and shapes (records x max-ndim int64, -1 past\n"
+             "                  a record's own ndim)\n"
+             "A failed or interrupted export removes the partial file.",
+    .example = "zr export train-x -o train-x.npy && python3 -c \"import numpy; "
+               "print(numpy.load('train-x.npy').shape)\"",
+};
 
 typedef struct export_ctx {
     zrs_store *s;
@@ -60,6 +50,7 @@ typedef struct export_ctx {
     size_t max_ndim;
     uint64_t bytes;
     const char *out;
+    int created;               /* out was created (removed again on failure) */
     zr_progress *pr;
 } export_ctx;
 
@@ -202,40 +193,95 @@ static int export_ragged(export_ctx *c, uint64_t n, char *err)
     return 0;
 }
 
+/* A dense store into a new .npy at c->out: ZR_EXIT_OPEN when it cannot
+ * be created, else the status of the writing. */
+static int export_dense(export_ctx *c, uint64_t n)
+{
+    zrs_store *s = c->s;
+    int rc = zrp_open(&c->f, c->out, ZRP_WRITE | ZRP_CREATE | ZRP_EXCLUSIVE);
+    if (rc < 0) {
+        zr_error(CMD, c->out, "cannot create: %s", strerror(-rc));
+        return ZR_EXIT_OPEN;
+    }
+    c->created = 1;
+    uint64_t shape[ZRS_MAX_NDIM + 1];
+    shape[0] = n;
+    memcpy(shape + 1, zrs_item_shape(s), zrs_item_ndim(s) * sizeof *shape);
+    char h[4096];
+    size_t hl = zr_npy_header(h, sizeof h, zrs_dtype_str(zrs_get_dtype(s)), shape,
+                              zrs_item_ndim(s) + 1);
+    int status = 0;
+    rc = zrp_pwrite_all(c->f, h, hl, 0);
+    c->pos = hl;
+    if (rc < 0) {
+        zr_error(CMD, c->out, "write failed: %s", strerror(-rc));
+        status = ZR_EXIT_FAILED;
+    }
+    if (status == 0)
+        status = zr_read_slices(CMD, s, 0, n, SLICE_BYTES, dense_slice, c);
+    if (status == 0 && !zr_interrupted() && (rc = zrp_fsync(c->f)) < 0) {
+        zr_error(CMD, c->out, "fsync failed: %s", strerror(-rc));
+        status = ZR_EXIT_FAILED;
+    }
+    zrp_close(&c->f);
+    return status;
+}
+
+/* A ragged store into a new .npz at c->out (see export_ragged). */
+static int export_npz(export_ctx *c, uint64_t n)
+{
+    char err[ZR_IO_ERR];
+    if (zr_zip_create(&c->z, c->out, err) < 0) {
+        fprintf(stderr, "zr %s: %s\n", CMD, err);
+        return ZR_EXIT_OPEN;
+    }
+    c->created = 1;
+    int status = export_ragged(c, n, err);
+    if (status == 0 && !zr_interrupted() && zr_zip_finish(c->z, err) < 0) {
+        fprintf(stderr, "zr %s: %s\n", CMD, err);
+        status = ZR_EXIT_FAILED;
+    } else if (status || zr_interrupted()) {
+        zr_zip_abandon(c->z);
+    }
+    c->z = NULL;
+    return status;
+}
+
+static void report(const char *store, const char *out, int json, int dense, uint64_t n,
+                   uint64_t data_bytes)
+{
+    if (json) {
+        json_object *j = json_object_new_object();
+        zr_json_str(j, "store", store);
+        zr_json_str(j, "output", out);
+        zr_json_str(j, "format", dense ? "npy" : "npz");
+        zr_json_u64(j, "records", n);
+        zr_json_u64(j, "data_bytes", data_bytes);
+        zr_json_print(j);
+    } else {
+        printf("%s: %" PRIu64 " records from %s (%s)\n", out, n, store,
+               dense ? ".npy" : ".npz: data, offsets, shapes");
+    }
+}
+
 int zr_cmd_export(int argc, char **argv)
 {
-    if (zr_wants_help(argc, argv)) {
-        export_usage(stdout);
-        return 0;
-    }
-    const char *store = NULL, *out = NULL;
-    int force = 0, json = 0, quiet = 0, opts_done = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!opts_done && !strcmp(a, "--"))
-            opts_done = 1;
-        else if (!opts_done && (!strcmp(a, "-o") || !strcmp(a, "--output"))) {
-            if (++i >= argc)
-                return zr_usage_error(CMD, "%s needs a FILE", a);
-            out = argv[i];
-        } else if (!opts_done && !strncmp(a, "--output=", 9))
-            out = a + 9;
-        else if (!opts_done && !strcmp(a, "--force"))
-            force = 1;
-        else if (!opts_done && !strcmp(a, "--json"))
-            json = 1;
-        else if (!opts_done && (!strcmp(a, "--quiet") || !strcmp(a, "-q")))
-            quiet = 1;
-        else if (!opts_done && a[0] == '-' && a[1])
-            return zr_usage_error(CMD, "unknown option '%s'", a);
-        else if (store)
-            return zr_usage_error(CMD, "one STORE only (got '%s' too)", a);
-        else
-            store = a;
-    }
-    if (!store || !out)
-        return zr_usage_error(CMD, "expected STORE and -o FILE");
-
+    const char *out = NULL;
+    int force = 0, json = 0, quiet = 0;
+    const zr_option options[] = {
+        ZR_OPT_VALUE("-o", "--output", "FILE", &out, "the file to write (must not exist)"),
+        ZR_OPT_FLAG(NULL, "--force", &force, "replace FILE if it exists"),
+        ZR_OPT_FLAG(NULL, "--json", &json, "a JSON summary on stdout"),
+        ZR_OPT_QUIET(&quiet),
+        ZR_OPT_END,
+    };
+    zr_args args;
+    int status = zr_parse_args(&EXPORT, options, argc, argv, &args);
+    if (status != ZR_ARGS_GO)
+        return status;
+    if (!out)
+        return zr_usage(&EXPORT, "missing -o FILE");
+    const char *store = args.v[0];
     zrs_store *s;
     int rc = zrs_open_ex(&s, store, ZRE_OPEN_READONLY);
     if (rc < 0)
@@ -251,76 +297,25 @@ int zr_cmd_export(int argc, char **argv)
     }
     const int dense = zrs_get_kind(s) == ZRS_DENSE;
     const uint64_t n = zrs_length(s);
-    char err[ZR_IO_ERR];
     zr_progress pr;
     export_ctx c = {.s = s, .out = out, .pr = &pr};
-    int status = 0;
     zr_interrupt_install();
     zr_progress_start(&pr, out, n, "records", quiet);
-    if (dense) {
-        rc = zrp_open(&c.f, out, ZRP_WRITE | ZRP_CREATE | ZRP_EXCLUSIVE);
-        if (rc < 0) {
-            zrs_close(s);
-            zr_error(CMD, out, "cannot create: %s", strerror(-rc));
-            return ZR_EXIT_OPEN;
-        }
-        uint64_t shape[ZRS_MAX_NDIM + 1];
-        shape[0] = n;
-        memcpy(shape + 1, zrs_item_shape(s), zrs_item_ndim(s) * sizeof *shape);
-        char h[4096];
-        size_t hl = zr_npy_header(h, sizeof h, zrs_dtype_str(zrs_get_dtype(s)), shape,
-                                  zrs_item_ndim(s) + 1);
-        rc = zrp_pwrite_all(c.f, h, hl, 0);
-        c.pos = hl;
-        if (rc < 0) {
-            zr_error(CMD, out, "write failed: %s", strerror(-rc));
-            status = ZR_EXIT_FAILED;
-        }
-        if (status == 0)
-            status = zr_read_slices(CMD, s, 0, n, SLICE_BYTES, dense_slice, &c);
-        if (status == 0 && !zr_interrupted() && (rc = zrp_fsync(c.f)) < 0) {
-            zr_error(CMD, out, "fsync failed: %s", strerror(-rc));
-            status = ZR_EXIT_FAILED;
-        }
-        zrp_close(&c.f);
-    } else {
-        if (zr_zip_create(&c.z, out, err) < 0) {
-            zrs_close(s);
-            fprintf(stderr, "zr %s: %s\n", CMD, err);
-            return ZR_EXIT_OPEN;
-        }
-        status = export_ragged(&c, n, err);
-        if (status == 0 && !zr_interrupted() && zr_zip_finish(c.z, err) < 0) {
-            fprintf(stderr, "zr %s: %s\n", CMD, err);
-            status = ZR_EXIT_FAILED;
-        } else if (status || zr_interrupted()) {
-            zr_zip_abandon(c.z);
-        }
-        c.z = NULL;
-    }
+    status = dense ? export_dense(&c, n) : export_npz(&c, n);
     zr_progress_end(&pr);
     free(c.offsets);
     free(c.ndims);
     free(c.dims);
     const uint64_t data_bytes = dense ? n * zrs_record_size(s) : c.bytes;
     zrs_close(s);
+    if (status && !c.created)
+        return status;
     if (status || zr_interrupted()) {
         zrp_unlink(out); /* never leave a partial file that looks whole */
         if (status == 0)
             return zr_interrupt_exit(CMD, store, "the partial output was removed");
         return status;
     }
-    if (json) {
-        json_object *j = json_object_new_object();
-        zr_json_str(j, "store", store);
-        zr_json_str(j, "output", out);
-        zr_json_str(j, "format", dense ? "npy" : "npz");
-        zr_json_u64(j, "records", n);
-        zr_json_u64(j, "data_bytes", data_bytes);
-        zr_json_print(j);
-    } else {
-        printf("%s: %" PRIu64 " records from %s (%s)\n", out, n, store,
-               dense ? ".npy" : ".npz: data, offsets, shapes");
-    }
+    report(store, out, json, dense, n, data_bytes);
     return 0;
 }

@@ -10,10 +10,11 @@
  *                                                loaderx and ASE, see run_import)
  * --nolock may also come before the subcommand (zr mrec --nolock info FILE).
  *
- * Exit status: 0 ok; 1 a check failed / the file is damaged; 2 usage (bad
- * arguments, a record or frame number out of range); 3 the file cannot be
- * opened (missing, unreadable, a directory, not a collection, locked).
- * Errors go to stderr as "zr mrec SUB: FILE: problem".
+ * Arguments, exit statuses and JSON are zr's own (zr_cli.h): 0 ok; 1 a
+ * check failed / the file is damaged; 2 usage; 3 the file cannot be
+ * opened (missing, unreadable, a directory, not a collection, locked); 4
+ * a record or frame number out of range. Errors go to stderr as
+ * "zr mrec SUB: FILE: problem".
  *
  * validate runs the walk in a child process (this program again, as
  * "zr mrec validate --in-process FILE"): LMDB keeps no page checksums, so
@@ -21,7 +22,6 @@
  * assertion that aborts). The parent then reports the damage instead of
  * dying with the child. Processes are started through the platform layer.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,177 +32,92 @@
 #include "zr_cli.h"
 #include "zr_platform.h"
 
-#define EXIT_CHECK 1
-#define EXIT_OPEN 3
+static const char SYNOPSIS[] =
+    "zr mrec [--nolock] validate [--json] FILE\n"
+    "zr mrec [--nolock] info [--json] FILE\n"
+    "zr mrec [--nolock] dump FILE RECORD [FRAME]\n"
+    "zr mrec [--nolock] dump FILE index\n"
+    "zr mrec import FILE... [--format NAME] [--units STYLE] -o OUT.mrec.lmdb";
 
-static const char USAGE[] =
-    "usage: zr mrec [--nolock] validate [--json] FILE\n"
-    "       zr mrec [--nolock] info [--json] FILE\n"
-    "       zr mrec [--nolock] dump FILE RECORD [FRAME]\n"
-    "       zr mrec [--nolock] dump FILE index\n"
-    "       zr mrec import FILE... [--format NAME] [--units STYLE] -o OUT.mrec.lmdb\n";
-
-static const char OPTIONS[] =
-    "options:\n"
-    "  --json      validate, info: one JSON object on stdout\n"
-    "  --nolock    open without LMDB's lock file (read-only media; no writer may run)\n"
-    "  -h, --help  this help (zr mrec SUB --help: the subcommand's)\n"
-    "import runs the importer of the Python package loaderx: it needs Python 3 with loaderx and ASE\n"
-    "($ZR_PYTHON, else python3 on PATH)\n"
-    "exit status: 0 ok, 1 check failed or file damaged, 2 usage, 3 cannot open\n";
-
-struct sub_help {
-    const char *name, *text;
+static const zr_command MREC = {
+    .name = "mrec",
+    .synopsis = SYNOPSIS,
+    .args = "SUBCOMMAND",
+    .about = "mrec-lmdb collections of molecular records (libzmrec): validate, describe\n"
+             "and dump them, or import ASE-readable files (loaderx.mrec). --nolock may also\n"
+             "follow the subcommand. zr mrec SUB --help gives a subcommand's options and an\n"
+             "example. import runs the importer of the Python package loaderx: it needs\n"
+             "Python 3 with loaderx and ASE ($ZR_PYTHON, else python3 on PATH).",
+    .example = "zr mrec import dump.lammpstrj -o run.mrec.lmdb\n"
+               "zr mrec validate run.mrec.lmdb\n"
+               "zr mrec --nolock info /media/cdrom/run.mrec.lmdb",
+    .flags = ZR_ARGS_FIRST,
 };
 
-static const struct sub_help SUB_HELP[] = {
-    {"validate", "usage: zr mrec validate [--json] [--nolock] FILE\n"
-                 "Check every rule of the layout: meta, index, every record's meta, system and frames\n"
-                 "(decoded, resolved, references and aligned blocks), keys outside the layout.\n"
-                 "Runs in a child process so damaged LMDB pages cannot crash zr.\n"
-                 "options:\n  --json    print {\"file\", \"ok\", ...} on stdout\n"
-                 "  --nolock  open without LMDB's lock file (read-only media)\n"
-                 "exit status: 0 valid, 1 a rule is broken, 3 cannot open\n"
-                 "example: zr mrec validate water.mrec.lmdb\n"},
-    {"info", "usage: zr mrec info [--json] [--nolock] FILE\n"
-             "Records, frames, atoms, the meta document, the collection's own index columns, and the\n"
-             "blocks of record 0's system and first frame. Every stored value is read and decoded\n"
-             "(the rules across values are validate's).\n"
-             "options:\n  --json    print one JSON object on stdout\n"
-             "  --nolock  open without LMDB's lock file (read-only media)\n"
-             "exit status: 0 ok, 1 a stored value is damaged (\"ok\": false), 3 cannot open\n"
-             "example: zr mrec info --json water.mrec.lmdb\n"},
-    {"dump", "usage: zr mrec dump [--nolock] FILE RECORD [FRAME]\n"
-             "       zr mrec dump [--nolock] FILE index\n"
-             "A record's index row, meta and system; or frame FRAME of it resolved (carry-forward);\n"
-             "or the index frame. Headers print as compact JSON, arrays past 6 elements cut; columns\n"
-             "print their first 9 elements, a null row as null.\n"
-             "options:\n  --nolock  open without LMDB's lock file (read-only media)\n"
-             "exit status: 0 ok, 1 the value is damaged, 2 usage or RECORD / FRAME out of range,\n"
-             "3 cannot open\n"
-             "example: zr mrec dump water.mrec.lmdb 0 3\n"},
+static const zr_command VALIDATE = {
+    .name = "mrec validate",
+    .synopsis = "zr mrec validate [--json] [--nolock] FILE",
+    .args = "FILE",
+    .help = "usage: zr mrec validate [--json] [--nolock] FILE\n"
+            "Check every rule of the layout: meta, index, every record's meta, system and frames\n"
+            "(decoded, resolved, references and aligned blocks), keys outside the layout.\n"
+            "Runs in a child process so damaged LMDB pages cannot crash zr.\n"
+            "options:\n  --json    print {\"file\", \"ok\", ...} on stdout\n"
+            "  --nolock  open without LMDB's lock file (read-only media)\n"
+            "exit status: 0 valid, 1 a rule is broken, 3 cannot open\n"
+            "example: zr mrec validate water.mrec.lmdb\n",
 };
 
-static void print_usage(FILE *out)
+static const zr_command INFO = {
+    .name = "mrec info",
+    .synopsis = "zr mrec info [--json] [--nolock] FILE",
+    .args = "FILE",
+    .help = "usage: zr mrec info [--json] [--nolock] FILE\n"
+            "Records, frames, atoms, the meta document, the collection's own index columns, and the\n"
+            "blocks of record 0's system and first frame. Every stored value is read and decoded\n"
+            "(the rules across values are validate's).\n"
+            "options:\n  --json    print one JSON object on stdout\n"
+            "  --nolock  open without LMDB's lock file (read-only media)\n"
+            "exit status: 0 ok, 1 a stored value is damaged (\"ok\": false), 3 cannot open\n"
+            "example: zr mrec info --json water.mrec.lmdb\n",
+};
+
+static const zr_command DUMP = {
+    .name = "mrec dump",
+    .synopsis = "zr mrec dump [--nolock] FILE RECORD [FRAME]\n"
+                "zr mrec dump [--nolock] FILE index",
+    .args = "FILE RECORD [FRAME]",
+    .help = "usage: zr mrec dump [--nolock] FILE RECORD [FRAME]\n"
+            "       zr mrec dump [--nolock] FILE index\n"
+            "A record's index row, meta and system; or frame FRAME of it resolved (carry-forward);\n"
+            "or the index frame. Headers print as compact JSON, arrays past 6 elements cut; columns\n"
+            "print their first 9 elements, a null row as null.\n"
+            "options:\n  --nolock  open without LMDB's lock file (read-only media)\n"
+            "exit status: 0 ok, 1 the value is damaged, 2 usage, 3 cannot open,\n"
+            "4 RECORD or FRAME out of range\n"
+            "example: zr mrec dump water.mrec.lmdb 0 3\n",
+    .flags = ZR_ARGS_NUMBERS, /* "-1" is a (refused) RECORD, not an option */
+};
+
+#define NOLOCK_HELP "open without LMDB's lock file (read-only media; no writer may run)"
+
+/* The failed call's detail (zmr_last_error), the file named once; the
+ * status from zr's one exit map. */
+static int fail(const zr_command *cmd, const char *path, int st)
 {
-    fputs(USAGE, out);
+    return zr_fail_detail(cmd->name, path, zmr_last_error(), zr_exit_from_status(st));
 }
 
-static int usage_error(const char *fmt, const char *arg)
+/* zmr_open refused the file (zr's rule for a failed open). */
+static int fail_open(const zr_command *cmd, const char *path, int st)
 {
-    fputs("zr mrec: ", stderr);
-    fprintf(stderr, fmt, arg);
-    fputc('\n', stderr);
-    print_usage(stderr);
-    return ZR_EXIT_USAGE;
+    return zr_fail_detail(cmd->name, path, zmr_last_error(), zr_exit_from_open(st));
 }
 
-static int exit_for(int st)
-{
-    switch (st) {
-    case ZMR_EIO: case ZMR_EBUSY: case ZMR_EEXIST: case ZMR_ENOTCOLL: return EXIT_OPEN;
-    case ZMR_ERANGE: return ZR_EXIT_USAGE;
-    default: return EXIT_CHECK;
-    }
-}
-
-/* "zr mrec SUB: FILE: detail" (the file named once). Returns the exit status. */
-static int fail(const char *sub, const char *path, int st)
-{
-    const char *d = zmr_last_error();
-    if (strstr(d, path))
-        fprintf(stderr, "zr mrec %s: %s\n", sub, d);
-    else
-        fprintf(stderr, "zr mrec %s: %s: %s\n", sub, path, d);
-    return exit_for(st);
-}
-
-static void json_str(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(out, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(out, "\\u%04x", *p);
-        else
-            fputc(*p, out);
-    }
-    fputc('"', out);
-}
-
-struct opts {
+/* The options of validate and info. */
+typedef struct opts {
     int json, nolock, in_process;
-    int nargs;
-    char *args[4];
-};
-
-/* Options and positional arguments of subcommand `sub` (argv[first..]):
- * --json (when allowed), --nolock, -h/--help, "--". Returns -1 to go on,
- * else an exit status. */
-static int parse(int argc, char **argv, int first, const char *sub, int json_ok, int max_args,
-                 struct opts *o)
-{
-    int dashdash = 0;
-    for (int k = first; k < argc; k++) {
-        const char *a = argv[k];
-        /* "-1" is a (refused) number, not an option */
-        if (!dashdash && a[0] == '-' && a[1] != '\0' && !(a[1] >= '0' && a[1] <= '9')) {
-            if (!strcmp(a, "--")) {
-                dashdash = 1;
-            } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-                for (size_t h = 0; h < sizeof SUB_HELP / sizeof *SUB_HELP; h++)
-                    if (!strcmp(SUB_HELP[h].name, sub))
-                        fputs(SUB_HELP[h].text, stdout);
-                return 0;
-            } else if (!strcmp(a, "--nolock")) {
-                o->nolock = 1;
-            } else if (!strcmp(sub, "validate") && !strcmp(a, "--in-process")) {
-                o->in_process = 1; /* internal: cmd_validate's child */
-            } else if (json_ok && !strcmp(a, "--json")) {
-                o->json = 1;
-            } else {
-                fprintf(stderr, "zr mrec %s: unknown option '%s'\n", sub, a);
-                print_usage(stderr);
-                return ZR_EXIT_USAGE;
-            }
-            continue;
-        }
-        if (o->nargs == max_args) {
-            fprintf(stderr, "zr mrec %s: too many arguments ('%s')\n", sub, a);
-            print_usage(stderr);
-            return ZR_EXIT_USAGE;
-        }
-        o->args[o->nargs++] = argv[k];
-    }
-    if (o->nargs == 0) {
-        fprintf(stderr, "zr mrec %s: FILE is missing\n", sub);
-        print_usage(stderr);
-        return ZR_EXIT_USAGE;
-    }
-    return -1;
-}
-
-/* A decimal number in 0..2^64-1: digits only (no sign, no spaces), and
- * refused rather than saturated when it does not fit. */
-static int parse_u64(const char *what, const char *s, uint64_t *out)
-{
-    char *end;
-    int ok = s != NULL && *s >= '0' && *s <= '9';
-    unsigned long long v = 0;
-    if (ok) {
-        errno = 0;
-        v = strtoull(s, &end, 10);
-        ok = *end == '\0' && errno == 0;
-    }
-    if (!ok) {
-        fprintf(stderr, "zr mrec dump: %s '%s' is not a number in 0..18446744073709551615 (or 'index')\n",
-                what, s ? s : "");
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
+} opts;
 
 static void print_blocks(const char *title, const zmr_frame *f)
 {
@@ -217,23 +132,25 @@ static void print_blocks(const char *title, const zmr_frame *f)
     }
 }
 
-static void json_blocks(const zmr_frame *f)
+static json_object *json_blocks(const zmr_frame *f)
 {
-    printf("[");
+    json_object *blocks = json_object_new_array();
     for (size_t b = 0; f && b < zmr_frame_nblocks(f); b++) {
-        printf("%s{\"name\":", b ? "," : "");
-        json_str(stdout, zmr_frame_block_name(f, b));
-        printf(",\"rows\":%" PRIu64 ",\"columns\":[", zmr_frame_block_count(f, b));
+        json_object *blk = json_object_new_object(), *cols = json_object_new_array();
+        zr_json_str(blk, "name", zmr_frame_block_name(f, b));
+        zr_json_u64(blk, "rows", zmr_frame_block_count(f, b));
         for (size_t c = 0; c < zmr_frame_ncolumns(f, b); c++) {
             zmr_column col;
             zmr_frame_column(f, b, c, &col);
-            printf("%s{\"name\":", c ? "," : "");
-            json_str(stdout, col.name);
-            printf(",\"dtype\":\"%s\"}", zmr_dtype_name(col.dtype));
+            json_object *jc = json_object_new_object();
+            zr_json_str(jc, "name", col.name);
+            zr_json_str(jc, "dtype", zmr_dtype_name(col.dtype));
+            json_object_array_add(cols, jc);
         }
-        printf("]}");
+        json_object_object_add(blk, "columns", cols);
+        json_object_array_add(blocks, blk);
     }
-    printf("]");
+    return blocks;
 }
 
 static int is_binding_column(const char *name)
@@ -266,101 +183,137 @@ static int read_every_value(zmr_reader *r, const char *path)
         }
     }
     if (st < 0)
-        fail("info", path, st);
+        fail(&INFO, path, st);
     return st;
 }
 
-/* info reads (and so checks) the index and every stored value (record 0's
- * system and first frame are summarized): a damaged one is reported and
- * makes the exit status 1 and "ok" false. */
-static int cmd_info(const char *path, const struct opts *o)
+/* The collection's own index columns (the binding's four left out). */
+static json_object *json_index_columns(const zmr_frame *idx)
 {
-    zmr_reader *r;
-    int st = zmr_open(&r, path, o->nolock ? ZMR_OPEN_NOLOCK : 0);
-    if (st < 0)
-        return fail("info", path, st);
-    int rc = 0;
-    uint64_t R = zmr_n_records(r), amin = UINT64_MAX, amax = 0, atot = 0, ntraj = 0;
-    for (uint64_t k = 0; k < R; k++) {
-        uint64_t ff, nf, na;
-        bool ht;
-        zmr_record_info(r, k, &ff, &nf, &na, &ht);
-        amin = na < amin ? na : amin;
-        amax = na > amax ? na : amax;
-        atot += na;
-        ntraj += ht;
-    }
-    zmr_frame *idx = NULL, *sys = NULL, *fr = NULL;
-    if ((st = zmr_read_index(r, &idx)) < 0)
-        rc = fail("info", path, st);
-    if (R && (st = zmr_read_system(r, 0, &sys)) < 0)
-        rc = fail("info", path, st);
-    uint64_t nf0 = 0;
-    if (R && zmr_record_info(r, 0, NULL, &nf0, NULL, NULL) == ZMR_OK && nf0 &&
-        (st = zmr_read_frame(r, 0, 0, &fr)) < 0)
-        rc = fail("info", path, st);
-    if (!rc && read_every_value(r, path) < 0)
-        rc = 1;
-    if (rc)
-        rc = EXIT_CHECK;
-    if (o->json) {
-        printf("{\"file\":");
-        json_str(stdout, path);
-        printf(",\"layout\":\"mrec-lmdb\",\"layout_version\":%d,\"molrec_version\":%d,\"records\":%" PRIu64
-               ",\"with_trajectory\":%" PRIu64 ",\"frames\":%" PRIu64 ",\"atoms\":{\"total\":%" PRIu64
-               ",\"min\":%" PRIu64 ",\"max\":%" PRIu64 "},\"meta\":%s,\"index_columns\":[",
-               ZMR_LAYOUT_VERSION, zmr_molrec_version(r), R, ntraj, zmr_n_frames(r), atot, R ? amin : 0, amax,
-               zmr_meta_json(r));
-    } else {
-        printf("file:           %s\n", path);
-        printf("layout:         mrec-lmdb, layout_version %d, molrec_version %d\n", ZMR_LAYOUT_VERSION,
-               zmr_molrec_version(r));
-        printf("records:        %" PRIu64 " (%" PRIu64 " with a trajectory)\n", R, ntraj);
-        printf("frames:         %" PRIu64 "\n", zmr_n_frames(r));
-        if (R)
-            printf("atoms:          %" PRIu64 " total, %" PRIu64 "..%" PRIu64 " per record\n", atot, amin, amax);
-        printf("meta:           %s\n", zmr_meta_json(r));
-        printf("index columns: ");
-    }
-    int n = 0;
+    json_object *cols = json_object_new_array();
     for (size_t c = 0; idx && c < zmr_frame_ncolumns(idx, 0); c++) {
         zmr_column col;
         zmr_frame_column(idx, 0, c, &col);
         if (is_binding_column(col.name))
             continue;
-        if (o->json) {
-            printf("%s{\"name\":", n++ ? "," : "");
-            json_str(stdout, col.name);
-            printf(",\"dtype\":\"%s\",\"masked\":%s", zmr_dtype_name(col.dtype), col.validity ? "true" : "false");
-            if (col.precision != 0)
-                printf(",\"precision\":%.17g", col.precision);
-            printf("}");
+        json_object *jc = json_object_new_object();
+        zr_json_str(jc, "name", col.name);
+        zr_json_str(jc, "dtype", zmr_dtype_name(col.dtype));
+        json_object_object_add(jc, "masked", json_object_new_boolean(col.validity != NULL));
+        if (col.precision != 0)
+            json_object_object_add(jc, "precision", json_object_new_double(col.precision));
+        json_object_array_add(cols, jc);
+    }
+    return cols;
+}
+
+static void print_index_columns(const zmr_frame *idx)
+{
+    int n = 0;
+    printf("index columns: ");
+    for (size_t c = 0; idx && c < zmr_frame_ncolumns(idx, 0); c++) {
+        zmr_column col;
+        zmr_frame_column(idx, 0, c, &col);
+        if (is_binding_column(col.name))
             continue;
-        }
         printf("%s %s:%s", n++ ? "," : "", col.name, zmr_dtype_name(col.dtype));
         if (col.precision != 0)
             printf(" precision %.17g", col.precision);
         if (col.validity)
             printf(" masked");
     }
-    if (o->json) {
-        printf("],\"system_blocks\":");
-        json_blocks(sys);
-        printf(",\"frame_blocks\":");
-        json_blocks(fr);
-        printf(",\"ok\":%s}\n", rc ? "false" : "true");
-    } else {
-        printf("%s\n", n ? "" : " none (only the binding's four)");
-        if (sys)
-            print_blocks("system blocks:  ", sys);
-        if (fr)
-            print_blocks("frame blocks:   ", fr);
+    printf("%s\n", n ? "" : " none (only the binding's four)");
+}
+
+/* What info reports: counts over every record, the frames it reads. */
+typedef struct info_view {
+    zmr_reader *r;
+    uint64_t records, amin, amax, atot, ntraj;
+    zmr_frame *idx, *sys, *fr;
+    int ok;
+} info_view;
+
+static void info_json(const char *path, const info_view *v)
+{
+    json_object *j = json_object_new_object(), *atoms = json_object_new_object();
+    zr_json_str(j, "file", path);
+    zr_json_str(j, "layout", "mrec-lmdb");
+    json_object_object_add(j, "layout_version", json_object_new_int(ZMR_LAYOUT_VERSION));
+    json_object_object_add(j, "molrec_version", json_object_new_int(zmr_molrec_version(v->r)));
+    zr_json_u64(j, "records", v->records);
+    zr_json_u64(j, "with_trajectory", v->ntraj);
+    zr_json_u64(j, "frames", zmr_n_frames(v->r));
+    zr_json_u64(atoms, "total", v->atot);
+    zr_json_u64(atoms, "min", v->records ? v->amin : 0);
+    zr_json_u64(atoms, "max", v->amax);
+    json_object_object_add(j, "atoms", atoms);
+    const char *meta = zmr_meta_json(v->r);
+    json_object *m = meta ? json_tokener_parse(meta) : NULL;
+    json_object_object_add(j, "meta", m ? m : (meta ? json_object_new_string(meta) : NULL));
+    json_object_object_add(j, "index_columns", json_index_columns(v->idx));
+    json_object_object_add(j, "system_blocks", json_blocks(v->sys));
+    json_object_object_add(j, "frame_blocks", json_blocks(v->fr));
+    json_object_object_add(j, "ok", json_object_new_boolean(v->ok));
+    zr_json_print(j);
+}
+
+static void info_text(const char *path, const info_view *v)
+{
+    printf("file:           %s\n", path);
+    printf("layout:         mrec-lmdb, layout_version %d, molrec_version %d\n", ZMR_LAYOUT_VERSION,
+           zmr_molrec_version(v->r));
+    printf("records:        %" PRIu64 " (%" PRIu64 " with a trajectory)\n", v->records, v->ntraj);
+    printf("frames:         %" PRIu64 "\n", zmr_n_frames(v->r));
+    if (v->records)
+        printf("atoms:          %" PRIu64 " total, %" PRIu64 "..%" PRIu64 " per record\n", v->atot,
+               v->amin, v->amax);
+    printf("meta:           %s\n", zmr_meta_json(v->r));
+    print_index_columns(v->idx);
+    if (v->sys)
+        print_blocks("system blocks:  ", v->sys);
+    if (v->fr)
+        print_blocks("frame blocks:   ", v->fr);
+}
+
+/* info reads (and so checks) the index and every stored value (record 0's
+ * system and first frame are summarized): a damaged one is reported and
+ * makes the exit status 1 and "ok" false. */
+static int cmd_info(const char *path, const opts *o)
+{
+    info_view v = {.amin = UINT64_MAX, .ok = 1};
+    int st = zmr_open(&v.r, path, o->nolock ? ZMR_OPEN_NOLOCK : 0);
+    if (st < 0)
+        return fail_open(&INFO, path, st);
+    zmr_reader *r = v.r;
+    v.records = zmr_n_records(r);
+    for (uint64_t k = 0; k < v.records; k++) {
+        uint64_t ff, nf, na;
+        bool ht;
+        zmr_record_info(r, k, &ff, &nf, &na, &ht);
+        v.amin = na < v.amin ? na : v.amin;
+        v.amax = na > v.amax ? na : v.amax;
+        v.atot += na;
+        v.ntraj += ht;
     }
-    zmr_frame_free(idx);
-    zmr_frame_free(sys);
-    zmr_frame_free(fr);
+    if ((st = zmr_read_index(r, &v.idx)) < 0)
+        v.ok = 0, fail(&INFO, path, st);
+    if (v.records && (st = zmr_read_system(r, 0, &v.sys)) < 0)
+        v.ok = 0, fail(&INFO, path, st);
+    uint64_t nf0 = 0;
+    if (v.records && zmr_record_info(r, 0, NULL, &nf0, NULL, NULL) == ZMR_OK && nf0 &&
+        (st = zmr_read_frame(r, 0, 0, &v.fr)) < 0)
+        v.ok = 0, fail(&INFO, path, st);
+    if (v.ok && read_every_value(r, path) < 0)
+        v.ok = 0;
+    if (o->json)
+        info_json(path, &v);
+    else
+        info_text(path, &v);
+    zmr_frame_free(v.idx);
+    zmr_frame_free(v.sys);
+    zmr_frame_free(v.fr);
     zmr_close(r);
-    return rc;
+    return v.ok ? 0 : ZR_EXIT_FAILED;
 }
 
 /* ----------------------------------------------- compact header printing
@@ -514,51 +467,64 @@ static void print_frame(zmr_frame *f)
         }
 }
 
-static int cmd_dump(int argc, char **argv)
+/* RECORD or FRAME: a number in 0..2^64-1 (digits only). */
+static int dump_number(const char *what, const char *s, uint64_t *out)
 {
-    struct opts o = {0};
-    int prc = parse(argc, argv, 2, "dump", 0, 3, &o);
-    if (prc >= 0)
-        return prc;
-    if (o.nargs < 2)
-        return usage_error("dump: RECORD (or 'index') is missing%s", "");
-    const char *path = o.args[0];
+    if (zr_parse_u64(s, out) == 0)
+        return 0;
+    zr_error(DUMP.name, NULL, "%s '%s' is not a number in 0..18446744073709551615 (or 'index')",
+             what, s);
+    return ZR_EXIT_USAGE;
+}
+
+static int cmd_dump(int argc, char **argv, int nolock)
+{
+    const zr_option options[] = {
+        ZR_OPT_FLAG(NULL, "--nolock", &nolock, NOLOCK_HELP),
+        ZR_OPT_END,
+    };
+    zr_args args;
+    int rc = zr_parse_args(&DUMP, options, argc, argv, &args);
+    if (rc != ZR_ARGS_GO)
+        return rc;
+    rc = 0;
+    const char *path = args.v[0];
     uint64_t rec = 0, k = 0;
-    int index = o.nargs == 2 && !strcmp(o.args[1], "index");
-    if (!index && (parse_u64("RECORD", o.args[1], &rec) < 0 || (o.nargs == 3 && parse_u64("FRAME", o.args[2], &k) < 0)))
-        return ZR_EXIT_USAGE;
+    int index = args.n == 2 && !strcmp(args.v[1], "index");
+    if (!index && ((rc = dump_number("RECORD", args.v[1], &rec)) != 0 ||
+                   (args.n == 3 && (rc = dump_number("FRAME", args.v[2], &k)) != 0)))
+        return rc;
     zmr_reader *r;
-    int st = zmr_open(&r, path, o.nolock ? ZMR_OPEN_NOLOCK : 0);
+    int st = zmr_open(&r, path, nolock ? ZMR_OPEN_NOLOCK : 0);
     if (st < 0)
-        return fail("dump", path, st);
-    int rc = 0;
+        return fail_open(&DUMP, path, st);
     zmr_frame *f = NULL;
     if (index) {
         if ((st = zmr_read_index(r, &f)) < 0) {
-            rc = fail("dump", path, st);
+            rc = fail(&DUMP, path, st);
         } else {
             printf("index ");
             print_frame(f);
         }
-    } else if (o.nargs == 2) {
+    } else if (args.n == 2) {
         char *meta;
         uint64_t ff, nf, na;
         bool ht;
         if ((st = zmr_record_info(r, rec, &ff, &nf, &na, &ht)) < 0 || (st = zmr_read_record_meta(r, rec, &meta)) < 0) {
-            rc = fail("dump", path, st);
+            rc = fail(&DUMP, path, st);
         } else {
             printf("record %" PRIu64 ": first_frame %" PRIu64 ", n_frames %" PRIu64 ", n_atoms %" PRIu64
                    ", has_trajectory %s\nmeta: %s\n", rec, ff, nf, na, ht ? "true" : "false", meta);
             zmr_free(meta);
             if ((st = zmr_read_system(r, rec, &f)) < 0)
-                rc = fail("dump", path, st);
+                rc = fail(&DUMP, path, st);
             else if (f == NULL)
                 printf("system: none\n");
             else
                 printf("system "), print_frame(f);
         }
     } else if ((st = zmr_read_frame(r, rec, k, &f)) < 0) {
-        rc = fail("dump", path, st);
+        rc = fail(&DUMP, path, st);
     } else {
         printf("record %" PRIu64 " frame %" PRIu64 " (resolved) ", rec, k);
         print_frame(f);
@@ -568,33 +534,47 @@ static int cmd_dump(int argc, char **argv)
     return rc;
 }
 
-static int validate_here(const char *path, const struct opts *o)
+/* {"file": path, "ok": false, "error": why} on stdout. */
+static void json_not_ok(const char *path, const char *why)
+{
+    json_object *j = json_object_new_object();
+    zr_json_str(j, "file", path);
+    json_object_object_add(j, "ok", json_object_new_boolean(0));
+    zr_json_str(j, "error", why);
+    zr_json_print(j);
+}
+
+/* Open (a file that cannot be opened exits 3), then walk every rule. */
+static int validate_here(const char *path, const opts *o)
 {
     unsigned flags = o->nolock ? ZMR_OPEN_NOLOCK : 0;
     zmr_reader *r = NULL;
-    int st = zmr_validate(path, flags);
-    if (st == ZMR_OK)
-        st = zmr_open(&r, path, flags);
+    int st = zmr_open(&r, path, flags);
     if (st < 0) {
-        if (o->json) {
-            printf("{\"file\":");
-            json_str(stdout, path);
-            printf(",\"ok\":false,\"error\":");
-            json_str(stdout, zmr_last_error());
-            printf("}\n");
-        }
-        return fail("validate", path, st);
+        if (o->json)
+            json_not_ok(path, zmr_last_error());
+        return fail_open(&VALIDATE, path, st);
+    }
+    const uint64_t records = zmr_n_records(r), frames = zmr_n_frames(r);
+    const int version = zmr_molrec_version(r);
+    zmr_close(r); /* zmr_validate opens the file itself */
+    if ((st = zmr_validate(path, flags)) < 0) {
+        if (o->json)
+            json_not_ok(path, zmr_last_error());
+        return fail(&VALIDATE, path, st);
     }
     if (o->json) {
-        printf("{\"file\":");
-        json_str(stdout, path);
-        printf(",\"ok\":true,\"records\":%" PRIu64 ",\"frames\":%" PRIu64 ",\"molrec_version\":%d}\n",
-               zmr_n_records(r), zmr_n_frames(r), zmr_molrec_version(r));
+        json_object *j = json_object_new_object();
+        zr_json_str(j, "file", path);
+        json_object_object_add(j, "ok", json_object_new_boolean(1));
+        zr_json_u64(j, "records", records);
+        zr_json_u64(j, "frames", frames);
+        json_object_object_add(j, "molrec_version", json_object_new_int(version));
+        zr_json_print(j);
     } else {
-        printf("%s: ok (%" PRIu64 " records, %" PRIu64 " frames, molrec_version %d)\n", path, zmr_n_records(r),
-               zmr_n_frames(r), zmr_molrec_version(r));
+        printf("%s: ok (%" PRIu64 " records, %" PRIu64 " frames, molrec_version %d)\n", path, records,
+               frames, version);
     }
-    zmr_close(r);
     return 0;
 }
 
@@ -603,7 +583,7 @@ static int validate_here(const char *path, const struct opts *o)
  * abnormally means liblmdb crashed on the file. liblmdb's page walk trusts
  * the file, so a damaged one can also send it into a loop: the child has a
  * time limit (ZR_MREC_VALIDATE_TIMEOUT seconds, default 60, 0 for none). */
-static int cmd_validate(const char *path, const struct opts *o)
+static int cmd_validate(const char *path, const opts *o)
 {
     if (o->in_process)
         return validate_here(path, o);
@@ -647,17 +627,12 @@ static int cmd_validate(const char *path, const struct opts *o)
                  (unsigned)code);
     if (!crashed)
         return code;
-    if (o->json) {
-        printf("{\"file\":");
-        json_str(stdout, path);
-        printf(",\"ok\":false,\"error\":");
-        json_str(stdout, why);
-        printf("}\n");
-    }
+    if (o->json)
+        json_not_ok(path, why);
     fprintf(stderr, "zr mrec validate: %s: %s%s\n", path, why,
             crashed == 2 ? " (the LMDB structure is damaged, or the file needs longer: set "
                            "ZR_MREC_VALIDATE_TIMEOUT)" : "");
-    return EXIT_CHECK;
+    return ZR_EXIT_FAILED;
 }
 
 /* zr mrec import is the ASE-based importer of the Python package loaderx
@@ -666,13 +641,16 @@ static int cmd_validate(const char *path, const struct opts *o)
  * PATH; the `zr` a pip install puts in an environment sets ZR_PYTHON to
  * that environment's interpreter, so .venv/bin/zr works without the venv
  * on PATH. A missing interpreter or package is one line naming what to
- * install, exit status 3 (like an input that cannot be opened). */
+ * install, exit status 3 (like an input that cannot be opened). Its
+ * arguments, --help and exit statuses are loaderx.mrec's (the same map). */
 #define IMPORT_NEEDS "zr mrec import runs the importer of the Python package loaderx (with ASE)"
-static int run_import(int argc, char **argv)
+static int run_import(int argc, char **argv, int nolock)
 {
+    if (nolock)
+        return zr_usage(&MREC, "--nolock does not apply to 'import' (it writes a new file)");
     char **av = calloc((size_t)argc + 4, sizeof *av);
     if (av == NULL)
-        return EXIT_CHECK;
+        return ZR_EXIT_FAILED;
     const char *py = getenv("ZR_PYTHON");
     av[0] = (char *)(py && *py ? py : "python3");
     av[1] = "-c";
@@ -684,8 +662,8 @@ static int run_import(int argc, char **argv)
             "loaderx ase), or set ZR_PYTHON to a python3 that has it\\n' % (sys.executable, e))\n"
             "    sys.exit(3)\n"
             "sys.exit(main(sys.argv[1:], prog='zr mrec'))\n";
-    for (int k = 1; k < argc; k++)
-        av[2 + k] = argv[k];
+    for (int k = 0; k < argc; k++)
+        av[3 + k] = argv[k];
     fflush(stdout);
     fflush(stderr);
     int code = 1, crashed = 0;
@@ -694,61 +672,67 @@ static int run_import(int argc, char **argv)
         fprintf(stderr, IMPORT_NEEDS "; cannot run %s (%s): install Python 3 with loaderx and ASE, or set "
                         "ZR_PYTHON to one\n", av[0], strerror(-rc));
     free(av);
-    return rc < 0 ? EXIT_OPEN : crashed ? EXIT_CHECK : code;
+    return rc < 0 ? ZR_EXIT_OPEN : crashed ? ZR_EXIT_FAILED : code;
 }
+
+/* validate and info: FILE, --json, --nolock (validate's child also
+ * --in-process, not listed). */
+static int run_file_sub(const zr_command *cmd, int argc, char **argv, int nolock)
+{
+    opts o = {.nolock = nolock};
+    const int validate = cmd == &VALIDATE;
+    zr_option options[] = {
+        ZR_OPT_FLAG(NULL, "--json", &o.json, "one JSON object on stdout"),
+        ZR_OPT_FLAG(NULL, "--nolock", &o.nolock, NOLOCK_HELP),
+        ZR_OPT_FLAG(NULL, "--in-process", &o.in_process, NULL), /* validate's child */
+        ZR_OPT_END,
+    };
+    if (!validate)
+        options[2] = (zr_option)ZR_OPT_END;
+    zr_args args;
+    int rc = zr_parse_args(cmd, options, argc, argv, &args);
+    if (rc != ZR_ARGS_GO)
+        return rc;
+    return validate ? cmd_validate(args.v[0], &o) : cmd_info(args.v[0], &o);
+}
+
+static int run_validate(int argc, char **argv, int nolock)
+{
+    return run_file_sub(&VALIDATE, argc, argv, nolock);
+}
+
+static int run_info(int argc, char **argv, int nolock)
+{
+    return run_file_sub(&INFO, argc, argv, nolock);
+}
+
+/* The subcommands: argv from the subcommand on (argv[0] its name), and
+ * whether --nolock came before it. */
+static const struct mrec_sub {
+    const char *name;
+    int (*run)(int argc, char **argv, int nolock);
+} SUBS[] = {
+    {"validate", run_validate},
+    {"info", run_info},
+    {"dump", cmd_dump},
+    {"import", run_import},
+};
 
 int zr_cmd_mrec(int argc, char **argv)
 {
-    /* options before the subcommand: --nolock, -h/--help */
-    int nolock = 0, k = 1;
-    for (; k < argc && argv[k][0] == '-'; k++) {
-        if (!strcmp(argv[k], "-h") || !strcmp(argv[k], "--help")) {
-            print_usage(stdout);
-            fputs(OPTIONS, stdout);
-            fputs("examples:\n  zr mrec import dump.lammpstrj -o run.mrec.lmdb\n"
-                  "  zr mrec validate run.mrec.lmdb\n  zr mrec --nolock info /media/cdrom/run.mrec.lmdb\n",
-                  stdout);
-            return 0;
-        }
-        if (strcmp(argv[k], "--nolock"))
-            return usage_error("unknown option '%s'", argv[k]);
-        nolock = 1;
-    }
-    if (k == argc) {
-        print_usage(stderr);
-        return ZR_EXIT_USAGE;
-    }
-    /* argv from the subcommand on, "mrec" kept in front */
-    argv += k - 1;
-    argc -= k - 1;
-    const char *sub = argv[1];
-    if (!strcmp(sub, "import")) {
-        if (nolock)
-            return usage_error("--nolock does not apply to '%s' (it writes a new file)", sub);
-        return run_import(argc, argv);
-    }
-    if (strcmp(sub, "validate") && strcmp(sub, "info") && strcmp(sub, "dump"))
-        return usage_error("unknown subcommand '%s'", sub);
-    if (!strcmp(sub, "dump")) {
-        if (!nolock)
-            return cmd_dump(argc, argv);
-        /* hand --nolock on to the subcommand's own parser */
-        char **av = calloc((size_t)argc + 2, sizeof *av);
-        if (av == NULL)
-            return EXIT_CHECK;
-        av[0] = argv[0];
-        av[1] = argv[1];
-        av[2] = "--nolock";
-        for (int j = 2; j < argc; j++)
-            av[j + 1] = argv[j];
-        int rc = cmd_dump(argc + 1, av);
-        free(av);
+    int nolock = 0;
+    const zr_option options[] = {
+        ZR_OPT_FLAG(NULL, "--nolock", &nolock, NOLOCK_HELP),
+        ZR_OPT_END,
+    };
+    zr_args args;
+    int rc = zr_parse_args(&MREC, options, argc, argv, &args);
+    if (rc != ZR_ARGS_GO)
         return rc;
-    }
-    struct opts o = {0};
-    o.nolock = nolock;
-    int prc = parse(argc, argv, 2, sub, 1, 1, &o);
-    if (prc >= 0)
-        return prc;
-    return !strcmp(sub, "validate") ? cmd_validate(o.args[0], &o) : cmd_info(o.args[0], &o);
+    if (args.n == 0)
+        return zr_usage(&MREC, "missing SUBCOMMAND (validate, info, dump or import)");
+    for (size_t k = 0; k < sizeof SUBS / sizeof SUBS[0]; k++)
+        if (!strcmp(args.v[0], SUBS[k].name))
+            return SUBS[k].run(args.n, args.v, nolock);
+    return zr_usage(&MREC, "unknown subcommand '%s'", args.v[0]);
 }

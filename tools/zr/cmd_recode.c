@@ -7,7 +7,9 @@
  * committed), so memory stays at one slice whatever the store size. For
  * zstd_dict without --dict, the dictionary is trained on records sampled
  * evenly over SRC. Ctrl-C stops after the slice in flight; --resume
- * continues an interrupted recode where DST ends.
+ * continues an interrupted recode where DST ends. A finished copy takes
+ * SRC's uuid (zrs_set_uuid): it holds the same records, so a loader state
+ * saved against SRC resumes on DST.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -21,30 +23,15 @@
 #define SLICE_BYTES ((uint64_t)16 << 20)
 #define SLICE_BYTES_DICT ((uint64_t)2 << 20)
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: zr recode [OPTIONS] SRC DST --codec raw|zstd|zstd_dict\n"
-            "Copy store SRC into a new store DST with another codec: the same kind, dtype,\n"
-            "shape and records, read and appended in bounded slices (each committed).\n"
-            "\n"
-            "Options:\n"
-            "  --codec raw|zstd|zstd_dict  the codec of DST (required)\n"
-            "  --tier fast|balanced|max    zstd_dict: train a dictionary of this tier on\n"
-            "                              records sampled over SRC (default balanced)\n"
-            "  --dict FILE                 zstd_dict: use this dictionary (zr train-dict)\n"
-            "  --resume                    DST exists from an interrupted recode: go on\n"
-            "                              from where it ends\n"
-            "  --json                      a JSON summary on stdout\n"
-            "  -q, --quiet                 no progress line (shown only on a terminal)\n"
-            "  -h, --help                  this text\n"
-            "\n"
-            "Example:\n"
-            "  zr recode train-x train-x-raw --codec raw\n"
-            "  zr recode docs docs-dict --codec zstd_dict --tier max\n"
-            "\n%s",
-            zr_exit_table);
-}
+static const zr_command RECODE = {
+    .name = CMD,
+    .synopsis = "zr recode [OPTIONS] SRC DST --codec raw|zstd|zstd_dict",
+    .args = "SRC DST",
+    .about = "Copy store SRC into a new store DST with another codec: the same kind, dtype,\n"
+             "shape and records, read and appended in bounded slices (each committed).",
+    .example = "zr recode train-x train-x-raw --codec raw\n"
+               "zr recode docs docs-dict --codec zstd_dict --tier max",
+};
 
 typedef struct recode_ctx {
     zr_sink *k;
@@ -61,55 +48,51 @@ static int copy_slice(void *vctx, const zr_slice *sl)
     return st;
 }
 
+static void report(const char *src, const char *dst, const char *from, zre_codec to, int json,
+                   uint64_t total, uint64_t added)
+{
+    if (json) {
+        json_object *j = json_object_new_object();
+        zr_json_str(j, "source", src);
+        zr_json_str(j, "store", dst);
+        zr_json_str(j, "from_codec", from);
+        zr_json_str(j, "codec", zre_codec_name(to));
+        zr_json_u64(j, "records", total);
+        zr_json_u64(j, "records_copied", added);
+        zr_json_print(j);
+    } else {
+        printf("%s: %" PRIu64 " records recoded from %s (%s) to %s\n", dst, total, src, from,
+               zre_codec_name(to));
+    }
+}
+
 int zr_cmd_recode(int argc, char **argv)
 {
-    if (zr_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
-    const char *pos[2] = {NULL, NULL};
-    int npos = 0, json = 0, quiet = 0, codec_given = 0, tier_given = 0;
-    zr_sink_opts so = {.codec = ZRE_CODEC_ZSTD, .tier = ZRS_DICT_BALANCED,
-                       .append_flag = "--resume"};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--codec") || !strcmp(a, "--tier") || !strcmp(a, "--dict")) {
-            if (i + 1 >= argc)
-                return zr_usage_error(CMD, "%s needs a value", a);
-            const char *v = argv[++i];
-            if (!strcmp(a, "--codec")) {
-                if (zre_codec_parse(v, &so.codec) < 0)
-                    return zr_usage_error(CMD, "unknown codec '%s' (raw, zstd or zstd_dict)", v);
-                codec_given = 1;
-            } else if (!strcmp(a, "--tier")) {
-                if (zr_parse_tier(v, &so.tier) < 0)
-                    return zr_usage_error(CMD, "unknown tier '%s' (fast, balanced or max)", v);
-                tier_given = 1;
-            } else {
-                so.dict_path = v;
-            }
-        } else if (!strcmp(a, "--resume")) {
-            so.append = 1;
-        } else if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-            quiet = 1;
-        } else if (a[0] == '-' && a[1]) {
-            return zr_usage_error(CMD, "unknown option '%s'", a);
-        } else if (npos < 2) {
-            pos[npos++] = a;
-        } else {
-            return zr_usage_error(CMD, "too many arguments ('%s')", a);
-        }
-    }
-    if (npos != 2 || !codec_given)
-        return zr_usage_error(CMD, "expected SRC DST --codec raw|zstd|zstd_dict");
-    if ((tier_given || so.dict_path) && so.codec != ZRE_CODEC_ZSTD_DICT)
-        return zr_usage_error(CMD, "--tier and --dict go with --codec zstd_dict");
-    if (tier_given && so.dict_path)
-        return zr_usage_error(CMD, "give --tier or --dict, not both");
-    so.codec_given = 1;
-    const char *src = pos[0], *dst = pos[1];
+    const char *codec = NULL, *tier = NULL, *dict = NULL;
+    int json = 0, quiet = 0, resume = 0;
+    const zr_option options[] = {
+        ZR_OPT_VALUE(NULL, "--codec", "raw|zstd|zstd_dict", &codec, "the codec of DST (required)"),
+        ZR_OPT_VALUE(NULL, "--tier", "fast|balanced|max", &tier,
+                     "zstd_dict: train a dictionary of this tier on\n"
+                     "records sampled over SRC (default balanced)"),
+        ZR_OPT_VALUE(NULL, "--dict", "FILE", &dict, "zstd_dict: use this dictionary (zr train-dict)"),
+        ZR_OPT_FLAG(NULL, "--resume", &resume, "DST exists from an interrupted recode: go on\n"
+                                               "from where it ends"),
+        ZR_OPT_FLAG(NULL, "--json", &json, "a JSON summary on stdout"),
+        ZR_OPT_QUIET(&quiet),
+        ZR_OPT_END,
+    };
+    zr_args args;
+    int status = zr_parse_args(&RECODE, options, argc, argv, &args);
+    if (status != ZR_ARGS_GO)
+        return status;
+    if (!codec)
+        return zr_usage(&RECODE, "missing --codec raw|zstd|zstd_dict");
+    zr_sink_opts so = {.append_flag = "--resume"};
+    if ((status = zr_sink_codec(&RECODE, codec, tier, dict, &so)) != 0)
+        return status;
+    so.append = resume;
+    const char *src = args.v[0], *dst = args.v[1];
 
     zrs_store *s;
     int rc = zrs_open_ex(&s, src, ZRE_OPEN_READONLY);
@@ -118,7 +101,7 @@ int zr_cmd_recode(int argc, char **argv)
     const uint64_t n = zrs_length(s);
     unsigned char *sample = NULL;
     uint64_t *sb = NULL, ns = 0;
-    int status = 0;
+    status = 0;
     if (so.codec == ZRE_CODEC_ZSTD_DICT && !so.dict_path && !zrp_path_exists(dst)) {
         uint64_t dcap, scap;
         zrs_dict_tier_sizes(so.tier, &dcap, &scap);
@@ -149,6 +132,12 @@ int zr_cmd_recode(int argc, char **argv)
                             so.codec == ZRE_CODEC_ZSTD_DICT ? SLICE_BYTES_DICT : SLICE_BYTES,
                             copy_slice, &c);
     zr_progress_end(&pr);
+    uint8_t uuid[ZRS_UUID_BYTES];
+    if (status == 0 && !zr_interrupted() && k.before + k.added == n && zrs_get_uuid(s, uuid) == 1) {
+        rc = zrs_set_uuid(k.s, uuid);
+        if (rc < 0)
+            status = zr_fail(CMD, dst, "cannot give it the source's uuid", rc);
+    }
     const char *from = zre_codec_name(zrs_get_codec(s));
     zrs_close(s);
     uint64_t total = k.before + k.added;
@@ -163,18 +152,6 @@ int zr_cmd_recode(int argc, char **argv)
                  "zr recode --resume finishes", total, n, dst);
         return zr_interrupt_exit(CMD, src, what);
     }
-    if (json) {
-        json_object *j = json_object_new_object();
-        zr_json_str(j, "source", src);
-        zr_json_str(j, "store", dst);
-        zr_json_str(j, "from_codec", from);
-        zr_json_str(j, "codec", zre_codec_name(so.codec));
-        zr_json_u64(j, "records", total);
-        zr_json_u64(j, "records_copied", k.added);
-        zr_json_print(j);
-    } else {
-        printf("%s: %" PRIu64 " records recoded from %s (%s) to %s\n", dst, total, src, from,
-               zre_codec_name(so.codec));
-    }
+    report(src, dst, from, so.codec, json, total, k.added);
     return 0;
 }

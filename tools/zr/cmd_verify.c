@@ -19,26 +19,21 @@
 /* Stop listing after this many bad records per store (still counted). */
 #define MAX_LISTED 100
 
-static void verify_usage(FILE *out)
-{
-    fprintf(out,
-            "usage: zr verify [--json] [--quiet] [--concat] [--] STORE...\n"
-            "Check every record of each store: the record table against the chunk files,\n"
-            "every zstd frame's checksum and sizes, and ragged shape prefixes (raw-codec\n"
-            "payloads carry no checksum: there only the table and extents are checked).\n"
-            "Prints one line per bad record (the first %d) and a summary per store.\n"
-            "\n"
-            "Options:\n"
-            "  --json       one JSON object per store: records, bad, bad_indices, checksummed\n"
-            "  -q, --quiet  no progress line (it shows only on a terminal anyway)\n"
-            "  -h, --help   this text\n"
-            "\n"
-            "Example:\n"
-            "  zr verify /data/fashion-train && echo intact\n"
-            "\n%s"
-            "With several stores the status is the highest that applies.\n",
-            MAX_LISTED, zr_exit_table);
-}
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+static const zr_command VERIFY = {
+    .name = "verify",
+    .synopsis = "zr verify [OPTIONS] [--] STORE...",
+    .args = "STORE...",
+    .about = "Check every record of each store: the record table against the chunk files,\n"
+             "every zstd frame's checksum and sizes, and ragged shape prefixes (raw-codec\n"
+             "payloads carry no checksum: there only the table and extents are checked).\n"
+             "Prints one line per bad record (the first " STR(MAX_LISTED) ") and a summary "
+             "per store.",
+    .example = "zr verify /data/fashion-train && echo intact",
+    .notes = "With several stores the status is the highest that applies.",
+};
 
 static int verify_one(const char *path, const zr_opts *o)
 {
@@ -130,5 +125,12 @@ static int verify_one(const char *path, const zr_opts *o)
 
 int zr_cmd_verify(int argc, char **argv)
 {
-    return zr_run_per_store(argc, argv, "verify", verify_usage, verify_one, 0);
+    static const zr_store_loop loop = {
+        .cmd = &VERIFY,
+        .json_help = "one JSON object per store: records, bad, bad_records, checksummed",
+        .concat = 1,
+        .progress = 1,
+        .one = verify_one,
+    };
+    return zr_run_per_store(&loop, argc, argv);
 }

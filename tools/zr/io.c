@@ -567,6 +567,28 @@ double zr_elem_double(const void *payload, zrs_dtype dt, uint64_t i, double *ima
 
 /* ----------------------------------------------------------------- zip */
 
+/* A directory entry's zip64 extra field (of xl bytes at x): the 64-bit
+ * values of the fields that read 0xFFFFFFFF, in this order. */
+static void zip64_extra(zr_zip_entry *v, const unsigned char *x, size_t xl)
+{
+    const unsigned char *xe = x + xl;
+    while (x + 4 <= xe) {
+        unsigned id = le16(x), len = le16(x + 2);
+        if (x + 4 + len > xe)
+            break;
+        if (id == 1) {
+            const unsigned char *q = x + 4, *qe = x + 4 + len;
+            if (v->usize == 0xFFFFFFFFu && q + 8 <= qe)
+                v->usize = le64(q), q += 8;
+            if (v->csize == 0xFFFFFFFFu && q + 8 <= qe)
+                v->csize = le64(q), q += 8;
+            if (v->local_offset == 0xFFFFFFFFu && q + 8 <= qe)
+                v->local_offset = le64(q);
+        }
+        x += 4 + len;
+    }
+}
+
 int zr_zip_list(const char *path, zr_zip_entry **entries, size_t *count, char *err)
 {
     *entries = NULL;
@@ -639,23 +661,7 @@ int zr_zip_list(const char *path, zr_zip_entry **entries, size_t *count, char *e
         v[i].local_offset = le32(cd + p + 42);
         memcpy(v[i].name, cd + p + 46, nl);
         v[i].name[nl] = '\0';
-        /* zip64 extra: the fields that read 0xFFFFFFFF, in this order. */
-        const unsigned char *x = cd + p + 46 + nl, *xe = x + xl;
-        while (x + 4 <= xe) {
-            unsigned id = le16(x), len = le16(x + 2);
-            if (x + 4 + len > xe)
-                break;
-            if (id == 1) {
-                const unsigned char *q = x + 4, *qe = x + 4 + len;
-                if (v[i].usize == 0xFFFFFFFFu && q + 8 <= qe)
-                    v[i].usize = le64(q), q += 8;
-                if (v[i].csize == 0xFFFFFFFFu && q + 8 <= qe)
-                    v[i].csize = le64(q), q += 8;
-                if (v[i].local_offset == 0xFFFFFFFFu && q + 8 <= qe)
-                    v[i].local_offset = le64(q);
-            }
-            x += 4 + len;
-        }
+        zip64_extra(&v[i], cd + p + 46 + nl, xl);
         p += 46 + nl + xl + cl;
     }
     free(tail);

@@ -11,6 +11,12 @@
 #include "zr_io.h"
 #include "zr_platform.h"
 
+/* Appends are cut into pieces timed by zrs_slice_bytes (the rule the
+ * Python binding's appends follow too), so that Ctrl-C waits for one
+ * piece, not a whole slice: at zstd_dict's level 19 a slice of
+ * incompressible bytes compresses at a few MiB/s, and the engine's append
+ * cannot be stopped halfway. */
+
 int zr_parse_tier(const char *s, zrs_dict_tier *out)
 {
     if (!strcmp(s, "fast"))
@@ -21,6 +27,27 @@ int zr_parse_tier(const char *s, zrs_dict_tier *out)
         *out = ZRS_DICT_MAX;
     else
         return -1;
+    return 0;
+}
+
+int zr_sink_codec(const zr_command *cmd, const char *codec, const char *tier, const char *dict,
+                  zr_sink_opts *so)
+{
+    so->codec = ZRE_CODEC_ZSTD;
+    so->tier = ZRS_DICT_BALANCED;
+    so->codec_given = codec != NULL;
+    so->dict_path = dict;
+    if (codec && zre_codec_parse(codec, &so->codec) < 0)
+        return zr_usage(cmd, "unknown codec '%s' (raw, zstd or zstd_dict)", codec);
+    if (tier && zr_parse_tier(tier, &so->tier) < 0)
+        return zr_usage(cmd, "unknown tier '%s' (fast, balanced or max)", tier);
+    if ((tier || dict) && so->codec != ZRE_CODEC_ZSTD_DICT) {
+        if (codec)
+            return zr_usage(cmd, "--tier and --dict go with --codec zstd_dict");
+        so->codec = ZRE_CODEC_ZSTD_DICT; /* a dictionary option implies the codec */
+    }
+    if (tier && dict)
+        return zr_usage(cmd, "give --tier or --dict, not both");
     return 0;
 }
 
@@ -101,7 +128,7 @@ int zr_sink_open(zr_sink *k, zrs_kind kind, zrs_dtype dtype, const uint64_t *sha
         }
         int rc = zrs_open(&k->s, k->path);
         if (rc < 0)
-            return zr_fail(k->cmd, k->path, "cannot open to append", rc);
+            return zr_fail_open(k->cmd, k->path, rc);
         if (!same_identity(k, kind, dtype, shape, ndim)) {
             zrs_close(k->s);
             k->s = NULL;
@@ -137,25 +164,59 @@ int zr_sink_open(zr_sink *k, zrs_kind kind, zrs_dtype dtype, const uint64_t *sha
                                          dict_size)
                  : zrs_create_ragged_dict(&k->s, k->path, dtype, k->o->codec, dict, dict_size);
     free(dict);
-    if (rc < 0)
-        return zr_fail(k->cmd, k->path, "cannot create", rc);
+    if (rc < 0) {
+        zr_error(k->cmd, k->path, "cannot create: %s", zr_last_error());
+        return zr_exit_from_open(rc);
+    }
     k->created = 1;
+    return 0;
+}
+
+/* One append call of records [i, j) of the slice: committed whole, or
+ * not at all. */
+static int append_piece(zr_sink *k, const unsigned char *data, const uint64_t *bounds,
+                        uint64_t rec, uint64_t i, uint64_t j)
+{
+    uint64_t first;
+    int rc = bounds ? zrs_append_ragged(k->s, data, bounds + i, j - i, &first)
+                    : zrs_append_dense(k->s, data + i * rec, (j - i) * rec, j - i, &first);
+    if (rc < 0) {
+        char what[128];
+        snprintf(what, sizeof what, "append of %" PRIu64 " records after %" PRIu64 " failed",
+                 j - i, k->before + k->added);
+        return zr_fail(k->cmd, k->path, what, rc);
+    }
+    k->added += j - i;
     return 0;
 }
 
 int zr_sink_append(zr_sink *k, const void *data, const uint64_t *bounds, uint64_t count,
                    uint64_t nbytes)
 {
-    uint64_t first;
-    int rc = bounds ? zrs_append_ragged(k->s, data, bounds, count, &first)
-                    : zrs_append_dense(k->s, data, nbytes, count, &first);
-    if (rc < 0) {
-        char what[128];
-        snprintf(what, sizeof what, "append of %" PRIu64 " records after %" PRIu64 " failed",
-                 count, k->before + k->added);
-        return zr_fail(k->cmd, k->path, what, rc);
+    const unsigned char *p = data;
+    const uint64_t rec = bounds ? 0 : (count ? nbytes / count : 0);
+    uint64_t at = 0, want = zrs_slice_bytes(0, 0, UINT64_MAX);
+    while (at < count && !zr_interrupted()) {
+        /* As many records as fit `want` bytes, at least one. */
+        uint64_t end = at + 1;
+        if (bounds) {
+            while (end < count && bounds[end + 1] - bounds[at] <= want)
+                end++;
+        } else if (rec) {
+            uint64_t n = want / rec;
+            end = at + (n > count - at ? count - at : n ? n : 1);
+        } else {
+            end = count;
+        }
+        const uint64_t piece = bounds ? bounds[end] - bounds[at] : (end - at) * rec;
+        const uint64_t t0 = zrp_now_ns();
+        int status = append_piece(k, p, bounds, rec, at, end);
+        if (status)
+            return status;
+        /* The next piece at the rate this one ran at. */
+        want = zrs_slice_bytes(piece, zrp_now_ns() - t0, UINT64_MAX);
+        at = end;
     }
-    k->added += count;
     return 0;
 }
 

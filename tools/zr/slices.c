@@ -129,8 +129,13 @@ int zr_sample_records(const char *cmd, zrs_store *s, uint64_t bytes, unsigned ch
         k++;
     }
     unsigned char *d = rc == 0 ? malloc(b[k] ? b[k] : 1) : NULL;
-    if (rc == 0 && !d)
-        rc = zr_set_error(ZR_ENOMEM, "out of memory for a %" PRIu64 "-byte sample", b[k]);
+    if (rc == 0 && !d) {
+        zr_error(cmd, zrs_path(s), "out of memory for a %" PRIu64 "-byte sample", b[k]);
+        free(idx);
+        free(sizes);
+        free(b);
+        return ZR_EXIT_FAILED;
+    }
     if (rc == 0)
         rc = dense ? zrs_gather_dense(s, idx, k, d, b[k]) : zrs_gather_ragged(s, idx, k, d, b[k], b);
     free(idx);

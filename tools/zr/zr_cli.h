@@ -10,7 +10,8 @@
  *   progress      on stderr, only when stderr is a terminal and --quiet
  *                 was not given: done/total, rate and ETA
  *   Ctrl-C        long work checks zr_interrupted() between committed
- *                 slices and stops with ZR_EXIT_INTERRUPTED
+ *                 slices (appends: between pieces of about 50 ms, see
+ *                 zr_sink_append) and stops with ZR_EXIT_INTERRUPTED
  *
  * Each command lives in its own file (cmd_<name>.c) and takes argv with
  * argv[0] = its name; it returns the process exit status.
@@ -24,21 +25,36 @@
 #include <json-c/json.h>
 #include <zloader.h>
 
-/* ---------------------------------------------------------- exit status */
+/* ---------------------------------------------------------- exit status
+ *
+ * The one map from what happened to the exit status, for every command
+ * (mrec included). zr_print_exit_table prints it in every --help, and
+ * zr(1) lists the same rows. */
 
 #define ZR_EXIT_OK 0
-#define ZR_EXIT_FAILED 1      /* a check failed, the data is damaged, or the work failed */
+#define ZR_EXIT_FAILED 1      /* a check failed, the data is damaged, or the work failed
+                                 (an I/O error while working included) */
 #define ZR_EXIT_USAGE 2       /* bad arguments */
-#define ZR_EXIT_OPEN 3        /* cannot open, busy, or already exists */
+#define ZR_EXIT_OPEN 3        /* cannot open or create, busy, or already exists */
+#define ZR_EXIT_NOT_FOUND 4   /* no such record: an INDEX, RECORD or FRAME out of range */
 #define ZR_EXIT_INTERRUPTED 130 /* stopped by Ctrl-C / SIGTERM; committed data intact */
 
-/* The exit status that fits a library status: ZR_EBUSY, ZR_EEXIST and
- * ZR_ENOTSTORE -> ZR_EXIT_OPEN; ZR_OK -> 0; anything else ->
- * ZR_EXIT_FAILED. */
+/* The exit status that fits a library status (zr_status; libzmrec's
+ * zmr_status has the same values): ZR_OK -> 0; ZR_EBUSY, ZR_EEXIST and
+ * ZR_ENOTSTORE (ZMR_ENOTCOLL) -> ZR_EXIT_OPEN; ZR_ERANGE ->
+ * ZR_EXIT_NOT_FOUND; ZR_EINTR -> ZR_EXIT_INTERRUPTED; anything else,
+ * ZR_EIO included, -> ZR_EXIT_FAILED. A failed open or create has its
+ * own rule: zr_exit_from_open. */
 int zr_exit_from_status(int status);
 
-/* The exit-status table as printed in every --help (ends with '\n'). */
-extern const char zr_exit_table[];
+/* The exit status of an open or a create that failed: ZR_EXIT_FAILED when
+ * what it read is damaged (ZR_ECORRUPT: the data, found while opening),
+ * else ZR_EXIT_OPEN whatever the cause (missing, unreadable, busy, not a
+ * store or collection, exists, a journal pending, an I/O error). */
+int zr_exit_from_open(int status);
+
+/* "Exit status:" and one row a status, as every --help ends. */
+void zr_print_exit_table(FILE *out);
 
 /* --------------------------------------------------------------- errors */
 
@@ -54,54 +70,137 @@ void zr_error(const char *cmd, const char *file, const char *fmt, ...)
  * zr_exit_from_status(status). For a failed library call. */
 int zr_fail(const char *cmd, const char *file, const char *what, int status);
 /* A store that could not be opened: zr_error(cmd, file, "cannot open:
- * <zr_last_error()>") and ZR_EXIT_OPEN whatever the cause (busy, not a
- * store, permission, a journal pending recovery). */
+ * <zr_last_error()>") and zr_exit_from_open(status). */
 int zr_fail_open(const char *cmd, const char *file, int status);
+/* A failed call whose detail is `detail` (libzmrec's zmr_last_error()):
+ * "zr CMD: FILE: DETAIL", FILE left out when DETAIL names it already.
+ * Returns `exit_status`. */
+int zr_fail_detail(const char *cmd, const char *file, const char *detail, int exit_status);
 
-/* "zr CMD: <message>\nTry 'zr CMD --help'.\n" on stderr; returns
- * ZR_EXIT_USAGE. */
-int zr_usage_error(const char *cmd, const char *fmt, ...)
+/* ------------------------------------------------------------ arguments
+ *
+ * One parser for every command (args.c). A command describes itself in a
+ * zr_command and its options in a zr_option table; zr_parse_args walks
+ * argv once:
+ *
+ *   -h, --help          anywhere before "--": the command's help on stdout
+ *                       and exit 0, whatever else argv holds
+ *   --NAME VALUE, --NAME=VALUE, -X VALUE
+ *                       an option with a value; a second one is a usage
+ *                       error (zr never lets a later one win silently)
+ *   --NAME, -X          a flag; repeating it changes nothing
+ *   --                  every later argument is positional
+ *   -                   positional
+ *   -3, -2:, -:         positional (negative INDEX) with ZR_ARGS_NUMBERS
+ *   other "-..."        unknown option: usage error
+ *
+ * A value is never taken from "--", "-h" or "--help": `-o --help` is a
+ * missing value (and the help request still counts). The positionals are
+ * checked against cmd->args ("STORE INDEX...", "FILE RECORD [FRAME]"):
+ * too few or too many is a usage error naming what is missing or extra.
+ * Usage errors print "zr NAME: problem", the synopsis and "Try 'zr NAME
+ * --help'." on stderr. */
+
+typedef struct zr_option {
+    const char *name;    /* "--codec" */
+    const char *alias;   /* "-o", or NULL */
+    const char *metavar; /* "FILE": takes a value, stored in *value; NULL: a flag (*flag = 1) */
+    const char **value;
+    int *flag;
+    const char *help;    /* for --help ("\n" continues on the next line); NULL: not listed */
+} zr_option;
+
+#define ZR_OPT_FLAG(alias, name, flag, help) {(name), (alias), NULL, NULL, (flag), (help)}
+#define ZR_OPT_VALUE(alias, name, metavar, value, help) {(name), (alias), (metavar), (value), NULL, (help)}
+#define ZR_OPT_END {NULL, NULL, NULL, NULL, NULL, NULL}
+#define ZR_OPT_QUIET(flag) ZR_OPT_FLAG("-q", "--quiet", (flag), "no progress line (shown only on a terminal)")
+
+enum {
+    ZR_ARGS_NUMBERS = 1u << 0, /* "-3", "-2:", "-:" are positionals (negative INDEX) */
+    ZR_ARGS_FIRST = 1u << 1    /* options end at the first positional (before a subcommand) */
+};
+
+/* What --help prints and messages name. */
+typedef struct zr_command {
+    const char *name;     /* "cat", "mrec dump": "zr NAME: ..." and "Try 'zr NAME --help'" */
+    const char *synopsis; /* "zr cat [OPTIONS] STORE INDEX..." ("\n" between forms) */
+    const char *args;     /* the positionals: "STORE...", "SRC STORE", "FILE RECORD [FRAME]";
+                             "X..." one or more, "[X]" optional, "[X...]" any number */
+    const char *about;    /* --help: what the command does */
+    const char *example;  /* --help: example command lines ("\n" between them) */
+    const char *notes;    /* --help: after the exit table, or NULL */
+    const char *help;     /* a whole help text printed instead of the above, or NULL */
+    unsigned flags;       /* ZR_ARGS_* */
+} zr_command;
+
+/* The positional arguments, in order. */
+typedef struct zr_args {
+    int n;
+    char **v;
+} zr_args;
+
+#define ZR_ARGS_GO (-1)
+
+/* Parse argv[1..argc) (argv[0] is the command's name) against `options`
+ * (ending with ZR_OPT_END; NULL for none): sets the options' targets and
+ * fills *out. argv is reordered in place, the positionals first (out->v
+ * points into it), as getopt does. With ZR_ARGS_FIRST, out->v is the rest
+ * of argv from the first positional on, unchecked. Returns ZR_ARGS_GO to
+ * go on, else the exit status to return: 0 after printing the help,
+ * ZR_EXIT_USAGE after printing a usage error. */
+int zr_parse_args(const zr_command *cmd, const zr_option *options, int argc, char **argv,
+                  zr_args *out);
+
+/* The command's help on `out`: synopsis, about, the option table with
+ * -h/--help, the example, the exit table and the notes. */
+void zr_print_help(FILE *out, const zr_command *cmd, const zr_option *options);
+
+/* "zr NAME: <message>", the synopsis and "Try 'zr NAME --help'." on
+ * stderr; returns ZR_EXIT_USAGE. */
+int zr_usage(const zr_command *cmd, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
 
-/* 1 when -h or --help appears among argv[1..argc) before a "--". For
- * commands that parse their own arguments: check it first, so that
- * `zr CMD --help` is never taken for a path. */
-int zr_wants_help(int argc, char **argv);
-
 /* ------------------------------------------------------------- options */
 
-/* The flags every reporting command takes. */
+/* The flags every per-store command takes. */
 typedef struct zr_opts {
-    int json;  /* --json */
-    int quiet; /* --quiet / -q: no progress */
+    int json;   /* --json */
+    int quiet;  /* --quiet / -q: no progress */
+    int concat; /* --concat (info, verify) */
 } zr_opts;
 
-/* The body of "zr NAME [OPTIONS] [--] STORE..." commands. Options (before
- * "--"): -h/--help prints usage(stdout) and returns 0; --json, --quiet/-q
- * set opts; anything else, or no STORE, is a usage error (2). Otherwise
- * calls one(path, &opts) for each STORE in order (with a blank line
- * between them when blank_between and not --json) and returns the highest
- * status any call returned (ZR_EXIT_INTERRUPTED at once when one returns
- * it). */
-int zr_run_per_store(int argc, char **argv, const char *name, void (*usage)(FILE *out),
-                     int (*one)(const char *path, const zr_opts *opts), int blank_between);
+/* A "zr NAME [OPTIONS] [--] STORE..." command. */
+typedef struct zr_store_loop {
+    const zr_command *cmd;
+    const char *json_help;  /* --help's line for --json */
+    int concat;             /* takes --concat: the STOREs as one dataset too */
+    int progress;           /* shows progress on a terminal (--quiet listed) */
+    int blank_between;      /* text output: a blank line between stores */
+    const zr_option *extra; /* the command's own options (ending ZR_OPT_END), or NULL */
+    int (*one)(const char *path, const zr_opts *opts);
+} zr_store_loop;
 
-/* Parse a non-negative decimal integer (the whole string); 0 or -1. */
+/* Parse argv (--json, -q/--quiet, --concat when loop->concat, then
+ * loop->extra), call loop->one for each STORE in order and return the
+ * highest status any call returned (ZR_EXIT_INTERRUPTED at once when one
+ * returns it); then, with --concat, zr_concat_report's. */
+int zr_run_per_store(const zr_store_loop *loop, int argc, char **argv);
+
+/* Parse a non-negative decimal integer (the whole string, digits only, no
+ * sign or space; refused rather than saturated past 2^64-1); 0 or -1. */
 int zr_parse_u64(const char *s, uint64_t *out);
 /* Parse a decimal integer, negative allowed; 0 or -1. */
 int zr_parse_i64(const char *s, int64_t *out);
 /* Parse a record INDEX against a store of n records: "I" (negative counts
- * from the end; out of range is an error) or "START:STOP" (a python slice,
- * either end optional, clipped) into [*lo, *hi). Returns 0, or prints the
- * problem naming store and returns ZR_EXIT_USAGE. */
-int zr_parse_range(const char *cmd, const char *store, const char *a, uint64_t n, uint64_t *lo,
-                   uint64_t *hi);
-/* 1 if argument a reads as a negative INDEX ("-3", "-5:", "-:") rather
- * than an option. */
-int zr_is_negative_index(const char *a);
+ * from the end) or "START:STOP" (a python slice, either end optional,
+ * clipped) into [*lo, *hi). Returns 0; or prints the problem and returns
+ * ZR_EXIT_USAGE (not an index) or ZR_EXIT_NOT_FOUND (I out of range,
+ * naming the store). */
+int zr_parse_range(const zr_command *cmd, const char *store, const char *a, uint64_t n,
+                   uint64_t *lo, uint64_t *hi);
 
 /* ---------------------------------------------------------------- JSON */
 
@@ -166,9 +265,9 @@ int zr_cmd_train_dict(int argc, char **argv);
 int zr_cmd_recode(int argc, char **argv);
 int zr_cmd_mrec(int argc, char **argv); /* cmd_mrec.c, libzmrec */
 
-/* cmd_concat.c: "--concat" of the per-store commands: the STOREs of argv
- * opened as one concatenated dataset (identity checked), summarised on
- * stdout. 0, or 1 with a message naming the shards that differ. */
-int zr_concat_report(const char *name, int argc, char **argv);
+/* cmd_concat.c: "--concat" of the per-store commands: paths[0..n) opened
+ * as one concatenated dataset (identity checked), summarised on stdout.
+ * 0, or 1 with a message naming the shards that differ. */
+int zr_concat_report(const char *name, char *const *paths, int n);
 
 #endif

@@ -143,11 +143,27 @@ typedef struct zr_sink {
     int created;
 } zr_sink;
 
-/* Returns a ZR_EXIT_* status (0 on success), having printed the error. */
+/* The codec options of a command that writes a store (--codec, --tier,
+ * --dict as given, or NULL) into *so: codec zstd unless given, tier
+ * balanced unless given, and --tier or --dict alone imply zstd_dict.
+ * Unknown names, --tier with --dict, and either with another --codec are
+ * usage errors (printed; ZR_EXIT_USAGE); else 0. */
+struct zr_command;
+int zr_sink_codec(const struct zr_command *cmd, const char *codec, const char *tier, const char *dict,
+                  zr_sink_opts *so);
+
+/* Returns a ZR_EXIT_* status (0 on success), having printed the error.
+ * A store that cannot be created or opened is ZR_EXIT_OPEN, whatever the
+ * cause (a regular file where a parent directory should be, permission,
+ * a full disk). */
 int zr_sink_open(zr_sink *k, zrs_kind kind, zrs_dtype dtype, const uint64_t *shape, size_t ndim,
                  const void *samples, const uint64_t *bounds, uint64_t nsamples);
 /* Dense: bounds NULL, nbytes = count * record size. Ragged: packed
- * records, bounds[0..count]. One committed slice. */
+ * records, bounds[0..count]. Appended in pieces of about 50 ms each
+ * (sized from the rate of the one before), each committed; after a
+ * piece, a Ctrl-C (zr_interrupted) stops it with 0 and k->added saying
+ * how many records went in. Else every record is added, or the status of
+ * the failed piece is returned (the pieces before it stay committed). */
 int zr_sink_append(zr_sink *k, const void *data, const uint64_t *bounds, uint64_t count,
                    uint64_t nbytes);
 int zr_sink_close(zr_sink *k);

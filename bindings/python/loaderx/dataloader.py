@@ -1,15 +1,17 @@
 """DataLoader: the endless, step-based prefetching loader.
 
 ``DataLoader(streams, batch_size=256, mode='cyclic', seed=0,
-num_workers=0, prefetch=0, transform=None, rank=0, world_size=1,
+num_workers=None, prefetch=0, transform=None, rank=0, world_size=1,
 start_step=0, readahead=None)`` reads a dict of index-aligned streams
 (open DenseStore / RaggedStore objects of equal length, or other stream
 objects speaking the same protocol, such as :func:`loaderx.mrec.lmdb_streams`
 reading an LMDB collection directly). Step ``k`` draws
 the sampler's indices for ``k`` (see :mod:`loaderx.zsampler`; ``mode`` is a
 name or a ``Sampler.Mode``), gathers every stream at those same indices on
-native worker threads without the GIL (``num_workers``, 0 = CPU count; up
-to ``prefetch`` batches ahead, 0 = 2 * num_workers) and yields
+native worker threads without the GIL (``num_workers``, None = CPU count;
+0 = no worker threads, as torch: each batch is gathered, and transformed,
+on the thread calling ``next()``; up to ``prefetch`` batches ahead, 0 = 2 *
+num_workers) and yields
 ``{name: value}`` in the dict's order:
 
 * dense stream: an ndarray of shape ``(batch_size, *item_shape)`` and the
@@ -23,6 +25,24 @@ length, so padded token batches waste little: the cyclic order is cut into
 windows of ``window`` global batches, each sorted by length; the same
 indices as ``loaderx.zsampler.BucketSampler(L, batch_size, window, seed,
 rank, world_size)``, a pure function of (seed, step) like every mode.
+
+Packing: ``mode='pack', pack_length=L`` (``pack_policy`` 'best_fit',
+'first_fit' or 'concat'; ``pack_window`` documents per best-fit window,
+None = 1024; ``pack_overlong`` 'split', 'truncate' or 'drop') packs ragged
+token records (documents) into ``batch_size`` rows of exactly ``L``
+elements, natively (libzsampler plans the rows of each epoch, libzloader
+fills them). Every stream must be ragged, each aligned with the first
+record by record (a loss mask is packed the same way); each batch is
+``{name: [rows, L, *item]}`` of the stream's dtype (padding 0) plus int32
+``segment_ids`` [rows, L] (1, 2, ... per document piece of a row, 0 =
+padding), ``positions`` [rows, L] (restart at 0 per piece), ``seq_lens``
+[rows, S] (each piece's length, then 0s; S the batch's most pieces in a
+row) and ``cu_seqlens`` [pieces + 1] (0 then running sums, row after row,
+over ``tokens[segment_ids > 0]``). ``last_indices`` is the document of each
+piece. ValueError for a dense or unaligned stream (naming the record), a
+stream named as one of those four keys, a Mixture, or packing options
+without mode='pack'. ``PassLoader(..., pack_length=L)`` is one pass of
+packed rows, each document exactly once.
 
 Determinism: batch ``k`` is a function of (streams, seed, mode,
 batch_size, rank, world_size, k) only: the same whatever ``num_workers``,
@@ -47,11 +67,23 @@ mask) flip together. ``loader.flipped(name, step)`` says which records of a
 step's batch were flipped (e.g. to mirror their boxes). ValueError for a
 ragged, scalar or unknown stream, or ``p`` outside [0, 1].
 
-Resume: ``state()`` is ``{'seed', 'step', 'mode', 'batch_size', 'rank',
-'world_size'}`` with ``step`` the next step; ``DataLoader(streams,
-**state)`` (``step=`` is accepted as ``start_step``) or
-``DataLoader.from_state(streams, state)`` yields exactly the batch that
-would have come next.
+Resume: ``state()`` is a dict of what decides the batches: ``{'step',
+'seed', 'mode', 'batch_size', 'rank', 'world_size'}`` (``'window'`` in mode
+'bucket', ``'flip'`` with flips, ``'pack_length'``, ``'pack_policy'``,
+``'pack_window'`` and ``'pack_overlong'`` in mode 'pack') and ``'fingerprint'``, which records each
+stream's name, length and store identity (the store's uuid, or its shards),
+a Mixture's sources, weights and modes, and pass options; ``step`` is the
+next step. Plain JSON values: save it with ``json`` or ``torch.save``.
+``DataLoader.from_state(streams, state)`` (or ``DataLoader(streams,
+**state)``, or ``load_state_dict(state)``) yields exactly the batch that
+would have come next, and refuses (ValueError naming every difference) a
+state saved on other data: another store, records deleted, streams renamed
+or reordered, other flips or options. Data that only grew (the same
+stores, records appended) is refused too, unless ``allow_grown=True``:
+then the cycle in flight finishes on the old length and later cycles draw
+from the new one (see docs/PYTHON.md). A state saved by an older version
+(no fingerprint) still loads, with a :class:`ResumeWarning` saying what
+could not be checked.
 
 Readahead: the loader knows its future indices, so for the step
 ``readahead`` steps beyond each one it starts building it asks the OS to
@@ -87,10 +119,12 @@ closing a store closes the loaders reading it first.
 import atexit
 import difflib
 import inspect
+import json
 import os
 import sys
 import threading
 import time
+import warnings
 import weakref
 
 import numpy as np
@@ -101,9 +135,37 @@ from .errors import ClosedError, closed
 from .zrecord import DenseStore, RaggedStore, _unpack_ragged
 from .zsampler import _config, _u64
 
-__all__ = ["DataLoader", "PassLoader", "LoaderError", "TransformInfo", "pad"]
+__all__ = ["DataLoader", "PassLoader", "LoaderError", "ResumeWarning", "TransformInfo", "pad"]
 
 _AUTO = (1 << 32) - 1  # ZLD_READAHEAD_AUTO
+_STATE_KEYS = ("step", "seed", "mode", "batch_size", "rank", "world_size", "window", "flip",
+               "fingerprint", "pack_policy", "pack_length", "pack_window", "pack_overlong")
+# What mode='pack' adds to each batch, after the streams (zld_batch parts
+# nstreams + ZLD_PACK_*).
+_PACK_KEYS = ("segment_ids", "positions", "seq_lens", "cu_seqlens")
+_PACK_OPTIONS = ("pack_length", "pack_policy", "pack_window", "pack_overlong")
+
+
+class ResumeWarning(UserWarning):
+    """A resume went ahead but could not check everything (a state saved
+    by an older version, a store from before uuids), or continued on grown
+    data as asked; the message says which."""
+
+
+def _json_value(v):
+    """json.dumps's fallback for numpy scalars in a state dict."""
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    raise TypeError(f"a loader state holds JSON values only, got {type(v).__name__}")
+
+
+def _state_text(state):
+    """A state dict as the JSON text the native resume check reads."""
+    if not hasattr(state, "items"):
+        raise TypeError(f"a loader state is a dict (from state()), got {type(state).__name__}")
+    return json.dumps(dict(state), default=_json_value)
 
 
 class LoaderError(RuntimeError):
@@ -116,14 +178,55 @@ class LoaderError(RuntimeError):
         self.step = step
 
 
-def _decode(parts, decoders, names, count):
+def _decode(parts, decoders, names, count, mask_key=None, valid=0):
+    """A native batch as the dict handed out; an even_batches pass adds its
+    mask under mask_key (True on the first `valid` rows, the real records)."""
     batch = {}
     for name, (dense, dtype, item_shape), (data, bounds) in zip(names, decoders, parts):
         if dense:
             batch[name] = data.view(dtype).reshape((count,) + item_shape)
         else:
             batch[name] = _unpack_ragged(data, bounds, dtype)
+    if mask_key is not None:
+        batch[mask_key] = np.arange(count) < valid
     return batch
+
+
+def _decode_pack(parts, dtypes, shapes, names, length):
+    """A pack-mode batch: each stream [rows, length, *item] of its dtype,
+    then the int32 layout arrays (see the module doc)."""
+    n = len(names)
+    seg = parts[n][0].view(np.int32)
+    rows = seg.size // length
+    batch = {}
+    for name, dtype, shape, (data, _bounds) in zip(names, dtypes, shapes, parts):
+        batch[name] = data.view(dtype).reshape((rows, length) + shape)
+    batch["segment_ids"] = seg.reshape(rows, length)
+    batch["positions"] = parts[n + 1][0].view(np.int32).reshape(rows, length)
+    batch["seq_lens"] = parts[n + 2][0].view(np.int32).reshape(rows, -1)
+    batch["cu_seqlens"] = parts[n + 3][0].view(np.int32)
+    return batch
+
+
+def _pack_options(mode, pack_length, pack_policy, pack_window, pack_overlong, names, mixture):
+    """The native pack options for mode='pack' (None otherwise); the
+    values themselves are checked natively."""
+    given = [k for k, v in zip(_PACK_OPTIONS, (pack_length, pack_policy, pack_window,
+                                                pack_overlong)) if v is not None]
+    if not (isinstance(mode, str) and mode.lower() == "pack"):
+        if given:
+            raise ValueError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} "
+                             "only to mode='pack'")
+        return None
+    if mixture is not None:
+        raise ValueError("mode='pack' does not apply to a Mixture (pack its streams' stores)")
+    clash = [k for k in _PACK_KEYS if k in names]
+    if clash:
+        raise ValueError(f"mode='pack' adds the keys {list(_PACK_KEYS)} to each batch, and a "
+                         f"stream is named {clash[0]!r}; rename the stream")
+    return {"pack": 1, "pack_length": _u64("pack_length", 0 if pack_length is None else pack_length),
+            "pack_window": _u64("pack_window", 0 if pack_window is None else pack_window),
+            "pack_policy": pack_policy, "pack_overlong": pack_overlong}
 
 
 class _Native:
@@ -284,7 +387,7 @@ class _Transformer:
                     self.end_step = native.call(_zr.zld_next_step)
                     self.cv.notify_all()
                 return
-            step, indices, parts = slot[0]
+            step, indices, parts, valid = slot[0]
             slot[0] = None
             box = self.transform_ref()
             if box is None:  # the DataLoader is gone; it closes us
@@ -292,15 +395,8 @@ class _Transformer:
                     self.held -= 1
                 return
             try:
-                batch = self.decode(parts, len(indices))
-                if self.info is None:
-                    out = box.fn(batch)
-                else:
-                    out = box.fn(batch, self.info(step, indices))
-                if out is None:
-                    raise TypeError("the transform returned None; it must return the "
-                                    "(transformed) batch")
-                item = (indices, out, None)
+                batch = self.decode(parts, len(indices), valid)
+                item = (indices, _apply(box.fn, batch, self.info, step, indices), None)
             except BaseException as exc:
                 item = (indices, None, exc)
             del box
@@ -350,6 +446,15 @@ class _Transformer:
             self.results.clear()
 
 
+def _apply(fn, batch, info, step, indices):
+    """The transform fn on one decoded batch (info: None for a one-argument
+    transform, else the TransformInfo factory)."""
+    out = fn(batch) if info is None else fn(batch, info(step, indices))
+    if out is None:
+        raise TypeError("the transform returned None; it must return the (transformed) batch")
+    return out
+
+
 class _TransformBox:
     """Holds the user's transform; owned by the DataLoader only, seen weakly
     by the transform threads (see _Transformer)."""
@@ -384,7 +489,8 @@ _HINTS = {
 }
 
 _PARAMS = ("streams", "batch_size", "mode", "seed", "num_workers", "prefetch", "transform",
-           "rank", "world_size", "start_step", "readahead", "step", "lengths", "window", "flip")
+           "rank", "world_size", "start_step", "readahead", "step", "lengths", "window", "flip",
+           "fingerprint") + _PACK_OPTIONS
 
 
 def _flips(flip, names, stores):
@@ -522,12 +628,17 @@ class DataLoader(_Closing):
     A DataLoader cannot be pickled (TypeError): it owns native threads.
     Pickle its read-only stores and its ``state()``, and rebuild it with
     ``DataLoader.from_state(streams, state)``.
+
+    ``fingerprint``: the entry of a ``state()`` (given by
+    ``DataLoader(streams, **state)``): the streams must be the data it
+    was saved on (ValueError naming what changed).
     """
 
-    def __init__(self, streams, batch_size=256, mode="cyclic", seed=0, num_workers=0,
+    def __init__(self, streams, batch_size=256, mode="cyclic", seed=0, num_workers=None,
                  prefetch=0, transform=None, rank=0, world_size=1, start_step=0,
-                 readahead=None, step=None, lengths=None, window=64, flip=None, _pass=None,
-                 **kwargs):
+                 readahead=None, step=None, lengths=None, window=64, flip=None,
+                 fingerprint=None, pack_length=None, pack_policy=None, pack_window=None,
+                 pack_overlong=None, _pass=None, _resume=None, **kwargs):
         self._native = None
         self._tf = None
         if kwargs:
@@ -536,7 +647,11 @@ class DataLoader(_Closing):
         mixture = streams if getattr(streams, "_zsh_mixture", False) else None  # loaderx.shards
         if mixture is not None:
             streams = mixture._bind(batch_size, mode, seed, world_size)
-        if not hasattr(streams, "items") or len(streams) == 0:
+        if not hasattr(streams, "items"):
+            hint = " (name each stream: {'x': store})" if isinstance(streams, (list, tuple)) else ""
+            raise TypeError("streams must be a dict {name: DenseStore/RaggedStore}, got "
+                            f"{type(streams).__name__}{hint}")
+        if len(streams) == 0:
             raise ValueError("streams must be a non-empty dict {name: DenseStore/RaggedStore}")
         names, stores = [], []
         for name, s in streams.items():
@@ -564,7 +679,12 @@ class DataLoader(_Closing):
                 raise ValueError(f"step ({step}) and start_step ({start_step}) disagree; "
                                  "give one of them")
             start_step = step
-        if _pass is not None:  # finite pass (PassLoader): the mode does not apply
+        self._pack = _pack_options(mode, pack_length, pack_policy, pack_window, pack_overlong,
+                                   names, mixture)
+        if self._pack is not None or _pass is not None:
+            # Pack mode's batches are rows, not records, and a finite pass
+            # (PassLoader) has no mode: the sampler's shared checks only;
+            # endless pack mode runs on the cyclic order natively.
             mode = "sequential"
         self._bucket = None  # mode='bucket': (lengths as bytes, window)
         if isinstance(mode, str) and mode.lower() == "bucket":
@@ -575,11 +695,15 @@ class DataLoader(_Closing):
         elif lengths_arg is not None:
             raise ValueError("lengths= applies only to mode='bucket'")
         self._mode, cfg = _config(stream_len, batch_size, mode, seed, rank, world_size)
+        if self._pack is not None:
+            cfg["mode"] = _zr.ZSM_CYCLIC
         if mixture is not None:
             cfg = mixture._native_cfg(cfg)
         start_step = _u64("start_step", start_step)
-        num_workers = _u64("num_workers", num_workers) or (os.cpu_count() or 1)
-        prefetch = _u64("prefetch", prefetch) or 2 * num_workers
+        # As torch: 0 gathers on the consumer's thread; None is automatic.
+        num_workers = (os.cpu_count() or 1) if num_workers is None else _u64("num_workers",
+                                                                            num_workers)
+        prefetch = 1 if num_workers == 0 else _u64("prefetch", prefetch) or 2 * num_workers
         if readahead is None:
             readahead = _AUTO
         else:
@@ -597,12 +721,25 @@ class DataLoader(_Closing):
         self._slot = [None]  # the native batch of self._step once taken, until handed out
         self.last_indices = None
         self._flips = _flips(flip, names, stores)
+        self._mask_key = None if _pass is None else _pass.pop("mask_key", None)
+        if self._mask_key is not None and self._mask_key in names:
+            raise ValueError(f"even_batches adds the key {self._mask_key!r} to each batch, and a "
+                             "stream has that name; rename the stream")
         self._tbox = _TransformBox(transform) if transform is not None else None
         self._tinfo = transform is not None and _wants_info(transform)
-        self._start()
+        if _resume is None and fingerprint is not None:
+            # DataLoader(streams, **state): the other entries are these
+            # arguments; the fingerprint is checked against the streams.
+            saved = {"step": start_step, "fingerprint": fingerprint}
+            if flip:  # a state lists its flips; none given means none saved
+                saved["flip"] = dict(flip)
+            _resume = (_state_text(saved), 0)
+        self._start(*(_resume or (None, 0)))
 
-    def _start(self):
-        """Create the native loader (and transform threads) at self._step."""
+    def _start(self, resume=None, resume_flags=0):
+        """Create the native loader (and transform threads) at self._step,
+        continuing the state text `resume` when given (checked natively
+        against the streams and options; ValueError naming what differs)."""
         cfg = self._cfg
         nthreads = min(self._num_workers, self._prefetch) if self._tbox is not None else 0
         # With a transform, the transform threads hold up to nthreads
@@ -611,14 +748,20 @@ class DataLoader(_Closing):
         options = {"batch_size": cfg["batch_size"], "mode": cfg["mode"],
                    "seed": cfg["seed"], "rank": cfg["rank"],
                    "world_size": cfg["world_size"], "start_step": self._step,
-                   "num_workers": self._num_workers, "prefetch": native_prefetch,
+                   "num_workers": self._num_workers or _zr.ZLD_WORKERS_NONE,
+                   "prefetch": native_prefetch,
                    "readahead": self._readahead}
         if self._pass is not None:
             options.update(self._pass, **{"pass": 1})
         if self._bucket is not None:
             options["bucket_lengths"], options["bucket_window"] = self._bucket
+        if self._pack is not None:
+            options.update(self._pack)
         if self._flips:
             options["flips"] = [f[1:] for f in self._flips]
+        options["names"] = [str(n) for n in self._names]
+        if resume is not None:
+            options["resume"], options["resume_flags"] = resume, resume_flags
         handles = [s._handle() for s in self._stores]
         self._slot = [None]
         if all(isinstance(s, (DenseStore, RaggedStore)) for s in self._stores):
@@ -627,33 +770,65 @@ class DataLoader(_Closing):
             self._native = _Native(_zr.zsh_py_loader_create(handles, options), self._stores)
         else:  # generic streams (zld_create_streams), stores mixed in as they are
             self._native = _Native(_zr.zmr_py_loader_create(handles, options), self._stores)
+        h = self._native.hslot[0]
+        names, decoders, mask_key = self._names, self._decoders, self._mask_key
+        if self._pack is not None:
+            dtypes = [d[1] for d in decoders]
+            shapes = [_zr.zld_pack_item_shape(h, k) for k in range(len(names))]
+            length = json.loads(_zr.zld_state_json(h))["pack_length"]
+
+            def decode(parts, count, valid):  # holds no reference to the DataLoader
+                return _decode_pack(parts, dtypes, shapes, names, length)
+
+            self._nparts = len(names) + len(_PACK_KEYS)
+        else:
+            def decode(parts, count, valid):  # holds no reference to the DataLoader
+                return _decode(parts, decoders, names, count, mask_key, valid)
+
+            self._nparts = len(names)
+        self._decode_fn = decode
+        # The state as the native loader records it; state() sets the step.
+        self._state_json = _zr.zld_state_json(h)
+        note = _zr.zld_resume_note(h)
+        if note:
+            warnings.warn(f"DataLoader resume: {note}", ResumeWarning, stacklevel=4)
         _OPEN.add(self)
+        self._info = None
+        if self._tinfo:
+            seed, rank = cfg["seed"], cfg["rank"]
+            epoch = None if self._pass is None else self._pass["epoch"]
+
+            def info(step, indices):
+                return TransformInfo(step, indices.view(np.int64), seed, rank, epoch)
+
+            self._info = info
         if nthreads:
-            names, decoders = self._names, self._decoders
-
-            def decode(parts, count):
-                return _decode(parts, decoders, names, count)
-
-            info = None
-            if self._tinfo:
-                seed, rank = cfg["seed"], cfg["rank"]
-                epoch = None if self._pass is None else self._pass["epoch"]
-
-                def info(step, indices):
-                    return TransformInfo(step, indices.view(np.int64), seed, rank, epoch)
-
-            self._tf = _Transformer(self._native, len(names), decode,
-                                    weakref.ref(self._tbox), nthreads, info)
+            self._tf = _Transformer(self._native, self._nparts, decode,
+                                    weakref.ref(self._tbox), nthreads, self._info)
 
     @classmethod
-    def from_state(cls, streams, state, **options):
+    def from_state(cls, streams, state, allow_grown=False, **options):
         """A loader over ``streams`` that continues from ``state`` (a dict
-        from :meth:`state`); ``options`` (num_workers, prefetch, transform,
-        readahead) do not change the batches."""
+        from :meth:`state`): its first batch is the one that would have
+        come next. ``options`` (num_workers, prefetch, transform,
+        readahead) do not change the batches; any option that does
+        (seed, batch_size, flip, ...) must agree with the state.
+
+        Raises ValueError, naming every difference, when the streams are
+        not the data the state was saved on (another store or shard set,
+        records deleted, streams renamed, reordered, added or removed) or an
+        option differs. Streams that grew since (the same stores, records
+        appended) are a difference too, unless ``allow_grown=True``: the
+        cycle in flight finishes on the old length, then the sampler draws
+        from the new one (iid: at once; sequential: after the pass in
+        flight; a finite pass keeps its length). A state from an older
+        version (no fingerprint) loads with a :class:`ResumeWarning`."""
         kw = dict(state)
+        kw.pop("fingerprint", None)
         kw.setdefault("start_step", kw.pop("step", 0))
         kw.update(options)
-        return cls(streams, **kw)
+        flags = _zr.ZLD_RESUME_ALLOW_GROWN if allow_grown else 0
+        return cls(streams, _resume=(_state_text(state), flags), **kw)
 
     # ----------------------------------------------------------- batches
 
@@ -668,7 +843,9 @@ class DataLoader(_Closing):
         native.closing = True  # never touch the parent's threads
         self._native = None
         self._tf = None
-        self._start()
+        # Rebuilt over the reopened stores at the current step, checked
+        # against the loader's own state (a grown resume keeps its schedule).
+        self._start(_state_text(self.state()), 0)
         return self._native, self._tf
 
     def _stream_names(self, message):
@@ -705,7 +882,7 @@ class DataLoader(_Closing):
             slot = self._slot
             if slot[0] is None:
                 try:
-                    more = native.call(_zr.zld_next_arrays, len(self._names), slot)
+                    more = native.call(_zr.zld_next_arrays, self._nparts, slot)
                 except Exception as exc:
                     failed = native.failed_step()
                     if failed is None:
@@ -715,8 +892,14 @@ class DataLoader(_Closing):
                 if more is False:
                     self.close()
                     raise StopIteration
-            got, indices, parts = slot[0]
-            batch = _decode(parts, self._decoders, self._names, len(indices))
+            got, indices, parts, valid = slot[0]
+            batch = self._decode_fn(parts, len(indices), valid)
+            if self._tbox is not None:  # num_workers=0: the transform runs here
+                try:
+                    batch = _apply(self._tbox.fn, batch, self._info, step, indices)
+                except Exception as exc:
+                    self.close()
+                    raise LoaderError(step, f"{type(exc).__name__}: {exc}") from exc
         indices = indices.view(np.int64)  # a fresh copy already; indices < 2**63
         # Hand the batch out: plain stores only from here to the return,
         # so an interrupt either keeps the batch for the next call or
@@ -761,17 +944,18 @@ class DataLoader(_Closing):
         raise KeyError(f"stream {name!r} has no flip (flip= names {[f[0] for f in self._flips]})")
 
     def state(self):
-        """What resumes this run exactly: ``{'seed', 'step', 'mode',
-        'batch_size', 'rank', 'world_size'}`` with ``step`` the next step,
-        plus ``'window'`` in mode 'bucket' (whose ``lengths`` are not
-        copied into the state: pass them again).
-        ``DataLoader(streams, **state)`` continues with that batch."""
-        cfg = self._cfg
-        state = {"seed": cfg["seed"], "step": self._step, "mode": self._mode.name.lower(),
-                 "batch_size": cfg["batch_size"], "rank": cfg["rank"],
-                 "world_size": cfg["world_size"]}
-        if self._bucket is not None:  # the lengths themselves are the caller's to pass again
-            state["mode"], state["window"] = "bucket", self._bucket[1]
+        """What resumes this run exactly, as the native loader records it
+        (a fresh dict of JSON values): ``{'step', 'seed', 'mode',
+        'batch_size', 'rank', 'world_size', 'fingerprint'}`` with ``step``
+        the next step, plus ``'window'`` in mode 'bucket' (whose ``lengths``
+        are not copied into the state, only a digest of them: pass them
+        again) and ``'flip'`` (``{name: p}``) with flips. ``'fingerprint'``
+        holds each stream's name, length and identity (its store's uuid,
+        or its shards), a Mixture's sources, weights and modes, and the
+        pass options. :meth:`from_state` continues with that batch, and
+        refuses other data, naming what changed."""
+        state = json.loads(self._state_json)
+        state["step"] = self._step
         return state
 
     def state_dict(self):
@@ -780,14 +964,17 @@ class DataLoader(_Closing):
         or json)."""
         return self.state()
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state, allow_grown=False):
         """Continue from ``state`` (from :meth:`state` / :meth:`state_dict`):
         the next batch is the one that followed it. The streams, workers,
-        prefetch and transform stay; seed, mode, batch_size, rank and
-        world_size are taken from ``state``. Prefetched batches are
-        dropped."""
+        prefetch and transform stay; seed, mode, batch_size, rank,
+        world_size and flips are taken from ``state``, and its fingerprint
+        is checked against the streams as in :meth:`from_state` (ValueError
+        naming what changed; ``allow_grown`` as there). Prefetched batches
+        are dropped."""
+        text = _state_text(state)
         state = dict(state)
-        unknown = set(state) - {"seed", "step", "mode", "batch_size", "rank", "world_size", "window"}
+        unknown = set(state) - set(_STATE_KEYS)
         if unknown:
             raise ValueError(f"load_state_dict: unknown keys {sorted(unknown)}; expected the "
                              "dict of state()")
@@ -795,7 +982,14 @@ class DataLoader(_Closing):
             raise ValueError("load_state_dict: state has no 'step'")
         cfg = self._cfg
         bucket = self._bucket
-        want = state.get("mode", "bucket" if bucket is not None else self._mode)
+        want = state.get("mode", "bucket" if bucket is not None
+                         else "pack" if self._pack is not None else self._mode)
+        pack = None
+        if isinstance(want, str) and want.lower() == "pack":
+            old = self._pack or {}
+            pack = _pack_options("pack", *(state.get(k, old.get(k)) for k in _PACK_OPTIONS),
+                                 self._names, None)
+            want = "sequential"  # the shared checks; natively cyclic
         if isinstance(want, str) and want.lower() == "bucket":
             if bucket is None:
                 raise ValueError("load_state_dict: the state is of mode 'bucket', but this loader "
@@ -808,10 +1002,15 @@ class DataLoader(_Closing):
                                 want, state.get("seed", cfg["seed"]),
                                 state.get("rank", cfg["rank"]),
                                 state.get("world_size", cfg["world_size"]))
+        if pack is not None:
+            new_cfg["mode"] = _zr.ZSM_CYCLIC
         step = _u64("step", state["step"])
+        flips = _flips(state["flip"], self._names, self._stores) if "flip" in state else self._flips
         self.close()
         self._mode, self._cfg, self._step, self._bucket = mode, new_cfg, step, bucket
-        self._start()
+        self._pack = pack
+        self._flips = flips
+        self._start(text, _zr.ZLD_RESUME_ALLOW_GROWN if allow_grown else 0)
 
     # --------------------------------------------------------- lifecycle
 
@@ -873,12 +1072,14 @@ class DataLoader(_Closing):
 
     def __repr__(self):
         state = "closed" if self._native is None else f"step={self._step}"
+        mode = "pack" if self._pack is not None else self._mode.name.lower()
         return (f"DataLoader(streams={self._names}, batch_size={self.batch_size}, "
-                f"mode={self._mode.name.lower()!r}, seed={self._cfg['seed']}, {state})")
+                f"mode={mode!r}, seed={self._cfg['seed']}, {state})")
 
 
 _PASS_PARAMS = ("streams", "batch_size", "shuffle", "seed", "epoch", "drop_last", "rank",
-                "world_size", "num_workers", "prefetch", "transform", "readahead")
+                "world_size", "num_workers", "prefetch", "transform", "readahead",
+                "even_batches") + _PACK_OPTIONS
 
 
 class PassLoader:
@@ -886,8 +1087,8 @@ class PassLoader:
     torch ``DataLoader`` + ``DistributedSampler`` of a test set).
 
     ``PassLoader(streams, batch_size=256, shuffle=False, seed=0, epoch=0,
-    drop_last=False, rank=0, world_size=1, num_workers=0, prefetch=0,
-    transform=None, readahead=None)``
+    drop_last=False, rank=0, world_size=1, num_workers=None, prefetch=0,
+    transform=None, readahead=None, even_batches=False)``
 
     Each ``iter(loader)`` (each ``for batch in loader``) is one pass: every
     record exactly once, in index order, or with ``shuffle`` in an order
@@ -896,6 +1097,9 @@ class PassLoader:
     :class:`DataLoader`, ``batch_size`` records each except the last,
     which is partial unless ``drop_last``. ``len(loader)`` is this rank's
     number of batches, ``loader.num_records`` its number of records.
+    Passes are independent: a second ``iter(loader)`` starts another pass
+    beside the first (each with its own threads), and both run to their
+    end; ``close()`` ends every pass still open.
 
     Ranks: step s of the pass is a global batch of batch_size *
     world_size records and rank r takes its r-th slice, as in the endless
@@ -907,14 +1111,24 @@ class PassLoader:
     summed metrics are exact. With ``drop_last`` the incomplete global
     batch is dropped on every rank.
 
+    ``even_batches=True`` (accelerate's option of that name, masked): every
+    rank gets the same number of batches, all of ``batch_size`` rows, so a
+    collective per batch (an all-reduce of a metric) cannot wait forever on
+    a rank that ran out. The rows past a rank's own records repeat a record
+    and are masked: each batch then has a ``'mask'`` entry, a bool array of
+    shape ``(batch_size,)``, True on the real rows (the leading ones). Sum
+    metrics over ``batch[...][mask]`` and each record still counts once.
+    ``len(loader)`` is then the same on every rank.
+
     The pass runs on the same native gather threads, transform threads
     (a two-argument ``transform(batch, info)`` gets :class:`TransformInfo`)
     and buffer recycling as the endless loader.
     """
 
     def __init__(self, streams, batch_size=256, shuffle=False, seed=0, epoch=0,
-                 drop_last=False, rank=0, world_size=1, num_workers=0, prefetch=0,
-                 transform=None, readahead=None, **kwargs):
+                 drop_last=False, rank=0, world_size=1, num_workers=None, prefetch=0,
+                 transform=None, readahead=None, even_batches=False, pack_length=None,
+                 pack_policy=None, pack_window=None, pack_overlong=None, **kwargs):
         if kwargs:
             name = next(iter(kwargs))
             if name == "mode":
@@ -929,7 +1143,12 @@ class PassLoader:
                       "prefetch": prefetch, "transform": transform, "readahead": readahead}
         self._shuffle = bool(shuffle)
         self._drop_last = bool(drop_last)
-        self._current = None
+        self._even = bool(even_batches)
+        packing = {"pack_length": pack_length, "pack_policy": pack_policy,
+                   "pack_window": pack_window, "pack_overlong": pack_overlong}
+        if any(v is not None for v in packing.values()):  # a pass of packed rows
+            self._opts.update(packing, mode="pack")
+        self._open = weakref.WeakSet()  # passes not yet closed
         # Validate now (and learn the length) with a loader that is closed
         # straight away; it starts no work beyond its threads.
         probe = self._loader(0)
@@ -938,10 +1157,11 @@ class PassLoader:
         probe.close()
 
     def _loader(self, start_step):
-        return DataLoader(self._streams, start_step=start_step,
-                          _pass={"shuffle": int(self._shuffle),
-                                 "drop_last": int(self._drop_last), "epoch": self._epoch},
-                          **self._opts)
+        opts = {"shuffle": int(self._shuffle), "drop_last": int(self._drop_last),
+                "epoch": self._epoch}
+        if self._even:
+            opts.update(even_batches=1, mask_key="mask")
+        return DataLoader(self._streams, start_step=start_step, _pass=opts, **self._opts)
 
     def set_epoch(self, epoch):
         """Shuffle the next passes for ``epoch`` (as DistributedSampler's)."""
@@ -957,7 +1177,12 @@ class PassLoader:
 
     @property
     def num_records(self):
-        """Records this rank sees in a pass."""
+        """Records this rank sees in a pass (its real rows with
+        ``even_batches``). TypeError for a pass of packed rows (its batches
+        are rows of several documents; ``len()`` counts them)."""
+        if self._opts.get("mode") == "pack":
+            raise TypeError("a pass of packed rows has no per-rank record count; len() is its "
+                            "batches")
         b, w, r = self._opts["batch_size"], self._opts["world_size"], self._opts["rank"]
         g = b * w
         full = self._length // g
@@ -968,22 +1193,22 @@ class PassLoader:
 
     def __iter__(self):
         """A new pass (a :class:`DataLoader` that stops after the pass's
-        last batch; closing it ends the pass early). The previous pass's
-        iterator, if still open, is closed."""
+        last batch; closing it ends the pass early). Other passes still
+        open go on, independently."""
         return self.iter_from(0)
 
     def iter_from(self, step):
         """A pass starting at ``step`` (to resume an interrupted pass:
         ``loader.iter_from(it.step)``)."""
-        self.close()
-        self._current = self._loader(_u64("step", step))
-        return self._current
+        it = self._loader(_u64("step", step))
+        self._open.add(it)
+        return it
 
     def close(self):
-        """Close the current pass's iterator (idempotent)."""
-        cur, self._current = self._current, None
-        if cur is not None:
-            cur.close()
+        """Close every pass still open (idempotent)."""
+        for it in list(self._open):
+            it.close()
+        self._open = weakref.WeakSet()
 
     def __enter__(self):
         return self

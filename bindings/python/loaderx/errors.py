@@ -13,6 +13,8 @@ ZR_EIO             OSError
 ZR_EBUSY           :class:`StoreBusy`                            BlockingIOError
 ZR_EEXIST          FileExistsError
 ZR_ENOTSTORE       :class:`NotAStoreError`                       ValueError
+                   (:class:`StoreNotFoundError` when the path    (also FileNotFoundError)
+                   does not exist)
 ZR_ERANGE          IndexError
 ZR_ECORRUPT        :class:`CorruptStoreError`                    OSError
 ZR_ETOOBIG         ValueError
@@ -36,6 +38,8 @@ handle is a would-block condition of the OS lock, hence ``BlockingIOError``.
 Corrupt bytes on disk are an I/O-level failure, hence ``OSError``. Using a
 closed object follows Python's file objects: ``ValueError``.
 """
+
+import errno
 
 # Values of zr_status in zrengine.h (checked against loaderx._zr by the tests).
 ZR_OK = 0
@@ -64,6 +68,12 @@ class ZrError(Exception):
 class NotAStoreError(ZrError, ValueError):
     """``open`` of a path that is not a store: missing, not a directory, or
     with a missing/malformed ``store.zr`` or engine files."""
+
+
+class StoreNotFoundError(NotAStoreError, FileNotFoundError):
+    """``open`` of a path that does not exist: both a
+    :class:`NotAStoreError` and a ``FileNotFoundError`` (``errno`` ENOENT,
+    ``filename`` the path when known)."""
 
 
 class StoreBusy(ZrError, BlockingIOError):
@@ -115,6 +125,10 @@ def from_status(status, message, os_errno=0):
     cls = exception_class(status)
     if cls is ClosedError and "closed" not in message:
         message = message + " (closed)"
+    if cls is NotAStoreError and os_errno == errno.ENOENT:
+        exc = StoreNotFoundError(message)
+        exc.errno, exc.status = errno.ENOENT, int(status)
+        return exc
     if os_errno and cls in (OSError, FileExistsError):
         exc = OSError(int(os_errno), message)
     elif os_errno and issubclass(cls, OSError):

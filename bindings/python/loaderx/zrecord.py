@@ -7,8 +7,9 @@ Two contracts over one on-disk format (a store is a directory):
     ``dtype``. Reads are fixed-stride gathers; a selection of ``n`` records
     comes back as one ``(n, *item_shape)`` array.
 ``RaggedStore``
-    every record keeps its own shape (any ndim <= 32, ``()`` included; no
-    zero-size records). A selection comes back as a list of arrays.
+    every record keeps its own shape (any ndim <= 32, ``()`` included, and
+    zero-size shapes such as ``(0,)`` or ``(0, 4)``: an empty token list,
+    an image without boxes). A selection comes back as a list of arrays.
 
 Indexing (both): ``store[i]`` (int or numpy integer, negatives wrap) is one
 record; ``store[a:b:c]`` (any step), ``store[[i, j]]`` / an int ndarray,
@@ -52,10 +53,12 @@ Threads: reads and appends release the GIL and may run concurrently on one
 store from several threads; ``close`` must not race with them.
 """
 
+import errno
 import operator
 import os
 import sys
 import threading
+import time
 import weakref
 
 import numpy as np
@@ -63,13 +66,13 @@ import numpy as np
 from . import _zr
 from ._closing import Closing as _Closing
 from ._interrupt import interruptible as _interruptible
-from .errors import (ClosedError, CorruptStoreError, NotAStoreError,
-                     StoreBusy, ZrError, closed)
+from .errors import (ZR_EIO, ClosedError, CorruptStoreError, NotAStoreError,
+                     StoreBusy, StoreNotFoundError, ZrError, closed, from_status)
 
 __all__ = [
     "DenseStore", "RaggedStore", "RaggedBatch", "open_store", "release_buffers",
     "DTYPES", "CODECS", "DICT_TIERS",
-    "NotAStoreError", "StoreBusy", "CorruptStoreError", "ClosedError",
+    "NotAStoreError", "StoreNotFoundError", "StoreBusy", "CorruptStoreError", "ClosedError",
     "ZrError",
 ]
 
@@ -79,8 +82,9 @@ DTYPES = tuple(np.dtype(t).newbyteorder("<").str for t in (
     np.uint8, np.uint16, np.uint32, np.uint64,
     np.float16, np.float32, np.float64, np.complex64, np.complex128))
 
-#: Codecs a store can be created with ('zstd_dict' needs ``dict_bytes``).
-CODECS = ("raw", "zstd", "zstd_dict")
+#: Codecs a store can be created with ('zstd_dict' needs ``dict_bytes``;
+#: 'auto' picks raw or zstd at the first append).
+CODECS = ("raw", "zstd", "zstd_dict", "auto")
 
 _CODEC_IDS = {"raw": _zr.ZRE_CODEC_RAW, "zstd": _zr.ZRE_CODEC_ZSTD,
               "zstd_dict": _zr.ZRE_CODEC_ZSTD_DICT}
@@ -151,6 +155,8 @@ def _as_store_order(arr, want):
 def _normalize_codec(codec, dict_bytes):
     """(codec id, dictionary bytes or None)."""
     if codec not in _CODEC_IDS:
+        if codec == "auto":
+            raise ValueError("dict_bytes is only meaningful with codec 'zstd_dict', not 'auto'")
         raise ValueError(f"unknown codec {codec!r}; expected one of {CODECS}")
     if codec == "zstd_dict":
         if dict_bytes is None:
@@ -396,10 +402,13 @@ class RaggedBatch:
                 f"{self.data.dtype.str})")
 
 
-# Big appends and gathers go to the native library in slices of about this
-# many bytes: the interpreter runs signal handlers between native calls
-# only, so Ctrl-C takes effect within one slice (tens of milliseconds)
-# instead of after the whole call. An interrupted append has committed the
+# Big appends and gathers go to the native library in slices of at most
+# this many bytes: the interpreter runs signal handlers between native
+# calls only, so Ctrl-C takes effect within one slice instead of after the
+# whole call. Gathers take whole slices (a read is fast whatever the
+# codec); appends size each slice by the speed of the last one
+# (zrs_slice_bytes: about 50 ms each, so zstd_dict's slow level 19 gets
+# small slices and raw big ones). An interrupted append has committed the
 # slices before the interrupt: a prefix of whole records (len() tells how
 # many), never a partial record.
 _SLICE_BYTES = 32 << 20
@@ -408,6 +417,42 @@ _SLICE_BYTES = 32 << 20
 def _slice_records(record_bytes):
     """Records per slice for records of `record_bytes` bytes (>= 1)."""
     return max(1, _SLICE_BYTES // max(1, record_bytes))
+
+
+def _timed_slices(nbytes, bounds=None, count=None):
+    """(first, end) record ranges for an append, each sized by
+    zrs_slice_bytes from the time the previous one took (the caller sends
+    them one by one and reports each duration through the generator's
+    send). Dense: `count` records of nbytes/count bytes; ragged: byte
+    `bounds` (count + 1 offsets). At least one record per range."""
+    n = count if bounds is None else len(bounds) - 1
+    rec = nbytes // n if bounds is None else 0
+    a, last = 0, (0, 0)
+    while a < n:
+        want = _zr.zrs_slice_bytes(last[0], last[1], _SLICE_BYTES)
+        if bounds is None:
+            b = min(n, a + max(1, want // rec))
+        else:
+            b = int(np.searchsorted(bounds, int(bounds[a]) + want, side="right")) - 1
+            b = min(n, max(a + 1, b))
+        took = yield a, b
+        last = ((b - a) * rec if bounds is None else int(bounds[b]) - int(bounds[a]), took)
+        a = b
+
+
+def _send_slices(slices, send):
+    """Run send(a, b) over _timed_slices, timing each; the first result."""
+    first = None
+    try:
+        a, b = next(slices)
+        while True:
+            t0 = time.perf_counter_ns()
+            got = send(a, b)
+            first = got if first is None else first
+            a, b = slices.send(max(1, time.perf_counter_ns() - t0))
+    except StopIteration:
+        pass
+    return first
 
 
 def _byte_slices(bounds):
@@ -430,6 +475,7 @@ class _Store(_Closing):
     def __init__(self, handle):
         # Private: use the create()/open() classmethods.
         self._h = handle
+        self._pending = None  # codec='auto' before its first append: makes the handle
         self._path = _zr.zrs_path(handle)
         self._dtype = np.dtype(_zr.zrs_dtype_str(_zr.zrs_get_dtype(handle)))
         self._codec = _zr.zre_codec_name(_zr.zrs_get_codec(handle))
@@ -440,6 +486,35 @@ class _Store(_Closing):
         # The process that opened the handle (fork detection, see _handle).
         self._pid = os.getpid()
         _OPEN_STORES.add(self)
+
+    @classmethod
+    def _auto(cls, path, dtype, make, **fields):
+        """A store created with codec='auto': nothing on disk until its
+        first append picks the codec (zrs_codec_auto) and make(codec id)
+        creates it."""
+        if os.path.lexists(path):
+            raise FileExistsError(errno.EEXIST, f"create: {path} already exists", path)
+        self = cls.__new__(cls)
+        self._h, self._pending = None, make
+        self._path, self._dtype, self._codec = path, dtype, "auto"
+        self._loaders, self._pid = set(), os.getpid()
+        for k, v in fields.items():
+            setattr(self, k, v)
+        _OPEN_STORES.add(self)
+        return self
+
+    def _materialize(self, codec):
+        """Create the store of a codec='auto' store with `codec`."""
+        make = self._pending
+        self._h = make(_CODEC_IDS[codec])
+        self._pending = None
+        self._codec = codec
+
+    def _choose_codec(self, data, bounds, record_size, count):
+        """codec='auto' at the first append: raw unless zstd shrinks a
+        sample of these records by ZRS_AUTO_MIN_SAVING_PCT percent."""
+        codec, _, _ = _zr.zrs_codec_auto(data, bounds, record_size, count)
+        self._materialize("zstd" if codec == _zr.ZRE_CODEC_ZSTD else "raw")
 
     @classmethod
     def _from_open_handle(cls, handle, path):
@@ -464,22 +539,26 @@ class _Store(_Closing):
         disk (every record whose ``sync()`` returned) and rewrite the
         header to them; a plain open refuses such a store, naming this.
 
-        Raises NotAStoreError if ``path`` is not a store (missing path,
-        missing or malformed store.zr), StoreBusy if another writable handle
-        has it open (for a writable open) or a delete/compact runs on it,
+        Raises StoreNotFoundError (a FileNotFoundError and a
+        NotAStoreError) for a missing path, NotAStoreError if ``path`` is
+        not a store (missing or malformed store.zr), StoreBusy if another
+        writable handle has it open (for a writable open; the message
+        names readonly=True) or a delete/compact runs on it, an OSError
+        naming readonly=True for a writable open on read-only media,
         ValueError if it is a store of the other kind."""
         path = _fspath(path)
-        flags = _zr.ZRE_OPEN_READONLY if readonly else 0
-        if recover:
-            flags |= _zr.ZRE_OPEN_RECOVER
-        return cls._from_open_handle(_zr.zrs_open_ex(path, flags), path)
+        return cls._from_open_handle(_open_handle(path, readonly, recover), path)
 
     # ---------------------------------------------------------- lifecycle
 
     def _handle(self):
         h = self._h
         if h is None:
-            raise closed("store")
+            if self._pending is None:
+                raise closed("store")
+            # codec='auto', used before its first append: the default codec.
+            self._materialize("zstd")
+            h = self._h
         if self._pid != os.getpid():
             h = self._after_fork()
         return h
@@ -533,11 +612,15 @@ class _Store(_Closing):
     @property
     def closed(self):
         """True once close() was called."""
-        return self._h is None
+        return self._h is None and self._pending is None
 
     def close(self):
         """Make everything durable, release the lock and the handle.
-        Idempotent. Any DataLoader still reading this store is closed first."""
+        Idempotent. Any DataLoader still reading this store is closed first.
+        A codec='auto' store closed before any append is created (zstd),
+        so the path holds an empty store."""
+        if self._pending is not None and self._pid == os.getpid():
+            self._materialize("zstd")
         h = self._h
         if h is None:
             return
@@ -611,7 +694,8 @@ class _Store(_Closing):
 
     @property
     def codec(self):
-        """'raw', 'zstd' or 'zstd_dict'."""
+        """'raw', 'zstd' or 'zstd_dict' ('auto' for a codec='auto' store
+        before its first append)."""
         return self._codec
 
     @property
@@ -619,17 +703,28 @@ class _Store(_Closing):
         """The store directory, as given at create/open."""
         return self._path
 
+    @property
+    def uuid(self):
+        """The store's uuid (str, 36 characters), which names its records:
+        made at create, kept by appends, compact and ``zr recode``,
+        replaced by :meth:`delete`. A loader state records it, so a resume
+        on another store, or after a delete, is refused. None for a store
+        written before uuids existed (until its first delete)."""
+        return _zr.zrs_get_uuid(self._handle())
+
     def __len__(self):
         # Fixed between refresh() calls on a read-only handle; a writable
         # handle's length grows with its own appends.
+        if self._pending is not None:
+            return 0
         return int(_zr.zrs_length(self._handle()))
 
     def info(self):
-        """A dict describing the store: kind, dtype, codec, path, records
-        (and item_shape for a dense store)."""
+        """A dict describing the store: kind, dtype, codec, path, records,
+        uuid (and item_shape for a dense store)."""
         d = {"kind": "dense" if self._kind == _zr.ZRS_DENSE else "ragged",
              "dtype": self._dtype.str, "codec": self._codec, "path": self._path,
-             "records": len(self)}
+             "records": len(self), "uuid": self.uuid}
         if self._kind == _zr.ZRS_DENSE:
             d["item_shape"] = self._item_shape
         return d
@@ -665,16 +760,26 @@ class DenseStore(_Store):
             an '<i4' store, and append converts '>i4' data).
         item_shape: tuple of ints >= 1 (``()`` for scalar records, e.g.
             labels; a bare int means a 1-tuple).
-        codec: 'zstd' (default, level 3 per record), 'raw', or 'zstd_dict'
-            (level 19 against ``dict_bytes``, a dictionary from
+        codec: 'zstd' (default, level 3 per record), 'raw', 'auto', or
+            'zstd_dict' (level 19 against ``dict_bytes``, a dictionary from
             :func:`loaderx.utils.train_dict`; required for it, refused for
-            the others).
+            the others). 'auto' picks at the first append: raw unless zstd
+            shrinks a sample of those records by at least 10%
+            (zrs_codec_auto; an int64 label becomes a 21-byte zstd frame,
+            so labels and other small incompressible records go raw). An
+            'auto' store is created on disk at that first append (or at
+            anything else that needs it before then, with zstd).
         """
         path = _fspath(path)
         dt = _normalize_dtype(dtype)
         shape = _normalize_item_shape(item_shape)
-        codec_id, d = _normalize_codec(codec, dict_bytes)
         dt_id = _zr.zrs_dtype_parse(dt.str)
+        if codec == "auto" and dict_bytes is None:
+            size = dt.itemsize * int(np.prod(shape, dtype=np.int64))
+            return cls._auto(path, dt, lambda c: _zr.zrs_create_dense(path, dt_id, shape, c),
+                             _item_shape=shape, _record_size=size,
+                             _slice_n=_slice_records(size))
+        codec_id, d = _normalize_codec(codec, dict_bytes)
         if d is not None:
             return cls(_zr.zrs_create_dense_dict(path, dt_id, shape, codec_id, d))
         return cls(_zr.zrs_create_dense(path, dt_id, shape, codec_id))
@@ -703,7 +808,7 @@ class DenseStore(_Store):
         Non-contiguous input is copied once to C order. Returns the index
         of the first new record (``len(self)`` for B == 0, a no-op).
         Nothing is written if anything is refused."""
-        h = self._handle()
+        h = None if self._pending is not None else self._handle()
         arr = x if isinstance(x, np.ndarray) else np.asarray(x)
         arr = _as_store_order(arr, self._dtype)
         if arr.dtype != self._dtype:
@@ -717,16 +822,13 @@ class DenseStore(_Store):
                              f"got {tuple(arr.shape)}")
         count = arr.shape[0]
         if count == 0:
-            return int(_zr.zrs_length(h))
+            return len(self) if h is None else int(_zr.zrs_length(h))
         arr = np.ascontiguousarray(arr)
-        # In slices, so that Ctrl-C is seen between them (see _SLICE_BYTES).
-        per = _slice_records(arr.nbytes // count)
-        first = None
-        for a in range(0, count, per):
-            part = arr[a:a + per]
-            got = int(_zr.zrs_append_dense(self._handle(), part, len(part)))
-            first = got if first is None else first
-        return first
+        if self._pending is not None:
+            self._choose_codec(arr, None, self._record_size, count)
+        # In timed slices, so that Ctrl-C is seen between them (see _SLICE_BYTES).
+        return _send_slices(_timed_slices(arr.nbytes, count=count), lambda a, b: int(
+            _zr.zrs_append_dense(self._handle(), arr[a:b], b - a)))
 
     def _gather(self, idx, out=None, key=None):
         """Records at the absolute (or, with `key`, not yet checked) int64
@@ -815,7 +917,8 @@ class DenseStore(_Store):
 
 class RaggedStore(_Store):
     """A store of variable-shape records of one dtype: each record keeps
-    its own shape (ndim <= 32; ``()`` allowed; zero-size arrays refused).
+    its own shape (ndim <= 32; ``()`` and zero-size shapes such as
+    ``(0, 4)`` allowed).
 
     ``store[i]`` returns one ndarray of the record's exact shape; any other
     selection returns a list of ndarrays (views into one freshly gathered
@@ -831,8 +934,10 @@ class RaggedStore(_Store):
         exist: FileExistsError); arguments as in DenseStore.create."""
         path = _fspath(path)
         dt = _normalize_dtype(dtype)
-        codec_id, d = _normalize_codec(codec, dict_bytes)
         dt_id = _zr.zrs_dtype_parse(dt.str)
+        if codec == "auto" and dict_bytes is None:
+            return cls._auto(path, dt, lambda c: _zr.zrs_create_ragged(path, dt_id, c))
+        codec_id, d = _normalize_codec(codec, dict_bytes)
         if d is not None:
             return cls(_zr.zrs_create_ragged_dict(path, dt_id, codec_id, d))
         return cls(_zr.zrs_create_ragged(path, dt_id, codec_id))
@@ -846,8 +951,9 @@ class RaggedStore(_Store):
         """Append one record per array in ``records`` (any iterable, e.g. a
         list or a generator; consumed fully before anything is written).
         Each must have exactly the store's dtype (or the same type in the
-        other byte order, converted with one copy), ndim <= 32 and at
-        least one element (ValueError naming the record otherwise). Records
+        other byte order, converted with one copy) and ndim <= 32
+        (ValueError naming the record otherwise); a record may have no
+        elements (shape ``(0,)``, ``(0, 4)``: its shape is kept). Records
         are packed as [u64le ndim][u64le dims][payload] into one buffer and
         appended in one native call. Returns the first new index
         (``len(self)`` for no records, a no-op).
@@ -856,7 +962,7 @@ class RaggedStore(_Store):
         (``arr[0]``, ``arr[1]``, ...); 0-D or 1-D is refused (TypeError),
         since it is ambiguous: write ``append([arr])`` for one record, or
         ``append(list(arr))`` for one scalar record per element."""
-        h = self._handle()
+        h = None if self._pending is not None else self._handle()
         if isinstance(records, np.ndarray) and records.ndim < 2:
             raise TypeError(
                 f"append: a bare {records.ndim}-D ndarray of shape {records.shape} is ambiguous "
@@ -873,26 +979,24 @@ class RaggedStore(_Store):
                                  f"got {a.dtype.str} ({a.dtype.name})")
             if a.ndim > _MAX_NDIM:
                 raise ValueError(f"append: record {j} has {a.ndim} dims, at most {_MAX_NDIM}")
-            if a.size == 0:
-                raise ValueError(f"append: record {j} has shape {a.shape} with zero elements; "
-                                 "zero-size records are not allowed")
             head = np.array((a.ndim,) + a.shape, dtype="<u8").view(np.uint8)
             body = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
             parts.append(head)
             parts.append(body)
             sizes.append(head.size + body.size)
         if not sizes:
-            return int(_zr.zrs_length(h))
+            return len(self) if h is None else int(_zr.zrs_length(h))
         packed = np.concatenate(parts)
         bounds = np.zeros(len(sizes) + 1, dtype=np.uint64)
         np.cumsum(np.asarray(sizes, dtype=np.uint64), out=bounds[1:])
-        first = None
-        for a, b in _byte_slices(bounds):
+        if self._pending is not None:
+            self._choose_codec(packed, bounds, 0, len(sizes))
+
+        def send(a, b):
             lo = int(bounds[a])
-            got = int(_zr.zrs_append_ragged(self._handle(), packed[lo:int(bounds[b])],
-                                            bounds[a:b + 1] - np.uint64(lo)))
-            first = got if first is None else first
-        return first
+            return int(_zr.zrs_append_ragged(self._handle(), packed[lo:int(bounds[b])],
+                                             bounds[a:b + 1] - np.uint64(lo)))
+        return _send_slices(_timed_slices(int(bounds[-1]), bounds=bounds), send)
 
     def _gather_buffer(self, idx):
         """(buf, bounds) of the packed records at int64 indices idx."""
@@ -972,10 +1076,29 @@ def _reopen_readonly(cls, path):
     return cls.open(path, readonly=True)
 
 
+def _open_handle(path, readonly, recover=False):
+    """zrs_open_ex; a writable open refused because another writer holds
+    the store, or because the medium or the permissions are read-only,
+    says how to read it anyway (readonly=True)."""
+    flags = (_zr.ZRE_OPEN_READONLY if readonly else 0) | (_zr.ZRE_OPEN_RECOVER if recover else 0)
+    try:
+        return _zr.zrs_open_ex(path, flags)
+    except OSError as exc:
+        ro_media = getattr(exc, "errno", None) in (errno.EROFS, errno.EACCES, errno.EPERM)
+        if readonly or not (ro_media or (isinstance(exc, StoreBusy) and "writable" in str(exc))):
+            raise
+        hint = ("; to read it beside that writer, open it with readonly=True"
+                if isinstance(exc, StoreBusy)
+                else "; on read-only media or without write permission, open it with "
+                     "readonly=True (a read-only open writes nothing)")
+        raise from_status(getattr(exc, "status", None) or ZR_EIO, str(exc) + hint,
+                          getattr(exc, "errno", 0) or 0) from None
+
+
 def open_store(path, readonly=False):
     """Open the store at ``path`` as a DenseStore or RaggedStore, whichever
     its store.zr says (``readonly`` as in ``DenseStore.open``)."""
     path = _fspath(path)
-    h = _zr.zrs_open_ex(path, _zr.ZRE_OPEN_READONLY if readonly else 0)
+    h = _open_handle(path, readonly)
     cls = DenseStore if _zr.zrs_get_kind(h) == _zr.ZRS_DENSE else RaggedStore
     return cls(h)

@@ -4,23 +4,28 @@ from typing import Iterator, Union
 import numpy as np
 import numpy.typing as npt
 
-class Mode(enum.Enum):
-    SEQUENTIAL = ...
-    IID = ...
-    CYCLIC = ...
+__all__ = ["Sampler", "BucketSampler"]
 
-ModeLike = Union[Mode, str, int]
+class Mode(enum.Enum):
+    SEQUENTIAL = 0
+    IID = 1
+    CYCLIC = 2
+
+# Sampler.Mode is this class; inside the class body the name Mode would be
+# that attribute (not a type), so the annotations there use _Mode.
+_Mode = Mode
+_ModeLike = Union[Mode, str, int]
 
 class Sampler:
-    Mode = Mode
-    def __init__(self, length: int, batch_size: int, mode: ModeLike = ..., seed: int = ...,
+    Mode: type[_Mode]
+    def __init__(self, length: int, batch_size: int, mode: _ModeLike = ..., seed: int = ...,
                  rank: int = ..., world_size: int = ..., step: int = ...) -> None: ...
     @property
     def length(self) -> int: ...
     @property
     def batch_size(self) -> int: ...
     @property
-    def mode(self) -> Mode: ...
+    def mode(self) -> _Mode: ...
     @property
     def seed(self) -> int: ...
     @property

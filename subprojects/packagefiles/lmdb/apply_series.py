@@ -15,6 +15,17 @@ fuzz_mrec_lmdb). Each such assertion becomes the check mdb_cursor_prev
 already makes: not a leaf -> MDB_CORRUPTED, the transaction marked failed.
 The count of places is pinned, so a new LMDB that moves them fails the
 build instead of going unchecked.
+
+And a second: LMDB never bounds a node's offset, key or inline data within
+its page, so a damaged node offset on a branch or leaf page sends the key
+search (mdb_node_search) past the end of the map (SIGSEGV, found by
+fuzz_mrec_lmdb on a file's last pages). mdb_page_get, which every page read
+from the map passes, already checks the page's lower and upper bounds; it
+now also checks each node of a page read from the file (not the pages a
+write transaction builds itself): the offset lies in the node area, and the
+node's header, key and (unless on overflow pages) data end inside the page.
+Otherwise MDB_CORRUPTED, the transaction marked failed. One loop over the
+page's keys per page read: a few hundred loads on a 4 KiB page.
 """
 import os
 import re
@@ -42,6 +53,10 @@ def main(argv):
     if n != LEAF_ASSERTS:
         sys.stderr.write(f"apply_series: {n} leaf assertions in mdb.c, expected {LEAF_ASSERTS}\n")
         return 1
+    if text.count(PAGE_GET_ANCHOR) != 1:
+        sys.stderr.write("apply_series: mdb_page_get's bounds check moved; node check not placed\n")
+        return 1
+    text = text.replace(PAGE_GET_ANCHOR, NODE_CHECK + PAGE_GET_ANCHOR)
     with open(mdb, "w") as f:
         f.write(text)
     return 0
@@ -49,6 +64,29 @@ def main(argv):
 
 #: mdb_cursor_next, mdb_cursor_set (2), mdb_cursor_first, mdb_cursor_last
 LEAF_ASSERTS = 5
+
+#: The end of mdb_page_get's page checks: the node check goes just before it.
+PAGE_GET_ANCHOR = "\n\t*ret = p;\n\tif (lvl)\n"
+
+NODE_CHECK = r"""
+	if ((MP_FLAGS(p) & (P_BRANCH|P_LEAF)) && !(MP_FLAGS(p) & (P_LEAF2|P_DIRTY))) {
+		size_t psize = env->me_psize, upper = (size_t)MP_UPPER(p) + PAGEBASE;
+		unsigned nkeys = NUMKEYS(p), k;
+		for (k = 0; k < nkeys; k++) {
+			size_t off = (size_t)MP_PTRS(p)[k] + PAGEBASE, end = off + NODESIZE;
+			if (off >= upper && end <= psize) {
+				MDB_node *node = (MDB_node *)((char *)p + off);
+				end += NODEKSZ(node);
+				if (IS_LEAF(p) && !F_ISSET(node->mn_flags, F_BIGDATA))
+					end += NODEDSZ(node);
+			}
+			if (off < upper || end > psize) {
+				txn->mt_flags |= MDB_TXN_ERROR;
+				return MDB_CORRUPTED;
+			}
+		}
+	}
+"""
 
 
 if __name__ == "__main__":
