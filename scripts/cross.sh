@@ -181,9 +181,16 @@ go_build() {
     if [[ $t == windows-* ]]; then
         for l in "${LIBS[@]}"; do ln -s "../../lib$l/lib$l.dll.a" "$b/go/lib/$l.lib"; done
     fi
+    # Go's build cache keys a cgo package on its own directory's files, not
+    # on the headers and SWIG files it includes from elsewhere: a package
+    # compiled against an older zloader.h would be reused (measured: a
+    # zld_options grown by a field, and the old wrapper's free() aborted).
+    # Their hash in CGO_CFLAGS makes a change of any of them a new build.
+    local hdrs
+    hdrs=$(cat lib*/include/*.h platform/*.h bindings/swig/* | sha256sum | cut -c1-16)
     (cd bindings/go && CGO_ENABLED=1 GOOS=$os GOARCH=$arch CC="$ZIG cc -target $triple" \
-        PKG_CONFIG_PATH="$b/meson-uninstalled" CGO_LDFLAGS="-L$b/go/lib" \
-        "$GO" test -c -o "$out" .) >"$b/cross-go.log" 2>&1
+        PKG_CONFIG_PATH="$b/meson-uninstalled" CGO_CFLAGS="-O2 -g -DZR_HEADERS_HASH=$hdrs" \
+        CGO_LDFLAGS="-L$b/go/lib" "$GO" test -c -o "$out" .) >"$b/cross-go.log" 2>&1
 }
 
 # Run the Go binding's tests of target $1 (build dir $2), built by go_build,
