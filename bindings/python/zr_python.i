@@ -709,23 +709,33 @@ ZR_INDEX_TO_U64(sizes)
 %thread zld_close;
 %thread zld_stop;
 
-/* Every path argument: a Python str may hold a NUL that C would cut at
- * ("a\0/x" would open "a"); the one C check (zr_check_path) refuses it. */
-%typemap(in) const char *path (char *buf = NULL, size_t size = 0, int alloc = 0) {
-    int res = SWIG_AsCharPtrAndSize($input, &buf, &size, &alloc);
-    if (!SWIG_IsOK(res) || buf == NULL) {
-        PyErr_SetString(PyExc_TypeError, "$symname: path must be a str");
+/* Every path argument: a str (encoded as os.fsencode does, so a
+ * non-UTF-8 name read back from os.listdir as a surrogate-escaped str is
+ * the same file again), bytes, or an os.PathLike of either. The bytes may
+ * hold a NUL that C would cut at ("a\0/x" would open "a"); the one C check
+ * (zr_check_path) refuses it. */
+%typemap(in) const char *path (PyObject *fs = NULL) {
+    PyObject *p = PyOS_FSPath($input);
+    char *bytes = NULL;
+    Py_ssize_t size = 0;
+    if (p == NULL)  /* TypeError: expected str, bytes or os.PathLike object, not ... */
         SWIG_fail;
+    if (PyUnicode_Check(p)) {
+        fs = PyUnicode_EncodeFSDefault(p);
+        Py_DECREF(p);
+    } else {
+        fs = p;
     }
-    if (zr_check_path(buf, size ? size - 1 : 0, "$symname") < 0) {
+    if (fs == NULL || PyBytes_AsStringAndSize(fs, &bytes, &size) < 0)
+        SWIG_fail;
+    if (zr_check_path(bytes, (size_t)size, "$symname") < 0) {
         zr_py_raise(ZR_EINVAL);
         SWIG_fail;
     }
-    $1 = buf;
+    $1 = bytes;
 }
 %typemap(freearg) const char *path {
-    if (alloc$argnum == SWIG_NEWOBJ)
-        free(buf$argnum);
+    Py_XDECREF(fs$argnum);
 }
 
 %include "zr_core.i"

@@ -100,3 +100,24 @@ def test_recover_after_lost_unsynced_appends(tmp_path):
         s.append(data[12:])
     with DenseStore.open(p, readonly=True) as s:
         assert len(s) == 15
+
+
+def test_non_utf8_paths_create_and_open(tmp_path):
+    """A directory name that is not UTF-8 (as zr or any C program can make
+    it): created from bytes, listed back by os.listdir as a surrogate-escaped
+    str, opened through that str, a bytes path and a PathLike: the same
+    store each time, at exactly those bytes on disk."""
+    raw = os.fsencode(tmp_path) + b"/caf\xe9-\xff.zr"
+    s = DenseStore.create(raw, "<i4", (3,), codec="raw")
+    s.append(np.arange(6, dtype="<i4").reshape(2, 3))
+    s.sync()
+    s.close()
+    assert os.path.isdir(raw)
+    assert b"caf\xe9-\xff.zr" in os.listdir(os.fsencode(tmp_path))
+    (listed,) = [n for n in os.listdir(tmp_path) if n.startswith("caf")]
+    for p in (os.path.join(str(tmp_path), listed), raw, tmp_path / listed):
+        with DenseStore.open(p, readonly=True) as r:
+            assert len(r) == 2
+            assert r[1].tolist() == [3, 4, 5]
+    with pytest.raises(TypeError):
+        DenseStore.open(12345)
