@@ -202,6 +202,49 @@ def to_features(batch):
     return {"x": x, "y": batch["label"]}
 
 
+def train(streams, steps, batch_size, seed, log=print):
+    """Train an MLP for `steps` SGD steps from a cyclic DataLoader over
+    `streams` ({"image": (28, 28) uint8, "label": int64} stores); returns
+    (model, loader state, seconds)."""
+    model = MLP(seed=seed)
+    loader = DataLoader(streams, batch_size=batch_size, mode="cyclic", seed=seed,
+                        transform=to_features)
+    t0 = time.perf_counter()
+    losses = []
+    for step in range(steps):
+        batch = next(loader)
+        lr = 0.05 if step < steps * 2 // 3 else 0.01
+        losses.append(model.step(batch["x"], batch["y"], lr))
+        if (step + 1) % 500 == 0 or step + 1 == steps:
+            log(f"  step {step + 1:>5}/{steps}: loss {np.mean(losses[-500:]):.4f}")
+    train_time = time.perf_counter() - t0
+    state = loader.state()
+    loader.close()
+    return model, state, train_time
+
+
+def evaluate(model, test, log=print):
+    """Accuracy on one pass over the `test` streams, each image exactly once
+    (the endless loader would wrap around and count some images twice)."""
+    correct = np.zeros(10, dtype=np.int64)
+    total = np.zeros(10, dtype=np.int64)
+    seen = 0
+    passes = PassLoader(test, batch_size=1000, transform=to_features)
+    for batch in passes:
+        pred = model.predict(batch["x"])
+        y = batch["y"]
+        np.add.at(total, y, 1)
+        np.add.at(correct, y[pred == y], 1)
+        seen += len(y)
+    assert seen == len(test["label"]), (seen, len(test["label"]))
+    accuracy = float(correct.sum() / total.sum())
+    per_class = correct / np.maximum(total, 1)
+    worst = int(np.argmin(per_class))
+    log(f"test accuracy: {accuracy:.4f} on {seen} images in {len(passes)} batches "
+        f"(weakest class: {CLASSES[worst]} {per_class[worst]:.2f})")
+    return accuracy
+
+
 def main(argv=None):
     cache = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -244,44 +287,13 @@ def main(argv=None):
     print(f"loader: {n / dt:,.0f} batches/s, {n * batch_bytes / MIB / dt:,.1f} MiB/s "
           f"(batch {args.batch_size}: images (B, 28, 28) uint8 + labels (B,) int64)")
 
-    # Training from the loader, transform on the way out.
-    model = MLP(seed=args.seed)
-    loader = DataLoader(streams, batch_size=args.batch_size, mode="cyclic", seed=args.seed,
-                        transform=to_features)
-    t0 = time.perf_counter()
-    losses = []
-    for step in range(args.steps):
-        batch = next(loader)
-        lr = 0.05 if step < args.steps * 2 // 3 else 0.01
-        losses.append(model.step(batch["x"], batch["y"], lr))
-        if (step + 1) % 500 == 0 or step + 1 == args.steps:
-            print(f"  step {step + 1:>5}/{args.steps}: loss {np.mean(losses[-500:]):.4f}")
-    train_time = time.perf_counter() - t0
-    state = loader.state()
-    loader.close()
+    model, state, train_time = train(streams, args.steps, args.batch_size, args.seed)
     print(f"trained {args.steps} steps in {train_time:.1f} s "
           f"({args.steps / train_time:,.0f} steps/s); loader state {state}")
 
-    # Evaluation: one pass over the test set, each image exactly once (the
-    # endless loader would wrap around and count some images twice).
-    correct = np.zeros(10, dtype=np.int64)
-    total = np.zeros(10, dtype=np.int64)
-    seen = 0
     with DenseStore.open(paths["test"][0], readonly=True) as ti, \
             DenseStore.open(paths["test"][1], readonly=True) as tl:
-        test = PassLoader({"image": ti, "label": tl}, batch_size=1000, transform=to_features)
-        for batch in test:
-            pred = model.predict(batch["x"])
-            y = batch["y"]
-            np.add.at(total, y, 1)
-            np.add.at(correct, y[pred == y], 1)
-            seen += len(y)
-        assert seen == len(ti), (seen, len(ti))
-    accuracy = float(correct.sum() / total.sum())
-    per_class = correct / np.maximum(total, 1)
-    worst = int(np.argmin(per_class))
-    print(f"test accuracy: {accuracy:.4f} on {seen} images in {len(test)} batches "
-          f"(weakest class: {CLASSES[worst]} {per_class[worst]:.2f})")
+        accuracy = evaluate(model, {"image": ti, "label": tl})
     train_images.close()
     train_labels.close()
     if accuracy < 0.80:

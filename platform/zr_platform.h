@@ -266,6 +266,15 @@ int zrp_is_regular_file(const char *path);
  * (-ENOENT: no such program). */
 int zrp_run_wait(const char *const *argv, unsigned timeout_s, int *exit_code, int *crashed);
 
+/* Run the program argv[0] (looked up on PATH when it names no directory)
+ * in place of this process: on POSIX the process image is replaced (same
+ * pid; signals and the standard streams reach the new program) and the
+ * call returns only when that failed, with a negative errno (-ENOENT: no
+ * such program). Where a process cannot be replaced (Windows) argv runs as
+ * a child, waited for, and the call returns 0 with its exit status in
+ * *exit_code, for the caller to exit with. Flush stdio first. */
+int zrp_exec(const char *const *argv, int *exit_code);
+
 /* The path of the running executable, NUL-terminated in buf[cap]. */
 int zrp_self_exe(char *buf, size_t cap);
 

@@ -779,6 +779,13 @@ int zrp_run_wait(const char *const *argv, unsigned timeout_s, int *exit_code, in
     return 0;
 }
 
+int zrp_exec(const char *const *argv, int *exit_code)
+{
+    *exit_code = 0;
+    execvp(argv[0], (char *const *)argv);
+    return neg_errno();
+}
+
 int zrp_self_exe(char *buf, size_t cap)
 {
     if (cap == 0)

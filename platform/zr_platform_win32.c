@@ -689,6 +689,14 @@ int zrp_run_wait(const char *const *argv, unsigned timeout_s, int *exit_code, in
     return 0;
 }
 
+int zrp_exec(const char *const *argv, int *exit_code)
+{
+    /* No exec on Windows: run it, and let the caller exit with its status
+     * (an unhandled exception's NTSTATUS code included). */
+    int crashed = 0;
+    return zrp_run_wait(argv, 0, exit_code, &crashed);
+}
+
 int zrp_self_exe(char *buf, size_t cap)
 {
     wchar_t w[32768];

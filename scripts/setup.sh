@@ -34,7 +34,7 @@
 #    DIR must be writable by you (root only for a prefix such as /usr/local).
 #
 # --tests adds the Debian packages of the test suites (cmocka, Lua 5.4, Go,
-# hyperfine, the mrec and benchmark data) and requirements/test.txt.
+# hyperfine, the mrec and benchmark data, Java for Spark) and requirements/test.txt.
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -73,6 +73,8 @@ debs=(build-essential pkg-config swig ca-certificates patch
 # The cold-storage benchmark (bench/bench_readahead.py) builds its store on
 # a throttled loop device: losetup and blockdev, mount, mkfs.ext4.
 [ $tests -eq 1 ] && debs+=(util-linux mount e2fsprogs)
+# The Spark shard writer's tests run pyspark, which needs a Java runtime.
+[ $tests -eq 1 ] && debs+=(openjdk-17-jre-headless)
 # Go and npm (the benchmarks fetch their tokenizer with it) from Debian
 # unless another install is on PATH.
 [ $tests -eq 1 ] && ! command -v go >/dev/null && debs+=(golang-go)

@@ -43,8 +43,9 @@ def main():
                              "from its wheel (a prefix install puts zr in <prefix>/bin)\n"
                              % (tool or "loaderx/zr"))
             return 127
-        # the interpreter of this environment, which has loaderx, for
-        # `zr mrec import` (a caller's own choice stays)
+        # the interpreter of this environment, which has loaderx, for what zr
+        # hands to Python (`zr mrec import`, `zr ingest` of Parquet/Arrow
+        # files); a caller's own choice stays
         os.environ.setdefault("ZR_PYTHON", sys.executable)
         if os.name == "nt":  # no exec on Windows: run it and pass its status on
             import subprocess

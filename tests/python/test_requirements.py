@@ -26,9 +26,12 @@ LISTS = [ROOT / "requirements" / "run.txt", ROOT / "requirements" / "test.txt"]
 # This project's own modules: the package, the wheel's `zr` launcher, and the
 # helper modules beside the tests and in bench/ (test_bench_quick.py puts
 # bench/ on sys.path; the benchmark peers it imports are optional, each
-# checked by bench/run.py, and pinned in requirements/bench.txt).
+# checked by bench/run.py, and pinned in requirements/bench.txt), and the
+# examples that a test runs in process (test_spark_shards.py puts examples/
+# on sys.path).
 OWN = {"loaderx", "_loaderx_zr"} | {p.stem for p in HERE.glob("*.py")} \
-    | {p.stem for p in (ROOT / "bench").glob("*.py")} | {"backends"}
+    | {p.stem for p in (ROOT / "bench").glob("*.py")} | {"backends"} \
+    | {p.stem for p in (ROOT / "examples").glob("*.py")}
 
 
 def _canon(name):

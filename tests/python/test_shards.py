@@ -1,6 +1,7 @@
 """Many stores as one dataset: loaderx.shards (ConcatStore, Mixture,
 write_shard) and the DataLoader over them."""
 
+import errno
 import os
 import pickle
 
@@ -209,6 +210,60 @@ def test_write_shard_commits_or_leaves_nothing(store_dir):
     with DenseStore.open(path, readonly=True) as s:
         assert len(s) == 3  # restored, untouched by the failed attempt
     assert not (store_dir / "shard-0.old").exists()
+
+
+def test_write_shard_failed_replace_keeps_the_earlier_shard(store_dir, monkeypatch):
+    """The swap's second rename (.partial -> path) fails: the first rename
+    (path -> .old) is undone before the error, so a glob still sees every
+    shard; with the undo failing too, the error names .old and the next
+    call restores it."""
+    path = store_dir / "shard-0"
+
+    def create(p):
+        return DenseStore.create(p, "<f4", (3, 4))
+
+    def write(n):
+        return lambda s: s.append(np.stack([image(i) for i in range(n)]))
+
+    write_shard(path, create, write(3))
+    real_rename = os.rename
+    fail = {"partial": True, "undo": False}
+
+    def rename(src, dst):
+        src = os.fspath(src)
+        if fail["partial"] and src.endswith(".partial"):
+            raise OSError(errno.EIO, "injected: rename of the new shard failed")
+        if fail["undo"] and src.endswith(".old"):
+            raise OSError(errno.EIO, "injected: the undo failed too")
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", rename)
+    with pytest.raises(OSError, match="rename of the new shard failed"):
+        write_shard(path, create, write(5))
+    assert not (store_dir / "shard-0.old").exists()
+    with ConcatStore(str(store_dir / "shard-*")) as c:
+        assert len(c) == 3  # the earlier shard, in place
+    # both renames fail: the error says where the earlier shard waits
+    fail["undo"] = True
+    with pytest.raises(OSError, match=r"waits at .*shard-0\.old") as info:
+        write_shard(path, create, write(5))
+    assert isinstance(info.value.__cause__, OSError)
+    assert not path.exists() and (store_dir / "shard-0.old").exists()
+    # the next call (renames working again) restores it before its own write
+    fail.update(partial=False, undo=False)
+
+    def failing(store):
+        store.append(np.stack([image(i) for i in range(2)]))
+        raise RuntimeError("writer died")
+
+    with pytest.raises(RuntimeError):
+        write_shard(path, create, failing)
+    with DenseStore.open(path, readonly=True) as s:
+        assert len(s) == 3
+    write_shard(path, create, write(5))
+    with DenseStore.open(path, readonly=True) as s:
+        assert len(s) == 5
+    assert sorted(os.listdir(store_dir)) == ["shard-0"]
 
 
 # ------------------------------------------------------------------ mixture

@@ -8,7 +8,9 @@
  *   a folder        a ragged uint8 store, one record per regular file in
  *                   sorted (byte) order, names written to STORE.names;
  *   tokens          a flat 1-d .npy plus --lengths or --offsets (.npy):
- *                   a ragged store, one 1-d record per sequence.
+ *                   a ragged store, one 1-d record per sequence;
+ *   Parquet, Arrow  one store per column (STORE/NAME), or --column NAME:
+ *                   read by pyarrow through loaderx (ingest_arrow.c).
  * The source kind is read from the file's first bytes, not its name: the
  * INPUTS table below, one entry per kind (ingest.h). Records are appended
  * in slices (each one committed), so memory stays bounded (Fortran-order
@@ -39,10 +41,16 @@ static const zr_command INGEST = {
              "                      (empty files are skipped: a record is never empty);\n"
              "                      STORE.names must not exist (with --append: it must,\n"
              "                      listing one name per record of STORE)\n"
-             "  a flat 1-d .npy     with --lengths or --offsets: ragged token sequences",
+             "  a flat 1-d .npy     with --lengths or --offsets: ragged token sequences\n"
+             "  a Parquet, Arrow IPC or Feather file\n"
+             "                      one store per column as STORE/NAME, or --column NAME;\n"
+             "                      numbers and fixed-size lists dense, variable lists,\n"
+             "                      binary and strings ragged (needs python3 with loaderx\n"
+             "                      and pyarrow, or $ZR_PYTHON)",
     .example = "zr ingest /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz train-x\n"
                "zr ingest --codec zstd_dict --tier fast /usr/share/doc docs   # a folder\n"
-               "zr ingest tokens.npy --lengths lengths.npy corpus",
+               "zr ingest tokens.npy --lengths lengths.npy corpus\n"
+               "zr ingest --column image train.parquet train-x",
 };
 
 int grow_slice(unsigned char **packed, uint64_t sum, const char *what)
@@ -137,6 +145,12 @@ static int is_zip(const char *src, const unsigned char *head, size_t got, const 
     return got >= 4 && !memcmp(head, "PK\x03\x04", 4);
 }
 
+static int is_arrow(const char *src, const unsigned char *head, size_t got, const ingest_opts *o)
+{
+    (void)src, (void)o;
+    return ingest_arrow_kind(head, got) != NULL;
+}
+
 static int is_idx(const char *src, const unsigned char *head, size_t got, const ingest_opts *o)
 {
     (void)src, (void)o;
@@ -149,6 +163,7 @@ static const ingest_kind INPUTS[] = {
     {"a folder", is_folder, ingest_folder},
     {".npy", is_npy, ingest_npy},
     {".npz", is_zip, ingest_npz},
+    {"Parquet or Arrow", is_arrow, ingest_arrow},
     {"IDX", is_idx, ingest_idx},
 };
 #define NINPUTS (sizeof INPUTS / sizeof INPUTS[0])
@@ -186,6 +201,9 @@ static int dispatch(const char *src, const char *store, const ingest_opts *o)
         if (o->array && INPUTS[k].ingest != ingest_npz)
             return zr_usage(&INGEST, "--array NAME goes with a .npz SRC; %s is read as %s", src,
                             INPUTS[k].name);
+        if (o->column && INPUTS[k].ingest != ingest_arrow)
+            return zr_usage(&INGEST, "--column NAME goes with a Parquet or Arrow SRC; %s is read "
+                            "as %s", src, INPUTS[k].name);
         return INPUTS[k].ingest(src, store, o);
     }
     char kinds[256] = "";
@@ -216,7 +234,10 @@ int zr_cmd_ingest(int argc, char **argv)
         ZR_OPT_FLAG(NULL, "--append", &o.sink.append,
                     "add to STORE if it exists with the same identity"),
         ZR_OPT_VALUE(NULL, "--array", "NAME", &o.array, ".npz: ingest only this array, into STORE"),
-        ZR_OPT_FLAG(NULL, "--ragged", &o.ragged, ".npy/IDX/.npz: a ragged store, one record per row"),
+        ZR_OPT_VALUE(NULL, "--column", "NAME", &o.column,
+                     "Parquet/Arrow: ingest only this column, into STORE"),
+        ZR_OPT_FLAG(NULL, "--ragged", &o.ragged,
+                    ".npy/IDX/.npz/Arrow: a ragged store, one record per row"),
         ZR_OPT_VALUE(NULL, "--lengths", "FILE.npy", &o.lengths,
                      "tokens: record i holds lengths[i] elements"),
         ZR_OPT_VALUE(NULL, "--offsets", "FILE.npy", &o.offsets,
@@ -231,6 +252,8 @@ int zr_cmd_ingest(int argc, char **argv)
         return status;
     if ((status = zr_sink_codec(&INGEST, codec, tier, dict, &o.sink)) != 0)
         return status;
+    o.codec_name = codec;
+    o.tier_name = tier;
     if (o.lengths && o.offsets)
         return zr_usage(&INGEST, "give --lengths or --offsets, not both");
     /* From here on Ctrl-C stops after the slice in flight. */

@@ -7,6 +7,8 @@
  *   ingest_folder.c  a folder, one record per file, names in STORE.names
  *   ingest_tokens.c  a flat 1-d .npy with --lengths / --offsets, and the
  *                    ragged .npz that `zr export` writes
+ *   ingest_arrow.c   Parquet, Arrow IPC and Feather, read by pyarrow through
+ *                    loaderx's Python side
  *
  * A new input kind is one more reader file and one entry of INPUTS in
  * cmd_ingest.c: how to recognise it, and how to ingest it.
@@ -24,7 +26,10 @@
 
 typedef struct ingest_opts {
     zr_sink_opts sink;
-    const char *array, *lengths, *offsets;
+    const char *array, *lengths, *offsets, *column;
+    /* --codec and --tier as given (NULL: not given), passed on as they are
+     * to the Python ingest of Arrow files. */
+    const char *codec_name, *tier_name;
     int ragged, quiet, json;
 } ingest_opts;
 
@@ -45,6 +50,13 @@ int ingest_folder(const char *src, const char *store, const ingest_opts *o);
 int ingest_tokens(const char *src, const char *store, const ingest_opts *o);
 /* The .npz of a ragged store's export (data, offsets, shapes). */
 int ingest_ragged_npz(const char *src, const char *store, const ingest_opts *o);
+/* Parquet, Arrow IPC (file or stream) and Feather v1: what the first bytes
+ * head[0..got) say the file is ("a Parquet file", ...), or NULL. */
+const char *ingest_arrow_kind(const unsigned char *head, size_t got);
+/* On POSIX the process becomes the Python ingest and this returns only when
+ * it could not start (ZR_EXIT_OPEN, after saying what is missing);
+ * elsewhere it returns the Python ingest's exit status. */
+int ingest_arrow(const char *src, const char *store, const ingest_opts *o);
 
 /* ------------------------------------------------ shared by the readers */
 

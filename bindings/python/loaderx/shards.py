@@ -22,6 +22,15 @@ it durable and renames it to ``path``, so a writer killed midway leaves the
 shard absent (or a stale ``.partial``, which the next attempt replaces),
 never half-written at ``path``.
 
+``from_arrow(source, out, ...)`` and ``write_spark(df, out, ...)`` write
+a dataset where it already lives, Arrow tables (Parquet, Arrow IPC,
+Hugging Face datasets) or a Spark DataFrame, as a directory of sharded
+columns: ``out/<column>/part-NNNNN``, one store per column and shard,
+shard k of every column holding the same rows, so that
+``ConcatStore(out + "/<column>/*")`` opens each column as one stream,
+aligned with the others. ``out`` appears whole once every shard is durable,
+or not at all.
+
 ``Mixture(sources, weights, modes=None)`` samples several datasets of
 different lengths by weight. ``sources`` maps a source name to a dataset,
 a dict ``{stream: store, ConcatStore, path or glob}`` with the same stream
@@ -47,7 +56,7 @@ from .errors import closed
 from .zrecord import DenseStore, RaggedStore, _normalize_key, _unpack_ragged, open_store
 from .zsampler import _parse_mode, _u64
 
-__all__ = ["ConcatStore", "Mixture", "shard_paths", "write_shard"]
+__all__ = ["ConcatStore", "Mixture", "from_arrow", "shard_paths", "write_shard", "write_spark"]
 
 
 def shard_paths(shards):
@@ -79,32 +88,133 @@ def write_shard(path, create, write):
     existing ``path`` (a finished earlier attempt) is replaced only after
     the new shard is complete (it is moved to ``path + ".old"`` for the
     moment of the swap; a swap killed in between is undone by the next
-    call). Globs given to :class:`ConcatStore` skip ``.partial`` and
-    ``.old``. Returns ``path``."""
-    import shutil
-
+    call, and a swap whose second rename fails is undone before the error
+    is raised, so ``path`` keeps the earlier shard). Globs given to
+    :class:`ConcatStore` skip ``.partial`` and ``.old``. Returns ``path``."""
     path = os.fspath(path)
-    partial, old = path + ".partial", path + ".old"
-    if os.path.lexists(partial):
-        shutil.rmtree(partial)
-    if os.path.lexists(old):  # a replacement killed between its renames
-        if os.path.lexists(path):
-            shutil.rmtree(old)
-        else:
-            os.rename(old, path)
+    partial = _prepare_partial(path)
     store = create(partial)
     try:
         write(store)
     finally:
         store.close()  # syncs: payload, record table, header
+    _swap_in(partial, path)
+    return path
+
+
+def from_arrow(source, out, columns=None, *, shapes=None, ragged=(), codec="zstd",
+               dict_bytes=None, dict_tier="balanced", shard_rows=None, overwrite=False):
+    """Write Arrow data as a dataset of sharded columns at ``out`` (see the
+    module doc); pyarrow reads it. Returns ``{column: [shard paths]}``,
+    e.g. ``{c: ConcatStore(p) for c, p in from_arrow(t, "ds").items()}``.
+
+    source: a ``pyarrow.Table`` / ``RecordBatch`` / ``RecordBatchReader``,
+        a ``pyarrow.dataset.Dataset``, a Hugging Face ``datasets.Dataset``
+        (through its Arrow table, rows in the dataset's order), any object
+        with ``__arrow_c_stream__``, or a path: a Parquet file, an Arrow IPC
+        file or stream (Feather v2, the ``.arrow`` files of a Hugging Face
+        ``save_to_disk``), a Feather v1 file, or a directory of Parquet
+        files. Read in slices of about 16 MiB, so memory stays bounded.
+    columns: the column names to write, in order (default: all).
+    shapes: ``{column: item_shape}`` makes a list column dense, each row
+        holding that shape (nested lists) or that many values (a flat
+        list). ragged: column names to write ragged though they are fixed.
+        Types map to stores as follows (the same for write_spark and
+        ``zr ingest``): numbers and bools give dense scalar records;
+        fixed-size lists, fixed-size binary, Arrow's ``fixed_shape_tensor``
+        and Hugging Face's ``Array2D``-``Array5D`` give dense records of
+        their shape; variable lists (nested too), binary and strings (as
+        uint8 bytes) give ragged records, one per row, shaped by the
+        nesting. TypeError names a column of another type; ValueError the
+        column and row of a null, an empty row or a row of the wrong shape.
+    codec: 'zstd' (default), 'raw' or 'zstd_dict', or a dict by column.
+        dict_bytes: a zstd_dict dictionary (or a dict by column); without
+        one, a dictionary of ``dict_tier`` is trained on the column's first
+        records and used by all its shards.
+    shard_rows: rows per shard (default None: one shard per column).
+    overwrite: replace an existing ``out`` (FileExistsError otherwise),
+        only once the new dataset is complete.
+
+    A writer killed midway leaves ``out`` as it was, and its
+    ``out.partial`` is removed by the next call."""
+    from ._dataset import from_arrow as write
+
+    return write(source, out, columns, shapes=shapes, ragged=ragged, codec=codec,
+                 dict_bytes=dict_bytes, dict_tier=dict_tier, shard_rows=shard_rows,
+                 overwrite=overwrite)
+
+
+def write_spark(df, out, columns=None, *, shapes=None, ragged=(), codec="zstd", dict_bytes=None,
+                overwrite=False):
+    """Write a Spark DataFrame as a dataset of sharded columns at ``out``:
+    one shard per partition (``part-<partition>``), written by the
+    executors through :func:`write_shard`. Returns ``{column: [shard
+    paths]}`` in partition order, like :func:`from_arrow`.
+
+    Each task writes into a directory of its own attempt, and the driver
+    commits only the attempts Spark accepted (one per partition), so a
+    retried or speculative task never duplicates or loses a shard, and a
+    failed job leaves ``out`` as it was. ``out`` must be a path the driver
+    and every executor see (local mode; NFS or a mounted file system on a
+    cluster); executors need loaderx and pyarrow.
+
+    Columns are typed from the DataFrame's Arrow schema as in
+    :func:`from_arrow`. Spark has no fixed-size arrays: an ``ArrayType`` or
+    ``BinaryType`` column is ragged unless ``shapes`` gives its item
+    shape (``shapes={"image": (28, 28)}`` for 784 bytes or a 28 x 28
+    nested array per row). codec as in from_arrow; 'zstd_dict' needs
+    ``dict_bytes`` (one dictionary for every partition: train it once with
+    :func:`loaderx.utils.train_dict`)."""
+    from ._spark import write_spark as write
+
+    return write(df, out, columns, shapes=shapes, ragged=ragged, codec=codec,
+                 dict_bytes=dict_bytes, overwrite=overwrite)
+
+
+def _prepare_partial(path):
+    """``path + ".partial"``, free for a new attempt: a leftover of a killed
+    attempt is removed, and a replacement killed between its two renames
+    (``path`` absent, ``path + ".old"`` present) is undone first."""
+    import shutil
+
+    partial, old = path + ".partial", path + ".old"
+    if os.path.lexists(partial):
+        shutil.rmtree(partial)
+    if os.path.lexists(old):
+        if os.path.lexists(path):
+            shutil.rmtree(old)
+        else:
+            os.rename(old, path)
+    return partial
+
+
+def _swap_in(partial, path):
+    """Rename the finished directory ``partial`` to ``path``, replacing an
+    existing ``path`` through ``path + ".old"``; the directory entry is
+    made durable. When the second rename fails, the first is undone before
+    the error is raised (``path`` keeps what it held); if even that fails,
+    the error says where the earlier copy waits (the next
+    :func:`_prepare_partial` puts it back)."""
+    import shutil
+
+    old = path + ".old"
     if os.path.lexists(path):
         os.rename(path, old)
-        os.rename(partial, path)
+        try:
+            os.rename(partial, path)
+        except BaseException as exc:
+            try:
+                os.rename(old, path)
+            except OSError as undo:
+                raise OSError(exc.errno if isinstance(exc, OSError) else None,
+                              f"cannot replace {path!r} with {partial!r} ({exc}), nor put the "
+                              f"earlier copy back ({undo}): it waits at {old!r}, and the next "
+                              "write of this path restores it") from exc
+            raise
         shutil.rmtree(old)
     else:
         os.rename(partial, path)
     _fsync_dir(os.path.dirname(os.path.abspath(path)))
-    return path
 
 
 def _fsync_dir(d):

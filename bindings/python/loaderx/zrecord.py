@@ -989,8 +989,14 @@ class RaggedStore(_Store):
         packed = np.concatenate(parts)
         bounds = np.zeros(len(sizes) + 1, dtype=np.uint64)
         np.cumsum(np.asarray(sizes, dtype=np.uint64), out=bounds[1:])
+        return self._append_packed(packed, bounds)
+
+    def _append_packed(self, packed, bounds):
+        """Append records already packed (uint8 ``packed``, record j at
+        ``packed[bounds[j]:bounds[j+1]]``, uint64 ``bounds`` from 0, at
+        least one record) in committed slices; returns the first new index."""
         if self._pending is not None:
-            self._choose_codec(packed, bounds, 0, len(sizes))
+            self._choose_codec(packed, bounds, 0, len(bounds) - 1)
 
         def send(a, b):
             lo = int(bounds[a])
