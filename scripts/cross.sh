@@ -34,8 +34,9 @@ done
 
 bash scripts/cross_setup.sh --wheels || { echo "cross: toolchain setup failed" >&2; exit 1; }
 cross_toolchain
+GO=${CROSS_GO:-/usr/lib/go-1.19/bin/go}
 
-declare -A R_BUILT R_SUITES R_FAILED R_TIME
+declare -A R_BUILT R_SUITES R_GO R_FAILED R_TIME
 
 # The artifacts of target $1 in build dir $2: "kind path" lines.
 artifacts() {
@@ -48,8 +49,15 @@ artifacts() {
         esac
     done
     case $t in
-        windows-*) echo "exe $b/tools/zr.exe" ;;
-        *) echo "exe $b/tools/zr" ;;
+        windows-*) echo "exe $b/tools/zr.exe"; echo "lua $b/bindings/lua/zrecord.dll" ;;
+        *) echo "exe $b/tools/zr"; echo "lua $b/bindings/lua/zrecord.so" ;;
+    esac
+    # The Go binding's test program (go_build), a cgo program linked
+    # against our libraries as a Go user's would be.
+    case $t in
+        macos-*) ;;
+        windows-*) echo "exe $b/go/zrecord.test.exe" ;;
+        *) echo "exe $b/go/zrecord.test" ;;
     esac
 }
 
@@ -61,14 +69,14 @@ check_target() {
     done < <(artifacts "$1" "$2")
 }
 
-# Run the C suites of target $1 (build dir $2); sets R_SUITES.
+# Run the C and Lua suites of target $1 (build dir $2); sets R_SUITES.
 run_suites() {
     local t=$1 b=$2
     rm -f "$b/meson-logs/testlog.json"
     # The peak RSS of the largest suite (GNU time reports the largest
     # waited-for descendant): bounded under emulation too (QEMU_RESERVED_VA).
     /usr/bin/time -o "$b/cross-test.rss" -f %M \
-        "$MESON" test -C "$b" --suite c --no-rebuild --num-processes "$JOBS" --print-errorlogs \
+        "$MESON" test -C "$b" --suite c --suite lua --no-rebuild --num-processes "$JOBS" --print-errorlogs \
         >"$b/cross-test.log" 2>&1
     local counts
     counts=$("$TOOLS/venv/bin/python3" - "$b/meson-logs/testlog.json" <<'EOF'
@@ -142,6 +150,67 @@ PY
     rm -rf "$d"
 }
 
+# GOOS and GOARCH of target $1; none for macOS, where Go's external link
+# expects Apple's linker and zig's refuses it (Go 1.19: darwin/arm64's
+# runtime/cgo asks for the CoreFoundation framework, which zig's libSystem
+# stubs do not have; darwin/amd64 passes -no_pie, which zig rejects, and
+# with -buildmode=pie zig rejects a relocation in Go's object).
+go_target() {
+    case $1 in
+        linux-x64-*) echo linux amd64 ;;
+        linux-arm64-*) echo linux arm64 ;;
+        windows-x64) echo windows amd64 ;;
+        windows-arm64) echo windows arm64 ;;
+    esac
+}
+
+# cgo-build the Go binding's tests for target $1 (build dir $2) with zig as
+# the C compiler and linker, against the build tree's libraries through
+# their uninstalled pkg-config files: $2/go/zrecord.test(.exe). Go is
+# Debian's golang-1.19 (the floor go.mod names): Go >= 1.22 needs
+# ProcessPrng from bcryptprimitives.dll on Windows, which Debian 12's wine
+# does not have. SWIG is Debian's, as for the native Go build.
+go_build() {
+    local t=$1 b=$2 os arch out=$2/go/zrecord.test l triple
+    read -r os arch < <(go_target "$t")
+    triple=$(sed -n "s/^c = .*'-target', '\([^']*\)'.*/\1/p" "cross/$t.ini")
+    [[ $t == windows-* ]] && out+=.exe
+    rm -rf "$b/go" && mkdir -p "$b/go/lib"
+    # zig's COFF link looks for -lzloader as zloader.lib; meson names the
+    # import library libzloader.dll.a.
+    if [[ $t == windows-* ]]; then
+        for l in "${LIBS[@]}"; do ln -s "../../lib$l/lib$l.dll.a" "$b/go/lib/$l.lib"; done
+    fi
+    # Go's build cache keys a cgo package on its own directory's files, not
+    # on the headers and SWIG files it includes from elsewhere: a package
+    # compiled against an older zloader.h would be reused (measured: a
+    # zld_options grown by a field, and the old wrapper's free() aborted).
+    # Their hash in CGO_CFLAGS makes a change of any of them a new build.
+    local hdrs
+    hdrs=$(cat lib*/include/*.h platform/*.h bindings/swig/* | sha256sum | cut -c1-16)
+    (cd bindings/go && CGO_ENABLED=1 GOOS=$os GOARCH=$arch CC="$ZIG cc -target $triple" \
+        PKG_CONFIG_PATH="$b/meson-uninstalled" CGO_CFLAGS="-O2 -g -DZR_HEADERS_HASH=$hdrs" \
+        CGO_LDFLAGS="-L$b/go/lib" "$GO" test -c -o "$out" .) >"$b/cross-go.log" 2>&1
+}
+
+# Run the Go binding's tests of target $1 (build dir $2), built by go_build,
+# from the package's directory as `go test` does; -test.short leaves out
+# the one test that runs this machine's `go vet`. Prints "passed/run"
+# (a skipped test counted as passed, as for the suites).
+go_run() {
+    local t=$1 b=$2 run out=$2/go/zrecord.test l dirs="" rc=0
+    run=$(runner "$t")
+    [[ $t == windows-* ]] && out+=.exe
+    for l in "${LIBS[@]}"; do dirs+="$b/lib$l:"; done
+    local WINEPATH=""
+    for l in "${LIBS[@]}"; do WINEPATH+="Z:$(echo "$b/lib$l" | tr / '\\');"; done
+    # shellcheck disable=SC2086
+    (cd bindings/go && WINEPATH=$WINEPATH LD_LIBRARY_PATH=${dirs%:} timeout 900 \
+        $run "$out" -test.short -test.v -test.count=1 </dev/null) >"$b/cross-go-test.log" 2>&1 || rc=1
+    echo "$(grep -Ec '^--- (PASS|SKIP)' "$b/cross-go-test.log")/$(grep -Ec '^--- (PASS|FAIL|SKIP)' "$b/cross-go-test.log")"
+    return $rc
+}
+
 # Configure target $1 (meson setup is mostly serial compiler checks, so
 # the targets configure side by side); leaves its status and seconds in
 # $CACHE/setup-$1.rc.
@@ -178,10 +247,26 @@ for t in "${targets[@]}"; do
     t1=$(date +%s)
     R_BUILT[$t]=$([ $ok = 1 ] && echo yes || echo NO)
     R_SUITES[$t]="checked only"
+    R_GO[$t]="checked only"
     R_FAILED[$t]=""
     if [ $ok = 1 ]; then
+        if [ -z "$(go_target "$t")" ]; then
+            R_GO[$t]="none (macOS)"
+        else
+            tg=$(date +%s)
+            go_build "$t" "$b" || { R_FAILED[$t]+="go-build($b/cross-go.log) "; R_GO[$t]="NOT BUILT"; status=1;
+                                    grep -v '^#' "$b/cross-go.log" | head -8 | sed "s/^/cross: $t: go: /"; }
+            echo "cross: $t: go build $(( $(date +%s) - tg )) s"
+        fi
+        t1=$(date +%s)
         if [[ " $RUN " == *" $t "* ]] && [[ " $RUNNABLE " == *" $t "* ]]; then
             run_suites "$t" "$b" || status=1
+            if [ "${R_GO[$t]}" = "checked only" ]; then
+                tg=$(date +%s)
+                R_GO[$t]=$(go_run "$t" "$b") || { R_FAILED[$t]+="go-test($b/cross-go-test.log) "; status=1;
+                    grep -E '^--- FAIL' "$b/cross-go-test.log" | head -8 | sed "s/^/cross: $t: /"; }
+                echo "cross: $t: go tests $(( $(date +%s) - tg )) s"
+            fi
         fi
         R_FAILED[$t]+=$(check_target "$t" "$b" | tr '\n' ' ')
         if [[ " $RUN " == *" $t "* ]] && [[ " $RUNNABLE " == *" $t "* ]]; then
@@ -198,10 +283,10 @@ done
 
 echo
 echo "(time: seconds to configure + build + run suites and checks)"
-printf '%-18s %-6s %-14s %-14s %s\n' target built suites time failed-checks
-printf '%-18s %-6s %-14s %-14s %s\n' ------ ----- ------ ---- -------------
+printf '%-18s %-6s %-14s %-14s %-14s %s\n' target built suites go-tests time failed-checks
+printf '%-18s %-6s %-14s %-14s %-14s %s\n' ------ ----- ------ -------- ---- -------------
 for t in "${targets[@]}"; do
-    printf '%-18s %-6s %-14s %-14s %s\n' "$t" "${R_BUILT[$t]}" "${R_SUITES[$t]}" "${R_TIME[$t]}" \
+    printf '%-18s %-6s %-14s %-14s %-14s %s\n' "$t" "${R_BUILT[$t]}" "${R_SUITES[$t]}" "${R_GO[$t]}" "${R_TIME[$t]}" \
         "${R_FAILED[$t]:-none}"
 done
 [ $status = 0 ] && echo "cross: all targets passed" || echo "cross: FAILED"

@@ -23,8 +23,9 @@ EXPORT_BAD='^_?(ZSTD_|ZDICT_|HUF_|FSE_|mdb_|json_|msgpack_|lh_|array_list_|print
 # DLLs a Windows artifact may import: the system's (UCRT through its
 # api-ms-win-crt-* sets, kernel32, advapi32 for json-c's seed), ours, and
 # for the Python extension the stable ABI's python3.dll (never a
-# version-specific python3XY.dll).
-DLL_OK='^(kernel32|advapi32|ntdll|bcrypt|ucrtbase|api-ms-win-[a-z0-9-]+|lib(zsampler|zrengine|zrstore|zmrec|zloader)(-[0-9]+)?|python3)\.dll$'
+# version-specific python3XY.dll), and for the Lua module lua54.dll (the
+# DLL of Lua's own Windows build, which the interpreter loading it provides).
+DLL_OK='^(kernel32|advapi32|ntdll|bcrypt|ucrtbase|api-ms-win-[a-z0-9-]+|lib(zsampler|zrengine|zrstore|zmrec|zloader)(-[0-9]+)?|python3|lua54)\.dll$'
 
 # The toolchain: cross_setup.sh has installed it; name zig and SWIG for the
 # cross files.
@@ -83,10 +84,10 @@ python_cross_dir() {
 cross_configure() {
     local t=$1 b=$CACHE/build/$1 sub pyx
     pyx=$(python_cross_dir "$t") || return 1
-    local opts=(-Dwrap_mode=forcefallback -Dlua=disabled -Dbuildtype=release -Dwerror=true
+    local opts=(-Dwrap_mode=forcefallback -Dlua=enabled -Dbuildtype=release -Dwerror=true
                 -Dtests=true -Dpython=enabled -Dwheel=true "-Dpython_cross=$pyx"
                 --prefix=/ --libdir=loaderx --bindir=loaderx)
-    for sub in zstd msgpack-c lmdb json-c cmocka zlib; do opts+=(-D$sub:werror=false); done
+    for sub in zstd msgpack-c lmdb json-c cmocka zlib lua; do opts+=(-D$sub:werror=false); done
     [ "$t" = linux-arm64-musl ] && opts+=(-Dlmdb:robust_mutex=false)
     # musl: a position-independent zr. zig links a non-PIE musl executable
     # with one copy-relocated slot for stdin/stdout/stderr, and zr's stdout
@@ -126,7 +127,8 @@ exports() {
 }
 
 # Check one artifact of target $1: kind $2 (lib: one of our libraries, exe:
-# zr, ext: the Python extension module) at path $3; $4 = installed: 1 for an
+# zr or a Go program, ext: the Python extension module, lua: the Lua
+# module) at path $3; $4 = installed: 1 for an
 # installed file (a wheel's), whose run paths must all be relative to
 # itself (a build tree's also name the build directories). Prints the
 # failed checks, one a line ("check:file").
@@ -194,9 +196,13 @@ check_file() {
                 echo "foreign-exports:$name"
             fi
             ;;
-        ext)
-            # The module exports its init function and nothing else.
-            ex=$(exports "$t" "$f" | grep -Ev '^_?PyInit__zr$' | grep -v '^$' | head -3 | tr '\n' ' ')
+        ext|lua)
+            # A module exports its init function and nothing else.
+            local init=PyInit__zr
+            [ "$kind" = lua ] && init=luaopen_zrecord
+            ex=$(exports "$t" "$f")
+            echo "$ex" | grep -Eq "^_?$init$" || echo "no-init($init):$name"
+            ex=$(echo "$ex" | grep -Ev "^_?$init$" | grep -v '^$' | head -3 | tr '\n' ' ')
             [ -z "$ex" ] || echo "foreign-exports(${ex% }):$name"
             ;;
     esac

@@ -2,13 +2,17 @@
 # Install what scripts/cross.sh needs on a Debian 12 (bookworm) x86-64 machine:
 #   - Debian: qemu-user-static (arm64 Linux suites), wine64 (windows-x64
 #     suites), musl-tools, llvm (llvm-objdump/llvm-nm read ELF, PE and
-#     Mach-O for the artifact checks), file, ninja-build;
+#     Mach-O for the artifact checks), file, ninja-build, lua5.4 (embeds
+#     the Lua module's Lua part at build time), swig (the Go binding's, as
+#     in the native build) and golang-1.19-go (Go for the cross builds of
+#     the Go binding: Go >= 1.22 programs need bcryptprimitives.dll's
+#     ProcessPrng on Windows, which Debian 12's wine lacks);
 #   - the arm64 runtimes qemu loads: libc6:arm64 and musl:arm64 (the only
 #     reason for `dpkg --add-architecture arm64`);
 #   - a tool venv under .cache/cross/venv with pinned zig (PyPI `ziglang`,
 #     the one C compiler and linker for all eight targets), meson (>= 1.12:
 #     Debian's 1.0.1 cannot detect zig's linker) and SWIG (pyproject.toml's pin);
-#   - the dependency sources (zstd, msgpack-c, json-c, cmocka, zlib) from
+#   - the dependency sources (zstd, msgpack-c, json-c, cmocka, zlib, Lua) from
 #     Debian's source packages and liblmdb from PyPI's lmdb source package,
 #     into subprojects/packagecache/ where the wrap files under subprojects/
 #     find them (scripts/dep_sources.sh; nothing is downloaded by meson).
@@ -46,7 +50,7 @@ APT=(apt-get -o DPkg::Lock::Timeout=900 -qq)
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed"; }
 
 # 1. Debian packages.
-debs=(qemu-user-static wine64 musl-tools llvm file ninja-build time unzip libc6:arm64 musl:arm64)
+debs=(qemu-user-static wine64 musl-tools llvm file ninja-build time unzip lua5.4 swig golang-1.19-go libc6:arm64 musl:arm64)
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then
     echo "cross-setup: adding dpkg architecture arm64 (for libc6:arm64 and musl:arm64 only)"
     $SUDO dpkg --add-architecture arm64

@@ -24,14 +24,28 @@ function T.raises(pattern, fn, ...)
   return err
 end
 
+-- Remove directory `dir` with everything in it, and make it again when
+-- `make` (through the shell: cmd.exe on Windows, where Lua runs under wine
+-- in the cross builds).
+local windows = package.config:sub(1, 1) == "\\"
+local function reset_dir(dir, make)
+  if windows then
+    local d = '"' .. dir:gsub("/", "\\") .. '"'
+    os.execute("if exist " .. d .. " rmdir /s /q " .. d)
+    if make then os.execute("mkdir " .. d) end
+  else
+    os.execute("rm -rf '" .. dir .. "'" .. (make and " && mkdir -p '" .. dir .. "'" or ""))
+  end
+end
+
 local counter = 0
 -- A fresh, not yet existing path under ZR_TEST_TMPDIR (or /tmp).
 function T.path(name)
   local base = os.getenv("ZR_TEST_TMPDIR") or "/tmp"
   if not T.root then
-    T.root = string.format("%s/lua-%s-%d", base, (arg and arg[0] or "t"):match("([^/]*)%.lua$") or "t",
+    T.root = string.format("%s/lua-%s-%d", base, (arg and arg[0] or "t"):match("([^/\\]*)%.lua$") or "t",
                            os.time() % 100000 + math.random(0, 99999))
-    os.execute("rm -rf '" .. T.root .. "' && mkdir -p '" .. T.root .. "'")
+    reset_dir(T.root, true)
   end
   counter = counter + 1
   return string.format("%s/%s-%d", T.root, name or "s", counter)
@@ -53,7 +67,7 @@ function T.run()
       end
     end
   end
-  if T.root then os.execute("rm -rf '" .. T.root .. "'") end
+  if T.root then reset_dir(T.root, false) end
   print(string.format("%d/%d passed", ran - failed, ran))
   os.exit(failed == 0 and 0 or 1)
 end
