@@ -149,6 +149,23 @@ int zrp_create_fresh(zrp_file *out, const char *path);
  * as zrp_open does (no-follow, regular files only). */
 int zrp_read_file(const char *path, void **out, size_t *len, size_t max_len);
 
+/* Rename `from` over `to` (atomic replacement within one file system; no
+ * fsync: a caller that needs durability checks what it reads back). */
+int zrp_rename(const char *from, const char *to);
+/* Set the modification time of `path` to now (-ENOENT when it is gone).
+ * The remote cache's least-recent-use clock. */
+int zrp_touch(const char *path);
+/* Size in bytes and modification time (ns since the epoch) of the regular
+ * file `path`, following links; ZRP_ENOTREG for anything but a regular
+ * file, -ENOENT when missing. Either output may be NULL. */
+int zrp_stat(const char *path, uint64_t *size, uint64_t *mtime_ns);
+
+/* The calling process's id, and whether process `pid` still runs (1), is
+ * gone (0), or the OS cannot tell (-1): the remote cache removes the
+ * temporary files of processes that died mid-download. */
+long zrp_pid(void);
+int zrp_pid_alive(long pid);
+
 /* ----------------------------------------------- test-only failpoints */
 
 /* Compiled in only when the platform layer is built with ZRP_FAILPOINTS

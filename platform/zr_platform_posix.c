@@ -568,6 +568,52 @@ out:
     return rc;
 }
 
+int zrp_rename(const char *from, const char *to)
+{
+    int inj = FP_HIT(ZRP_FP_RENAME);
+    if (inj)
+        return inj == ZRP_FP_SHORT ? -EIO : inj;
+    if (rename(from, to) < 0)
+        return neg_errno();
+    FP_EVENT(ZRP_EV_RENAME, from, to, 0, NULL, 0);
+    return 0;
+}
+
+int zrp_touch(const char *path)
+{
+    return utimensat(AT_FDCWD, path, NULL, 0) < 0 ? neg_errno() : 0;
+}
+
+int zrp_stat(const char *path, uint64_t *size, uint64_t *mtime_ns)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return neg_errno();
+    if (!S_ISREG(st.st_mode))
+        return ZRP_ENOTREG;
+    if (size)
+        *size = (uint64_t)st.st_size;
+#if defined(__APPLE__)
+    const struct timespec mt = st.st_mtimespec;
+#else
+    const struct timespec mt = st.st_mtim;
+#endif
+    if (mtime_ns)
+        *mtime_ns = (uint64_t)mt.tv_sec * 1000000000u + (uint64_t)mt.tv_nsec;
+    return 0;
+}
+
+long zrp_pid(void) { return (long)getpid(); }
+
+int zrp_pid_alive(long pid)
+{
+    if (pid <= 0)
+        return -1;
+    if (kill((pid_t)pid, 0) == 0)
+        return 1;
+    return errno == ESRCH ? 0 : errno == EPERM ? 1 : -1;
+}
+
 /* -------------------------------------------------------------- threads */
 
 typedef struct thread_start {

@@ -483,6 +483,75 @@ out:
     return rc;
 }
 
+int zrp_rename(const char *from, const char *to)
+{
+    int rc = 0;
+    wchar_t *wfrom = widen(from, &rc);
+    wchar_t *wto = wfrom ? widen(to, &rc) : NULL;
+    if (wfrom && wto && !MoveFileExW(wfrom, wto, MOVEFILE_REPLACE_EXISTING))
+        rc = last_error();
+    free(wfrom);
+    free(wto);
+    return rc;
+}
+
+int zrp_touch(const char *path)
+{
+    int rc = 0;
+    wchar_t *w = widen(path, &rc);
+    if (!w)
+        return rc;
+    HANDLE h = CreateFileW(w, FILE_WRITE_ATTRIBUTES, FILE_SHARE_READ | FILE_SHARE_WRITE |
+                           FILE_SHARE_DELETE, NULL, OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, NULL);
+    free(w);
+    if (h == INVALID_HANDLE_VALUE)
+        return last_error();
+    FILETIME now;
+    GetSystemTimeAsFileTime(&now);
+    if (!SetFileTime(h, NULL, NULL, &now))
+        rc = last_error();
+    CloseHandle(h);
+    return rc;
+}
+
+int zrp_stat(const char *path, uint64_t *size, uint64_t *mtime_ns)
+{
+    int rc = 0;
+    wchar_t *w = widen(path, &rc);
+    if (!w)
+        return rc;
+    WIN32_FILE_ATTRIBUTE_DATA a;
+    BOOL ok = GetFileAttributesExW(w, GetFileExInfoStandard, &a);
+    free(w);
+    if (!ok)
+        return last_error();
+    if (a.dwFileAttributes & (FILE_ATTRIBUTE_DIRECTORY | FILE_ATTRIBUTE_DEVICE))
+        return ZRP_ENOTREG;
+    if (size)
+        *size = (uint64_t)a.nFileSizeHigh << 32 | a.nFileSizeLow;
+    /* FILETIME: 100 ns ticks since 1601; the Unix epoch is 11644473600 s later. */
+    uint64_t t = (uint64_t)a.ftLastWriteTime.dwHighDateTime << 32 | a.ftLastWriteTime.dwLowDateTime;
+    if (mtime_ns)
+        *mtime_ns = t >= UINT64_C(116444736000000000)
+                        ? (t - UINT64_C(116444736000000000)) * 100u : 0;
+    return 0;
+}
+
+long zrp_pid(void) { return (long)GetCurrentProcessId(); }
+
+int zrp_pid_alive(long pid)
+{
+    if (pid <= 0)
+        return -1;
+    HANDLE h = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, FALSE, (DWORD)pid);
+    if (!h)
+        return GetLastError() == ERROR_INVALID_PARAMETER ? 0 : -1;
+    DWORD code = 0;
+    int alive = GetExitCodeProcess(h, &code) ? code == STILL_ACTIVE : -1;
+    CloseHandle(h);
+    return alive;
+}
+
 /* -------------------------------------------------------------- threads */
 
 typedef struct thread_start {

@@ -9,7 +9,7 @@
 #   bash scripts/setup.sh --tests          also what the test suites need
 #
 # 1. Debian packages: the C toolchain, SWIG, patch, the -dev packages of
-#    zstd, msgpack-c and json-c, Debian's python3 with venv and headers,
+#    zstd, msgpack-c, json-c and libcurl (OpenSSL), Debian's python3 with venv and headers,
 #    and the Fashion-MNIST data set of the main job. liblmdb is built from
 #    source (Debian 12's 0.9.24 crashes on damaged files): its tarball comes
 #    from PyPI's lmdb source package (scripts/dep_sources.sh).
@@ -58,7 +58,7 @@ t_start=$(date +%s)
 
 # 1. Debian packages.
 debs=(build-essential pkg-config swig ca-certificates patch
-      libzstd-dev libmsgpack-dev libjson-c-dev zlib1g-dev
+      libzstd-dev libmsgpack-dev libjson-c-dev zlib1g-dev libcurl4-openssl-dev
       python3 python3-venv python3-dev
       dataset-fashion-mnist)
 # The meson build under a prefix (and the test suites): Debian's meson and
@@ -73,6 +73,9 @@ debs=(build-essential pkg-config swig ca-certificates patch
 # The cold-storage benchmark (bench/bench_readahead.py) builds its store on
 # a throttled loop device: losetup and blockdev, mount, mkfs.ext4.
 [ $tests -eq 1 ] && debs+=(util-linux mount e2fsprogs)
+# The remote-store tests serve stores over HTTP ranges with Debian's nginx
+# (the S3 server is SeaweedFS, built by scripts/seaweedfs.sh).
+[ $tests -eq 1 ] && debs+=(nginx)
 # The Spark shard writer's tests run pyspark, which needs a Java runtime.
 [ $tests -eq 1 ] && debs+=(openjdk-17-jre-headless)
 # Go and npm (the benchmarks fetch their tokenizer with it) from Debian
@@ -128,5 +131,12 @@ if [ -n "$PREFIX" ]; then
     meson compile -C "$BUILD_DIR" >/dev/null
     meson install -C "$BUILD_DIR" --quiet
     echo "setup: installed the C libraries, headers, pkg-config files, zr and the Lua module under $PREFIX"
+fi
+# 5. The test suites' S3 server: SeaweedFS built from the Go module proxy
+# here, at set-up, never while the tests run. Minutes of CPU the first
+# time; cached by version under ~/.cache/loaderx, so later runs (CI's
+# clean clones included) find it at once.
+if [ $tests -eq 1 ]; then
+    echo "setup: the S3 server for the tests: $(bash scripts/seaweedfs.sh)"
 fi
 echo "setup: done in $(( $(date +%s) - t_start )) s. The venv: $VENV (new shell: . $VENV/bin/activate)"

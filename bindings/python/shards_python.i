@@ -7,6 +7,7 @@
  */
 
 %thread zsh_py_concat_gather_dense;
+%thread zsh_py_push;
 %thread zsh_py_concat_ragged_sizes;
 %thread zsh_py_concat_gather_ragged;
 
@@ -39,6 +40,69 @@ static void **zsh_py_pointers(PyObject *seq_in, swig_type_info *type, const char
     Py_DECREF(seq);
     *n_out = n;
     return arr;
+}
+%}
+
+%inline %{
+/* Stores at URLs: zrs_push (one store) and zrs_push_shards (a shard set,
+ * manifest last); zrs_shard_urls (a shard set's manifest, None without
+ * one). */
+int zsh_py_push(const char *path, const char *url)
+{
+    return zrs_push(path, url, NULL, NULL);
+}
+
+PyObject *zsh_py_push_shards(PyObject *paths, const char *url)
+{
+    PyObject *seq = PySequence_Fast(paths, "expected a sequence of paths");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    const char **arr = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof *arr);
+    if (arr == NULL) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        arr[k] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, k));
+        if (arr[k] == NULL) {
+            PyMem_Free(arr);
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = zrs_push_shards(arr, (size_t)n, url, NULL, NULL);
+    Py_END_ALLOW_THREADS
+    PyMem_Free(arr);
+    Py_DECREF(seq);
+    if (rc < 0) {
+        zr_py_raise(rc);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyObject *zsh_py_shard_urls(const char *url)
+{
+    char **list = NULL;
+    size_t n = 0;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = zrs_shard_urls(url, &list, &n);
+    Py_END_ALLOW_THREADS
+    if (rc == 0 && n == 0)
+        Py_RETURN_NONE;
+    if (rc < 0) {
+        zr_py_raise(rc);
+        return NULL;
+    }
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    for (size_t k = 0; out != NULL && k < n; k++)
+        PyList_SET_ITEM(out, (Py_ssize_t)k, PyUnicode_FromString(list[k]));
+    zrs_free_list(list, n);
+    return out;
 }
 %}
 

@@ -110,6 +110,21 @@
 %nodefaultctor zld_mixture;
 %nodefaultdtor zld_mixture;
 
+/* Stores at URLs: opening one is zrs_open_ex / zrs_concat_open with the
+ * URL as the path (no rule of a binding's own). Uploads take callbacks and
+ * the side-file and manifest calls return library buffers: each binding
+ * reaches them through its own glue (Python: shards_python.i). */
+%ignore zre_read_side_file;
+%ignore zre_free;
+%ignore zre_push;
+%ignore zre_url_get;
+%ignore zre_url_put;
+%ignore zrs_push;
+%ignore zrs_push_store;
+%ignore zrs_push_shards;
+%ignore zrs_shard_urls;
+%ignore zrs_free_list;
+
 /* Opaque handles: the wrappers only ever carry pointers to these. */
 %nodefaultctor zre_engine;
 %nodefaultdtor zre_engine;

@@ -262,6 +262,9 @@ struct zld_loader {
     unsigned consumers;  /* threads inside zld_next */
     int building;        /* no workers: a consumer is building next_take */
     int stop;
+    /* Set while stopping: the workers' waits on stores at URLs end at once
+     * (ZR_EINTR), this loader's only (zre_thread_interrupt). */
+    _Atomic int net_stop;
 
     int failed;
     uint64_t fail_step;
@@ -645,6 +648,7 @@ static void record_failure(zld_loader *l, uint64_t step, int rc, const char *msg
 static void worker_main(void *arg)
 {
     zld_loader *l = arg;
+    zre_thread_interrupt((const volatile int *)&l->net_stop);
     zrp_mutex_lock(&l->mu);
     for (;;) {
         while (!l->stop && !l->failed && l->next_claim < l->plan.steps &&
@@ -764,7 +768,12 @@ static void stop_workers(zld_loader *l)
     unsigned n = l->nthreads;
     l->nthreads = 0;
     zrp_mutex_unlock(&l->mu);
+    /* Stores at URLs: a worker waiting on a download stops at once
+     * (ZR_EINTR) instead of after its retries, so closing never waits for
+     * the network; other loaders of the same stores go on. */
+    atomic_store(&l->net_stop, 1);
     for (unsigned i = 0; i < n; i++) zrp_thread_join(l->threads[i]);
+    atomic_store(&l->net_stop, 0);
 }
 
 /* Store adapters: the loader's indices are < length <= INT64_MAX (checked

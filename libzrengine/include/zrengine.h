@@ -385,7 +385,9 @@ typedef struct zre_disk_usage {
 
 /* Fill *out from a listing of the store's directory (O(files); each file
  * examined without following a symbolic link, and anything but a regular
- * file left out). Errors: ZR_EINVAL (NULL argument), ZR_EIO naming the
+ * file left out). A store at a URL has no listing: its chunk and table
+ * objects count at the sizes seen at open, meta_bytes is meta.zr and
+ * store.zr (one GET of store.zr), other_bytes 0. Errors: ZR_EINVAL (NULL argument), ZR_EIO naming the
  * directory or the file that cannot be examined, ZR_ECLOSED / ZR_ESTATE
  * as for a gather. */
 ZRE_API int zre_get_disk_usage(zre_engine *e, zre_disk_usage *out);
@@ -451,6 +453,71 @@ ZRE_API int zre_gather_multi(zre_engine *const *engines, size_t nengines, const 
                              const uint64_t *index, uint64_t count, void *dst,
                              uint64_t dst_capacity, uint64_t record_size,
                              const uint64_t *dst_bounds);
+
+/* ======================================================== stores at a URL
+ *
+ * zre_open_ex takes an http://, https:// or s3://bucket/prefix URL in place
+ * of a directory, with ZRE_OPEN_READONLY (a writable open of a URL is
+ * ZR_EUNSUPPORTED). The store's files are objects under the URL
+ * (URL/meta.zr, URL/0.chunk, ...); they are read through a byte-capped
+ * block cache in a folder shared by the processes of the node, so every
+ * call works as on a local store. A gather downloads the blocks its batch
+ * needs in parallel range requests first; zre_advise downloads in the
+ * background. Settings come from the environment (ZR_CACHE_DIR,
+ * ZR_CACHE_BYTES, ZR_CACHE_BLOCK, ZR_REMOTE_*; S3: the standard AWS
+ * variables and profile files); docs/REMOTE.md lists them. A store at a
+ * URL is a fixed upload: zre_refresh keeps its view, and an object that
+ * changes on the server after the open is ZR_ECORRUPT naming it.
+ * Network failures are ZR_EIO naming the object and the cause (HTTP
+ * status, timeout, short body) after the retries; a build without libcurl
+ * refuses URLs with ZR_EUNSUPPORTED. */
+
+/* Interrupting one caller's network waits (stores at a URL). After
+ * zre_thread_interrupt(flag), the gathers and reads that the calling thread
+ * makes fail with ZR_EINTR within about 50 ms once *flag is non-zero, and
+ * the downloads only they were waiting for are aborted; other threads'
+ * reads of the same stores go on (zre_interrupt, by contrast, stops every
+ * call on its store). `flag` is the caller's (a loader's stop flag), must
+ * stay valid while set, and is read without a lock: write it with an
+ * atomic store. NULL clears it. Without remote support it does nothing. */
+ZRE_API void zre_thread_interrupt(const volatile int *flag);
+
+/* 1 when this build opens stores at URLs (it was built with libcurl). */
+ZRE_API int zre_remote_supported(void);
+
+/* 1 when `path` is an http://, https:// or s3:// URL, else 0. */
+ZRE_API int zre_is_remote(const char *path);
+
+/* Read the small file `name` of the store's folder (the typed layer's
+ * store.zr), local or at the URL, into a buffer allocated by the library:
+ * *out (free it with zre_free) and *len. ZR_ENOTSTORE when it is missing,
+ * ZR_ETOOBIG over max_len bytes, ZR_EIO (or the remote status) when it
+ * cannot be read; the detail names the file. */
+ZRE_API int zre_read_side_file(zre_engine *e, const char *name, void **out, size_t *len,
+                               size_t max_len);
+/* Free memory the library returned (zre_read_side_file). NULL is a no-op. */
+ZRE_API void zre_free(void *p);
+
+/* GET the small object `name` under the folder URL `url` (a shard set's
+ * manifest) into a buffer of the library (*out, free with zre_free), at
+ * most max_len bytes: ZR_OK, ZR_ENOTSTORE when the server says 404,
+ * ZR_ETOOBIG, or a network error (ZR_EIO naming the object). */
+ZRE_API int zre_url_get(const char *url, const char *name, void **out, size_t *len,
+                        size_t max_len);
+/* PUT `len` bytes as object `name` under the folder URL `url`. */
+ZRE_API int zre_url_put(const char *url, const char *name, const void *buf, size_t len);
+
+/* Upload the committed state of `e` (a local store, open read-only or
+ * writable) to `url` (http(s):// with PUT, or s3://): every chunk up to
+ * the write frontier, every record-table segment up to the committed
+ * length, dict.zr, then the files named in extra[0..nextra) of the store's
+ * folder (store.zr), and meta.zr last, so a reader never opens a partly
+ * uploaded store. `progress`, when not NULL, is called after each file
+ * with the bytes sent so far and the total. ZR_EEXIST when the URL
+ * already holds a meta.zr (nothing is sent); ZR_EINVAL for a URL store;
+ * ZR_EIO naming the object on a failed upload (after retries). */
+ZRE_API int zre_push(zre_engine *e, const char *url, const char *const *extra, size_t nextra,
+                     void (*progress)(uint64_t done, uint64_t total, void *arg), void *arg);
 
 #ifdef __cplusplus
 }

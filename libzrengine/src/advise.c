@@ -74,7 +74,7 @@ ZRE_API int zre_advise(zre_engine *e, const uint64_t *index, uint64_t count)
      * batch of neighbours costs one call, and the kernel sees ascending
      * offsets. */
     qsort(r, (size_t)count, sizeof *r, range_cmp);
-    uint64_t i = 0;
+    uint64_t i = 0, merged = 0;
     while (i < count) {
         adv_range cur = r[i++];
         while (i < count && r[i].chunk == cur.chunk && r[i].lo <= cur.hi) {
@@ -85,6 +85,22 @@ ZRE_API int zre_advise(zre_engine *e, const uint64_t *index, uint64_t count)
         zrp_file f = zre_fdtab_get(&e->chunks, cur.chunk);
         if (f.fd >= 0 && cur.hi > cur.lo)
             (void)zrp_advise_willneed(f, cur.lo, cur.hi - cur.lo); /* advisory only */
+        r[merged++] = cur;
+    }
+    /* A store at a URL: the hint is a background download into the
+     * node's cache. */
+    if (e->remote && merged > 0) {
+        uint32_t *ch = malloc((size_t)merged * (sizeof *ch + 2 * sizeof(uint64_t)));
+        if (ch) {
+            uint64_t *lo = (uint64_t *)(void *)(ch + merged), *hi = lo + merged;
+            for (uint64_t k = 0; k < merged; k++) {
+                ch[k] = r[k].chunk;
+                lo[k] = r[k].lo;
+                hi[k] = r[k].hi;
+            }
+            zre_remote_prefetch(e, ch, lo, hi, (size_t)merged);
+            free(ch);
+        }
     }
     free(r);
     return ZR_OK;
@@ -104,6 +120,11 @@ ZRE_API int zre_resident_fraction(zre_engine *e, double *fraction)
     int rc = zre_enter_read(e, "resident_fraction");
     if (rc < 0)
         return rc;
+    if (e->remote) {
+        rc = zre_remote_cached_fraction(e, fraction);
+        zre_leave_read(e);
+        return rc;
+    }
     /* The stored bytes (the write frontier) space the windows out. */
     const uint64_t total = zre_chunk_bytes(e);
     const uint64_t nchunks = total > 0 ? total / ZRE_CHUNK_USABLE + 1 : 0;

@@ -174,8 +174,12 @@ static inline zre_pos zre_loc_end(const zre_loc *l)
 #define ZRE_FDTAB_BLOCK 4096u
 #define ZRE_FDTAB_TOP 4096u
 
+struct zrr_obj;
+struct zrr_ctx;
+
 typedef struct zre_fent {
     zrp_file f;
+    struct zrr_obj *obj;      /* a store opened by URL: the remote object (f unused) */
     const unsigned char *map; /* NULL: not mapped, use pread */
     uint64_t map_len;         /* reservation passed to zrp_map_readonly */
     _Atomic uint64_t size;    /* known file size in bytes */
@@ -229,6 +233,74 @@ static inline void zre_fdtab_grow(zre_fdtab *t, uint64_t id, uint64_t end)
         ;
 }
 
+/* -------------------------------------------------- remote stores
+ *
+ * A store opened by URL (remote_io.c, over the remote/ module) has no
+ * descriptors and no mappings: each fent carries its remote object, read
+ * through the node's cache, and the rest of the engine runs unchanged on
+ * the no-map (pread) path. These helpers are the only places where a read
+ * tells the two apart. */
+
+/* A remote read failed; its status is zre_remote_status() and its message
+ * the thread's current error (zr_os_strerror returns it). */
+#define ZRE_EREMOTE (-100100)
+int zre_remote_status(void);
+int zre_remote_pread(struct zrr_obj *o, void *buf, size_t len, uint64_t off);
+
+/* 1 when the entry names an open file (local or remote). */
+static inline int zre_fent_open(const zre_fent *ent)
+{
+    return ent && (ent->f.fd >= 0 || ent->obj);
+}
+
+/* Read exactly `len` bytes at `off`: 0, ZRP_ESHORT past the end, another
+ * negative platform code, or ZRE_EREMOTE. */
+static inline int zre_fent_pread(const zre_fent *ent, void *buf, size_t len, uint64_t off)
+{
+    return ent->obj ? zre_remote_pread(ent->obj, buf, len, off)
+                    : zrp_pread_all(ent->f, buf, len, off);
+}
+
+/* remote_io.c. 1 when `path` is an http://, https:// or s3:// URL. */
+int zre_is_url(const char *path);
+/* Open side: connect e (e->path is the URL) to its remote folder. */
+int zre_remote_attach(zre_engine *e);
+void zre_remote_detach(zre_engine *e);
+/* The calling thread's stop flag (zre_thread_interrupt), or NULL. */
+const volatile int *zre_remote_thread_stop(void);
+/* Object `name` of a remote store (a HEAD): 1 with *obj and its *size,
+ * 0 when the server has none (404), or a status with the error set. */
+int zre_remote_obj_open(zre_engine *e, const char *name, struct zrr_obj **obj, uint64_t *size);
+/* Object `name` whole into a malloc'd buffer: 0, -ENOENT when missing,
+ * -EFBIG over max_len, or ZRE_EREMOTE. */
+int zre_remote_get_small(const zre_engine *e, const char *name, void **buf, size_t *len,
+                         size_t max_len);
+/* meta.zr of a remote store: its size in *size and its first min(size,
+ * cap) bytes in m. 0, or a status with the error set (`what` names the
+ * call). */
+int zre_remote_meta(zre_engine *e, const char *what, unsigned char *m, size_t cap, uint64_t *size);
+
+/* files.c. A small file beside the store's (meta.zr, dict.zr, store.zr),
+ * local or remote, into a malloc'd buffer: 0, -ENOENT when missing, -EFBIG
+ * over max_len, another negative platform code, or ZRE_EREMOTE. */
+int zre_read_aux(const zre_engine *e, const char *name, void **buf, size_t *len, size_t max_len);
+/* The size of open file `id` of table `t`: fstat, or the remote size. */
+int zre_fent_size(const zre_fdtab *t, uint64_t id, uint64_t *size);
+
+/* remote_fetch.c. Before a gather: download, in parallel, what the batch
+ * needs of every remote engine among `engines` (record-table blocks, then
+ * record bytes), and hold it in memory until zre_remote_release(*hold)
+ * (always called, whatever prepare returned; NULL is a no-op). */
+typedef struct zre_rhold zre_rhold;
+int zre_remote_prepare(zre_engine *const *engines, const uint32_t *which, const uint64_t *index,
+                       uint64_t count, int locs_only, zre_rhold **hold);
+void zre_remote_release(zre_rhold *hold);
+/* zre_advise's merged ranges of chunk files, for a remote store: a
+ * background download. */
+void zre_remote_prefetch(zre_engine *e, const uint32_t *chunk, const uint64_t *lo,
+                         const uint64_t *hi, size_t n);
+int zre_remote_cached_fraction(zre_engine *e, double *fraction);
+
 /* -------------------------------------------------------------- engine */
 
 /* Size of an error detail message (zr_last_error). */
@@ -236,6 +308,7 @@ static inline void zre_fdtab_grow(zre_fdtab *t, uint64_t id, uint64_t end)
 
 struct zre_engine {
     char *path;
+    struct zrr_ctx *remote;  /* a store opened by URL (read-only), else NULL */
     zre_codec codec;
     bool readonly;           /* shared lock; files opened read-only */
     uint32_t identity_tag;   /* kept in meta.zr for the layer above */
@@ -341,11 +414,11 @@ void zre_cctx_put(zre_engine *e, void *cctx);
 /* Free every pooled context (close). */
 void zre_ctx_free_all(zre_engine *e);
 
-/* Map a platform error to a status: ZRP_ESHORT -> `short_status`,
- * anything else -> ZR_EIO. */
+/* Map a platform error to a status: ZRP_ESHORT -> `short_status`, a
+ * remote failure -> its own status, anything else -> ZR_EIO. */
 static inline int zre_io_status(int prc, int short_status)
 {
-    return prc == ZRP_ESHORT ? short_status : ZR_EIO;
+    return prc == ZRP_ESHORT ? short_status : prc == ZRE_EREMOTE ? zre_remote_status() : ZR_EIO;
 }
 
 /* Copy of a thread's error detail, to carry it from a worker thread back to
@@ -450,6 +523,9 @@ int zre_meta_create(zre_engine *e);
  * a bounded time; a writable handle holds the writer lock, so its first
  * read is final. `what` names the call in messages. */
 int zre_meta_read(zre_engine *e, const char *what, zre_header *out);
+/* The 128 bytes of a meta.zr whose one valid copy (sequence 0) commits
+ * `st` as both the committed and the synced state (create, push). */
+void zre_meta_image(const zre_engine *e, const zre_state *st, unsigned char out[ZRE_META_SIZE]);
 /* Write the header copy after the last commit's: state `now`, synced
  * state `synced`. On success the handle's header sequence advances and
  * e->synced = *synced; the caller publishes `now`. On failure nothing

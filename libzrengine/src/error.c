@@ -66,6 +66,8 @@ ZRE_API const char *zr_os_strerror(int neg_errno)
         return "not a regular file (a FIFO, device, directory or socket)";
     if (neg_errno == ZRP_EBUSY)
         return "locked by another handle";
+    if (neg_errno == ZRE_EREMOTE)
+        return zr_last_error(); /* the remote module's own message */
     if (neg_errno >= 0 || neg_errno < -4095)
         return "unknown error";
     zr_error_pending_errno = -neg_errno;

@@ -2,7 +2,9 @@
  * files.c - the store's numbered files: the fd tables that hold the open
  * chunk (N.chunk) and record-table (N.loc) files with their read-only
  * mappings, opening, fsyncing, truncating and removing them, the record
- * table's reads and writes, and the one check of a table entry.
+ * table's reads and writes, and the one check of a table entry. A store
+ * at a URL has remote objects in its tables instead of descriptors
+ * (remote_io.c); small side files come whole from either.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -21,6 +23,18 @@ char *zre_join(const zre_engine *e, const char *name)
     if (p)
         snprintf(p, n, "%s/%s", e->path, name);
     return p;
+}
+
+int zre_read_aux(const zre_engine *e, const char *name, void **buf, size_t *len, size_t max_len)
+{
+    if (e->remote)
+        return zre_remote_get_small(e, name, buf, len, max_len);
+    char *p = zre_join(e, name);
+    if (!p)
+        return -ENOMEM;
+    int rc = zrp_read_file(p, buf, len, max_len);
+    free(p);
+    return rc;
 }
 
 void zre_file_path(const zre_engine *e, char *buf, size_t cap, uint64_t id, const char *ext)
@@ -57,6 +71,7 @@ static int fdtab_set(zre_fdtab *t, uint64_t id, zrp_file f, uint64_t size, const
             return ZR_ENOMEM;
         for (unsigned i = 0; i < ZRE_FDTAB_BLOCK; i++) {
             blk[i].f = ZRP_FILE_INVALID;
+            blk[i].obj = NULL;
             blk[i].map = NULL;
             blk[i].map_len = 0;
             atomic_init(&blk[i].size, 0);
@@ -88,6 +103,16 @@ void zre_fdtab_drop(zre_fdtab *t, uint64_t id)
         return;
     fent_unmap(ent);
     zrp_close(&ent->f);
+}
+
+int zre_fent_size(const zre_fdtab *t, uint64_t id, uint64_t *size)
+{
+    const zre_fent *ent = zre_fdtab_ent(t, id);
+    if (ent && ent->obj) {
+        *size = atomic_load_explicit(&((zre_fent *)ent)->size, memory_order_acquire);
+        return 0;
+    }
+    return zrp_file_size(zre_fdtab_get(t, id), size);
 }
 
 void zre_fdtab_set_size(zre_fdtab *t, uint64_t id, uint64_t size)
@@ -136,8 +161,31 @@ void zre_fdtab_close(zre_fdtab *t, bool release)
 #define ZRE_USE_MAP 0
 #endif
 
+/* zre_open_numbered of a store at a URL: the remote object (a HEAD),
+ * no descriptor. */
+static int open_remote_numbered(zre_engine *e, zre_fdtab *t, uint64_t id)
+{
+    const zre_fent *ent = zre_fdtab_ent(t, id);
+    if (ent && ent->obj)
+        return 1;
+    char name[64];
+    snprintf(name, sizeof name, "%" PRIu64 ".%s", id, t->ext);
+    struct zrr_obj *o = NULL;
+    uint64_t size = 0;
+    int rc = zre_remote_obj_open(e, name, &o, &size);
+    if (rc <= 0)
+        return rc;
+    rc = fdtab_set(t, id, ZRP_FILE_INVALID, size, NULL, 0);
+    if (rc < 0)
+        return zr_set_error(rc, "%s: cannot track %s/%s", zre_op(e), e->path, name);
+    zre_fdtab_ent(t, id)->obj = o;
+    return 1;
+}
+
 int zre_open_numbered(zre_engine *e, zre_fdtab *t, uint64_t id, bool create)
 {
+    if (e->remote)
+        return open_remote_numbered(e, t, id);
     if (zre_fdtab_get(t, id).fd >= 0)
         return 1;
     size_t cap = path_cap(e);
@@ -331,7 +379,7 @@ int zre_read_locs(zre_engine *e, uint64_t first, unsigned char *buf, uint64_t n)
     while (n > 0) {
         uint64_t seg, in_seg, take = seg_span(first, n, &seg, &in_seg);
         const zre_fent *ent = zre_fdtab_ent(&e->locs, seg);
-        if (!ent || ent->f.fd < 0)
+        if (!zre_fent_open(ent))
             return zr_set_error(ZR_ECORRUPT, "record table: segment %s/%" PRIu64
                                 ".loc is not open for index %" PRIu64, e->path, seg, first);
         uint64_t lo = in_seg * ZRE_LOC_ENTRY_SIZE, bytes = take * ZRE_LOC_ENTRY_SIZE;
@@ -345,7 +393,7 @@ int zre_read_locs(zre_engine *e, uint64_t first, unsigned char *buf, uint64_t n)
                 rc = 0;
             }
         } else {
-            rc = zrp_pread_all(ent->f, buf, (size_t)bytes, lo);
+            rc = zre_fent_pread(ent, buf, (size_t)bytes, lo);
         }
         if (rc < 0)
             return zr_set_error(zre_io_status(rc, ZR_ECORRUPT),
@@ -404,7 +452,7 @@ const char *zre_loc_check(zre_engine *e, const zre_loc *l, zre_pos tail, bool fi
     if (why)
         return why;
     const zre_fent *ent = zre_fdtab_ent(&e->chunks, l->chunk_id);
-    if (l->chunk_id > tail.chunk || !ent || ent->f.fd < 0)
+    if (l->chunk_id > tail.chunk || !zre_fent_open(ent))
         return "points at a chunk the store does not hold";
     if (zre_pos_less(tail, zre_loc_end(l)))
         return "extends past the write frontier";

@@ -104,7 +104,7 @@ static int read_record(zre_engine *e, gshard *sh, uint64_t idx, const zre_loc *l
                             "its destination slot is %" PRIu64 " bytes", idx, l->logic_length,
                             LOC_ARGS(e, idx), slot);
     const zre_fent *ent = zre_fdtab_ent(&e->chunks, l->chunk_id);
-    if (!ent || ent->f.fd < 0)
+    if (!zre_fent_open(ent))
         return zr_set_error(ZR_ECORRUPT, "gather: record %" PRIu64 " (" LOC_FMT ") points at chunk "
                             "%u, which %s/ does not hold", idx, LOC_ARGS(e, idx), l->chunk_id,
                             e->path);
@@ -131,7 +131,7 @@ static int read_record(zre_engine *e, gshard *sh, uint64_t idx, const zre_loc *l
             memcpy(out, src, l->phys_length);
             return ZR_OK;
         }
-        int rc = zrp_pread_all(ent->f, out, l->phys_length, l->offset);
+        int rc = zre_fent_pread(ent, out, l->phys_length, l->offset);
         return rc < 0 ? read_failed(e, idx, l, rc) : ZR_OK;
     }
     if (!sh->dctx) {
@@ -149,7 +149,7 @@ static int read_record(zre_engine *e, gshard *sh, uint64_t idx, const zre_loc *l
             sh->stage = p;
             sh->stage_cap = cap;
         }
-        int rc = zrp_pread_all(ent->f, sh->stage, l->phys_length, l->offset);
+        int rc = zre_fent_pread(ent, sh->stage, l->phys_length, l->offset);
         if (rc < 0)
             return read_failed(e, idx, l, rc);
         src = sh->stage;
@@ -489,12 +489,14 @@ static int gather_checked(zre_engine *const *engines, const uint32_t *which, con
      * only grows while this call is registered as a reader. */
     zre_engine *len_e = NULL;
     uint64_t length = 0;
+    bool any_remote = false;
     for (uint64_t i = 0; i < count; i++) {
         zre_engine *ei = which ? engines[which[i]] : e;
         if (ei != len_e) {
             len_e = ei;
             length = zre_length(ei);
             all_raw &= ei->codec == ZRE_CODEC_RAW;
+            any_remote |= ei->remote != NULL;
         }
         if (index[i] >= length)
             return which ? zr_set_error(ZR_ERANGE, "gather: index %" PRIu64 " out of range for store %s "
@@ -525,6 +527,17 @@ static int gather_checked(zre_engine *const *engines, const uint32_t *which, con
         total = count * record_size;
     }
 
+    /* A store at a URL: the batch's table entries and record bytes are
+     * downloaded first, in parallel range requests; the reads below then
+     * come from the node's cache. */
+    zre_rhold *held = NULL;
+    if (any_remote) {
+        int prc = zre_remote_prepare(engines, which, index, count, 0, &held);
+        if (prc < 0) {
+            zre_remote_release(held);
+            return prc;
+        }
+    }
     gjob j = {engines, which, index, count, dst, record_size, dst_bounds, order, 1, all_raw, 0, NULL};
     zre_err one = {0};
     uint64_t inline_max = e->codec == ZRE_CODEC_RAW ? INLINE_MAX_BYTES_RAW : INLINE_MAX_BYTES_ZSTD;
@@ -555,6 +568,7 @@ static int gather_checked(zre_engine *const *engines, const uint32_t *which, con
     }
     if (j.errs != &one)
         free(j.errs);
+    zre_remote_release(held);
     return rc;
 }
 
@@ -581,6 +595,9 @@ ZRE_API int zre_record_sizes(zre_engine *e, const uint64_t *index, uint64_t coun
         if (index[i] >= length)
             rc = zr_set_error(ZR_ERANGE, "record_sizes: index %" PRIu64 " out of range for store "
                               "of %" PRIu64 " records (position %" PRIu64 ")", index[i], length, i);
+    zre_rhold *held = NULL;
+    if (rc == 0 && e->remote)
+        rc = zre_remote_prepare(&e, NULL, index, count, 1, &held);
     for (uint64_t b = 0; b < count && rc == 0; b += ZRE_LOCS_AT_MAX) {
         zre_loc l[ZRE_LOCS_AT_MAX];
         uint64_t n = count - b < ZRE_LOCS_AT_MAX ? count - b : ZRE_LOCS_AT_MAX;
@@ -588,6 +605,7 @@ ZRE_API int zre_record_sizes(zre_engine *e, const uint64_t *index, uint64_t coun
         for (uint64_t i = 0; rc == 0 && i < n; i++)
             sizes[b + i] = l[i].logic_length;
     }
+    zre_remote_release(held);
     zre_leave_read(e);
     return rc;
 }

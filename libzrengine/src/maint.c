@@ -512,9 +512,8 @@ ZRE_API int zre_get_stats(zre_engine *e, zre_stats *out)
     /* Earlier chunks count up to their file size (what rollover left);
      * the tail chunk counts up to the committed frontier. */
     for (uint64_t c = 0; rc == 0 && c < e->tail.chunk; c++) {
-        zrp_file f = zre_fdtab_get(&e->chunks, c);
         uint64_t size = 0;
-        if (f.fd >= 0 && zrp_file_size(f, &size) < 0)
+        if (zre_fent_open(zre_fdtab_ent(&e->chunks, c)) && zre_fent_size(&e->chunks, c, &size) < 0)
             rc = zr_set_error(ZR_EIO, "stats: cannot stat %s/%" PRIu64 ".chunk", e->path, c);
         s.chunk_bytes += size < ZRE_CHUNK_USABLE ? size : ZRE_CHUNK_USABLE;
     }

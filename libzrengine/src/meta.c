@@ -47,21 +47,27 @@ static void copy_encode(unsigned char out[COPY], const zre_header *h)
     zre_put_u32(out + 60, zre_fnv1a32(out, 60));
 }
 
+void zre_meta_image(const zre_engine *e, const zre_state *st, unsigned char out[ZRE_META_SIZE])
+{
+    /* Copy 0 holds `st` with sequence 0; copy 1 is empty, and the next
+     * commit (sequence 1) goes there. */
+    zre_header h = {*st, *st, e->codec, e->identity_tag, 0, false};
+    memset(out, 0, ZRE_META_SIZE);
+    copy_encode(out, &h);
+}
+
 int zre_meta_create(zre_engine *e)
 {
-    /* Copy 0 holds the empty store with sequence 0; copy 1 is empty, and
-     * the first commit (sequence 1) goes there. */
-    zre_header h = {{0, {0, 0}}, {0, {0, 0}}, e->codec, e->identity_tag, 0, false};
+    const zre_state empty = {0, {0, 0}};
     unsigned char buf[ZRE_META_SIZE];
-    memset(buf, 0, sizeof buf);
-    copy_encode(buf, &h);
+    zre_meta_image(e, &empty, buf);
     int rc = zrp_pwrite_all(e->meta, buf, sizeof buf, 0);
     if (rc < 0)
         return zr_set_error(ZR_EIO, "%s: writing %s/meta.zr failed: %s", zre_op(e), e->path,
                             zr_os_strerror(rc));
     e->meta_seq = 0;
     e->meta_legacy = false;
-    e->synced = h.now;
+    e->synced = empty;
     return ZR_OK;
 }
 
@@ -189,13 +195,20 @@ int zre_meta_read(zre_engine *e, const char *what, zre_header *out)
     char why[256];
     int how;
     for (;;) {
-        int rc = zrp_file_size(e->meta, &size);
-        if (rc < 0)
+        memset(m, 0, sizeof m);
+        int rc;
+        if (e->remote) {
+            /* A store at a URL: an uploaded, finished file, read once
+             * (one GET); it never meets a write in progress. */
+            if ((rc = zre_remote_meta(e, what, m, sizeof m, &size)) < 0)
+                return rc;
+        } else if ((rc = zrp_file_size(e->meta, &size)) < 0) {
             return zr_set_error(ZR_EIO, "%s: cannot stat %s/meta.zr: %s", what, e->path,
                                 zr_os_strerror(rc));
-        memset(m, 0, sizeof m);
-        size_t n = size < sizeof m ? (size_t)size : sizeof m;
-        rc = zrp_pread_all(e->meta, m, n, 0);
+        } else {
+            size_t n = size < sizeof m ? (size_t)size : sizeof m;
+            rc = zrp_pread_all(e->meta, m, n, 0);
+        }
         /* Shorter than at the stat: only a writer of an older version
          * could do that; a reader tries again. */
         if (rc == ZRP_ESHORT && e->readonly && zrp_now_ns() - t0 <= META_RETRY_NS)
@@ -209,10 +222,10 @@ int zre_meta_read(zre_engine *e, const char *what, zre_header *out)
         /* Possibly a write in progress. The writer itself never meets
          * one; a reader rereads while the bytes change. */
         bool same = have_prev && size == prev_size && memcmp(m, prev, sizeof m) == 0;
-        if (!e->readonly || same || zrp_now_ns() - t0 > META_RETRY_NS) {
+        if (!e->readonly || e->remote || same || zrp_now_ns() - t0 > META_RETRY_NS) {
             /* Settled: an unchecked old header is what it says; anything
              * else stays damaged. */
-            if (out->legacy && (same || !e->readonly))
+            if (out->legacy && (same || !e->readonly || e->remote))
                 how = META_OK;
             else
                 how = META_BAD;

@@ -38,6 +38,7 @@ static void engine_free(zre_engine *e)
         return;
     zre_pool_destroy(&e->pool);
     engine_close_files(e, true);
+    zre_remote_detach(e);
     zre_ctx_free_all(e);
     ZSTD_freeDDict(e->ddict);
     ZSTD_freeCDict(e->cdict);
@@ -192,7 +193,8 @@ static int open_dict(zre_engine *e)
         return zr_set_error(ZR_ENOMEM, "open: out of memory for a path");
     int rc = ZR_OK;
     if (e->codec != ZRE_CODEC_ZSTD_DICT) {
-        if (zrp_path_exists(dp))
+        /* A remote store is what was pushed: only engine files, no dict.zr. */
+        if (!e->remote && zrp_path_exists(dp))
             rc = zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: codec %s store has a dict.zr "
                               "(%s)", e->path, zre_codec_name(e->codec), dp);
         free(dp);
@@ -200,7 +202,7 @@ static int open_dict(zre_engine *e)
     }
     void *buf = NULL;
     size_t len = 0;
-    int prc = zrp_read_file(dp, &buf, &len, (size_t)ZRE_DICT_MAX);
+    int prc = zre_read_aux(e, "dict.zr", &buf, &len, (size_t)ZRE_DICT_MAX);
     if (prc == -ENOENT)
         rc = zr_set_error(ZR_ENOTSTORE, "open: %s is malformed: codec zstd_dict but %s is missing",
                           e->path, dp);
@@ -208,7 +210,8 @@ static int open_dict(zre_engine *e)
         rc = zr_set_error(ZR_ENOTSTORE, "open: %s is larger than %" PRIu64 " bytes", dp,
                           (uint64_t)ZRE_DICT_MAX);
     else if (prc < 0)
-        rc = zr_set_error(ZR_EIO, "open: cannot read %s: %s", dp, zr_os_strerror(prc));
+        rc = zr_set_error(zre_io_status(prc, ZR_EIO), "open: cannot read %s: %s", dp,
+                          zr_os_strerror(prc));
     else
         rc = load_dict(e, buf, len, ZR_ENOTSTORE, dp);
     free(buf);
@@ -413,7 +416,7 @@ static int check_segments(zre_engine *e, uint64_t length)
         uint64_t need = length - s * ZRE_INT_SEG_ENTRIES, size;
         if (need > ZRE_INT_SEG_ENTRIES)
             need = ZRE_INT_SEG_ENTRIES;
-        rc = zrp_file_size(zre_fdtab_get(&e->locs, s), &size);
+        rc = zre_fent_size(&e->locs, s, &size);
         if (rc < 0)
             return zr_set_error(ZR_EIO, "%s: cannot stat %s/%" PRIu64 ".loc: %s", op, e->path, s,
                                 zr_os_strerror(rc));
@@ -447,7 +450,7 @@ static int check_chunks(zre_engine *e, const zre_state *s, uint32_t from_chunk)
         if (rc == 0 || c < from_chunk)
             continue;
         uint64_t size;
-        rc = zrp_file_size(zre_fdtab_get(&e->chunks, c), &size);
+        rc = zre_fent_size(&e->chunks, c, &size);
         if (rc < 0)
             return zr_set_error(ZR_EIO, "%s: cannot stat %s/%" PRIu64 ".chunk: %s", op, e->path, c,
                                 zr_os_strerror(rc));
@@ -507,7 +510,11 @@ ZRE_API int zre_open_ex(zre_engine **out, const char *path, unsigned flags)
     if ((flags & ZRE_OPEN_READONLY) && (flags & ZRE_OPEN_RECOVER))
         return zr_set_error(ZR_EINVAL, "open: recovery writes, so it needs a writable open, not "
                             "a read-only one (%s)", path);
-    if (!zrp_is_dir(path))
+    const bool url = zre_is_url(path);
+    if (url && !(flags & ZRE_OPEN_READONLY))
+        return zr_set_error(ZR_EUNSUPPORTED, "open: %s is a URL: stores at a URL open read-only "
+                            "(upload a local store with push)", path);
+    if (!url && !zrp_is_dir(path))
         return zr_set_error(ZR_ENOTSTORE, "open: %s is not a store: not a directory", path);
     zre_engine *e;
     int rc = engine_alloc(&e, path, ZRE_CODEC_RAW);
@@ -516,7 +523,7 @@ ZRE_API int zre_open_ex(zre_engine **out, const char *path, unsigned flags)
     e->readonly = (flags & ZRE_OPEN_READONLY) != 0;
     e->op = "open";
     zre_header h;
-    rc = open_locks(e, false);
+    rc = url ? zre_remote_attach(e) : open_locks(e, false);
     if (rc == 0)
         rc = zre_meta_read(e, "open", &h);
     if (rc == 0) {
@@ -527,8 +534,9 @@ ZRE_API int zre_open_ex(zre_engine **out, const char *path, unsigned flags)
      * replays it (or removes it when stale); a read-only open writes
      * nothing and refuses while one is pending. No delete or compact can
      * be running while this handle holds its shared meta.zr lock, so a
-     * journal seen here was left by a crash. */
-    if (rc == 0)
+     * journal seen here was left by a crash. A store at a URL is a
+     * finished upload: push sends no journal. */
+    if (rc == 0 && !url)
         rc = zre_journal_recover(e);
     if (rc == 0)
         rc = open_check_or_recover(e, (flags & ZRE_OPEN_RECOVER) != 0);
@@ -566,8 +574,8 @@ ZRE_API int zre_refresh(zre_engine *e)
 {
     if (!e)
         return zr_set_error(ZR_EINVAL, "refresh: NULL handle");
-    if (!e->readonly)
-        return ZR_OK; /* the one writer: its view is always the newest */
+    if (!e->readonly || e->remote)
+        return ZR_OK; /* the one writer: its view is always the newest; a URL: a fixed upload */
     zrp_mutex_lock(&e->writer);
     e->op = "refresh";
     zre_header h;

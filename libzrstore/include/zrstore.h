@@ -373,12 +373,43 @@ typedef struct zrs_concat zrs_concat;
  * which does not close them. */
 ZRS_API int zrs_concat_create(zrs_concat **out, zrs_store *const *stores, size_t nstores);
 
+/* Upload the local store at `path` to `url` (http(s):// PUT or
+ * s3://bucket/prefix), so that zrs_open_ex(url, ZRE_OPEN_READONLY) opens
+ * it: the store is opened read-only (beside a live writer: the committed
+ * state when opened), its engine files, store.zr, and meta.zr last are
+ * sent (zre_push). `progress` as zre_push. Errors as zrs_open_ex for the
+ * source, then zre_push's (ZR_EEXIST: the URL already holds a store). */
+ZRS_API int zrs_push(const char *path, const char *url,
+                     void (*progress)(uint64_t done, uint64_t total, void *arg), void *arg);
+/* zrs_push of a store already open (read-only or writable; borrowed):
+ * zre_interrupt on its engine stops the upload between files (ZR_EINTR;
+ * meta.zr is then not sent, so the URL holds no readable store). */
+ZRS_API int zrs_push_store(zrs_store *s, const char *url,
+                           void (*progress)(uint64_t done, uint64_t total, void *arg), void *arg);
+
 /* Open the store directories paths[0..npaths) (zrs_open_ex with `flags`,
- * e.g. ZRE_OPEN_READONLY) and concatenate them; the handle owns them and
- * zrs_concat_close closes them. Nothing stays open on failure; the detail
+ * e.g. ZRE_OPEN_READONLY) and concatenate them. A path may be a URL
+ * (read-only); one URL holding a shard set's manifest (url/shards.zr, see
+ * zrs_push_shards) opens every shard it lists. The handle owns the stores
+ * and zrs_concat_close closes them. Nothing stays open on failure; the detail
  * names the failing path. */
 ZRS_API int zrs_concat_open(zrs_concat **out, const char *const *paths, size_t npaths,
                             unsigned flags);
+
+/* Upload the local shards paths[0..npaths) to `url` as a shard set: shard
+ * k to url/<its folder name> (zrs_push, meta.zr last), then the manifest
+ * url/shards.zr last of all, so zrs_concat_open(&c, &url, 1,
+ * ZRE_OPEN_READONLY) opens the whole set only once it is complete.
+ * Errors as zrs_push, naming the shard. */
+ZRS_API int zrs_push_shards(const char *const *paths, size_t npaths, const char *url,
+                            void (*progress)(uint64_t done, uint64_t total, void *arg), void *arg);
+
+/* The shard URLs a shard set at `url` lists in its manifest (url/shards.zr):
+ * *urls (count strings; free with zrs_free_list). ZR_OK with *count = 0
+ * when there is none (404: a single store, or nothing); ZR_ENOTSTORE when
+ * it is malformed; network errors as zre_url_get. */
+ZRS_API int zrs_shard_urls(const char *url, char ***urls, size_t *count);
+ZRS_API void zrs_free_list(char **list, size_t count);
 
 /* Free the handle (closing its stores if zrs_concat_open opened them);
  * returns the first close error. NULL: no-op. */

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "zr_platform.h"
 #include "zrs_internal.h"
 
 struct zrs_concat {
@@ -152,6 +153,150 @@ int zrs_concat_create(zrs_concat **out, zrs_store *const *stores, size_t nstores
     return build(out, stores, nstores, 0);
 }
 
+/* A shard set at a URL: its manifest, "shards.zr", lists the shards (one
+ * name a line, relative to the set's URL, after the line "loaderx-shards
+ * 1"); zrs_push_shards writes it after every shard is complete. */
+#define SHARDS_MANIFEST "shards.zr"
+#define SHARDS_MAGIC "loaderx-shards 1\n"
+#define SHARDS_MANIFEST_MAX (16u << 20)
+
+int zrs_shard_urls(const char *url, char ***urls, size_t *count)
+{
+    if (url == NULL || urls == NULL || count == NULL)
+        return zr_set_error(ZR_EINVAL, "shard_urls: NULL argument");
+    *urls = NULL;
+    *count = 0;
+    void *buf = NULL;
+    size_t len = 0;
+    int rc = zre_url_get(url, SHARDS_MANIFEST, &buf, &len, SHARDS_MANIFEST_MAX);
+    if (rc == ZR_ENOTSTORE)
+        return ZR_OK; /* 404: not a shard set */
+    if (rc < 0)
+        return rc;
+    const size_t ml = strlen(SHARDS_MAGIC);
+    char *text = malloc(len + 1);
+    if (text == NULL) {
+        zre_free(buf);
+        return zr_set_error(ZR_ENOMEM, "concat: out of memory reading %s/" SHARDS_MANIFEST, url);
+    }
+    memcpy(text, buf, len);
+    text[len] = '\0';
+    zre_free(buf);
+    if (len < ml || memcmp(text, SHARDS_MAGIC, ml) != 0 || strlen(text) != len) {
+        free(text);
+        return zr_set_error(ZR_ENOTSTORE, "concat: %s/" SHARDS_MANIFEST " is not a shard list "
+                            "(expected a first line \"loaderx-shards 1\")", url);
+    }
+    size_t n = 0;
+    for (char *p = text + ml; *p; p++)
+        n += *p == '\n';
+    char **paths = calloc(n ? n : 1, sizeof *paths);
+    size_t k = 0;
+    rc = paths ? ZR_OK : zr_set_error(ZR_ENOMEM, "concat: out of memory");
+    for (char *line = text + ml; rc == ZR_OK && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl == NULL)
+            nl = line + strlen(line);
+        size_t l = (size_t)(nl - line);
+        if (l == 0 || memchr(line, '/', l) != NULL || (l <= 2 && line[0] == '.')) {
+            rc = zr_set_error(ZR_ENOTSTORE, "concat: %s/" SHARDS_MANIFEST " line %zu is not a "
+                              "shard name", url, k + 2);
+            break;
+        }
+        size_t cap = strlen(url) + l + 2;
+        paths[k] = malloc(cap);
+        if (paths[k] == NULL) {
+            rc = zr_set_error(ZR_ENOMEM, "concat: out of memory");
+            break;
+        }
+        snprintf(paths[k], cap, "%s/%.*s", url, (int)l, line);
+        k++;
+        line = *nl ? nl + 1 : nl;
+    }
+    if (rc == ZR_OK && k == 0)
+        rc = zr_set_error(ZR_ENOTSTORE, "concat: %s/" SHARDS_MANIFEST " lists no shards", url);
+    free(text);
+    if (rc < 0) {
+        zrs_free_list(paths, k);
+        return rc;
+    }
+    *urls = paths;
+    *count = k;
+    return ZR_OK;
+}
+
+void zrs_free_list(char **list, size_t count)
+{
+    for (size_t j = 0; list && j < count; j++)
+        free(list[j]);
+    free(list);
+}
+
+static int open_manifest(zrs_concat **out, const char *url, unsigned flags, int *found)
+{
+    *found = 0;
+    char **paths = NULL;
+    size_t k = 0;
+    int rc = zrs_shard_urls(url, &paths, &k);
+    if (rc < 0 || k == 0)
+        return rc; /* no manifest: one store */
+    *found = 1;
+    rc = zrs_concat_open(out, (const char *const *)paths, k, flags);
+    zrs_free_list(paths, k);
+    return rc;
+}
+
+int zrs_push_shards(const char *const *paths, size_t npaths, const char *url,
+                    void (*progress)(uint64_t done, uint64_t total, void *arg), void *arg)
+{
+    if (paths == NULL || npaths == 0 || url == NULL)
+        return zr_set_error(ZR_EINVAL, "push: no shards or no URL");
+    size_t cap = strlen(SHARDS_MAGIC) + 1;
+    for (size_t k = 0; k < npaths; k++)
+        cap += (paths[k] ? strlen(paths[k]) : 0) + 1;
+    char *man = malloc(cap);
+    if (man == NULL)
+        return zr_set_error(ZR_ENOMEM, "push: out of memory");
+    strcpy(man, SHARDS_MAGIC);
+    size_t used = strlen(man);
+    int rc = ZR_OK;
+    for (size_t k = 0; k < npaths && rc == ZR_OK; k++) {
+        if (paths[k] == NULL) {
+            rc = zr_set_error(ZR_EINVAL, "push: shard %zu is NULL", k);
+            break;
+        }
+        /* The shard's folder name, without trailing separators. */
+        size_t end = strlen(paths[k]);
+        while (end > 1 && zrp_is_path_sep(paths[k][end - 1]))
+            end--;
+        size_t start = end;
+        while (start > 0 && !zrp_is_path_sep(paths[k][start - 1]))
+            start--;
+        size_t l = end - start;
+        if (l == 0 || (l <= 2 && paths[k][start] == '.')) {
+            rc = zr_set_error(ZR_EINVAL, "push: shard path %s has no folder name", paths[k]);
+            break;
+        }
+        char *dst = malloc(strlen(url) + l + 2);
+        if (dst == NULL) {
+            rc = zr_set_error(ZR_ENOMEM, "push: out of memory");
+            break;
+        }
+        sprintf(dst, "%s/%.*s", url, (int)l, paths[k] + start);
+        memcpy(man + used, paths[k] + start, l);
+        used += l;
+        man[used++] = '\n';
+        man[used] = '\0';
+        rc = zrs_push(paths[k], dst, progress, arg);
+        free(dst);
+    }
+    /* The manifest last: the set is readable only once every shard is. */
+    if (rc == ZR_OK)
+        rc = zre_url_put(url, SHARDS_MANIFEST, man, used);
+    free(man);
+    return rc;
+}
+
 int zrs_concat_open(zrs_concat **out, const char *const *paths, size_t npaths, unsigned flags)
 {
     if (out == NULL)
@@ -159,6 +304,12 @@ int zrs_concat_open(zrs_concat **out, const char *const *paths, size_t npaths, u
     *out = NULL;
     if (paths == NULL || npaths == 0)
         return zr_set_error(ZR_EINVAL, "concat: no shards, expected at least 1 path");
+    if (npaths == 1 && paths[0] != NULL && zre_is_remote(paths[0])) {
+        int found = 0;
+        int rc = open_manifest(out, paths[0], flags, &found);
+        if (rc < 0 || found)
+            return rc;
+    }
     if (npaths > UINT32_MAX || npaths > SIZE_MAX / sizeof(uint64_t) - 1)
         return zr_set_error(ZR_EINVAL, "concat: %zu shards are too many (at most %u)", npaths,
                             UINT32_MAX);

@@ -345,7 +345,7 @@ int zrs_open_ex(zrs_store **out, const char *path, unsigned flags)
     zre_engine *e = NULL;
     int rc = zre_open_ex(&e, path, flags);
     if (rc != ZR_OK) {
-        if ((rc == ZR_ENOTSTORE || rc == ZR_EIO) && !zrp_path_exists(path))
+        if ((rc == ZR_ENOTSTORE || rc == ZR_EIO) && !zre_is_remote(path) && !zrp_path_exists(path))
             return zr_set_error(ZR_ENOTSTORE, "open: not a store: %s does not exist (%s)",
                                 path, zr_os_strerror(-ENOENT)); /* errno ENOENT */
         return rc;
@@ -360,19 +360,15 @@ int zrs_open_ex(zrs_store **out, const char *path, unsigned flags)
         rc = close_engine_keep_error(e, ZR_ENOMEM);
         goto done;
     }
-    if (!zrp_path_exists(zr_path)) {
-        zr_set_error(ZR_ENOTSTORE, "not a store: %s missing", zr_path);
-        rc = close_engine_keep_error(e, ZR_ENOTSTORE);
-        goto done;
-    }
-    int prc = zrp_read_file(zr_path, &buf, &len, STORE_ZR_MAX_BYTES);
+    /* Through the engine: a store at a URL reads its store.zr there. */
+    int prc = zre_read_side_file(e, "store.zr", &buf, &len, STORE_ZR_MAX_BYTES);
     if (prc != 0) {
-        if (prc == -EFBIG)
+        if (prc == ZR_ENOTSTORE)
+            zr_set_error(ZR_ENOTSTORE, "not a store: %s missing", zr_path);
+        else if (prc == ZR_ETOOBIG)
             zr_set_error(ZR_ENOTSTORE, "open: %s is not a store: its store.zr is larger than "
                          "%u bytes", zr_path, STORE_ZR_MAX_BYTES);
-        else
-            zr_set_error(ZR_EIO, "open: cannot read %s: %s", zr_path, zr_os_strerror(prc));
-        rc = close_engine_keep_error(e, prc == -EFBIG ? ZR_ENOTSTORE : ZR_EIO);
+        rc = close_engine_keep_error(e, prc == ZR_ETOOBIG ? ZR_ENOTSTORE : prc);
         buf = NULL;
         goto done;
     }
@@ -405,10 +401,34 @@ int zrs_open_ex(zrs_store **out, const char *path, unsigned flags)
     s = NULL;
 
 done:
-    free(buf);
+    zre_free(buf);
     free(zr_path);
     free(s);
     return rc;
+}
+
+int zrs_push(const char *path, const char *url,
+             void (*progress)(uint64_t done, uint64_t total, void *arg), void *arg)
+{
+    zrs_store *s = NULL;
+    int rc = zrs_open_ex(&s, path, ZRE_OPEN_READONLY);
+    if (rc < 0)
+        return rc;
+    rc = zrs_push_store(s, url, progress, arg);
+    if (rc == 0)
+        return zrs_close(s);
+    zre_engine *e = s->engine;
+    free(s);
+    return close_engine_keep_error(e, rc);
+}
+
+int zrs_push_store(zrs_store *s, const char *url,
+                   void (*progress)(uint64_t done, uint64_t total, void *arg), void *arg)
+{
+    if (s == NULL)
+        return zr_set_error(ZR_EINVAL, "push: NULL store handle");
+    static const char *const extra[] = {"store.zr"};
+    return zre_push(s->engine, url, extra, 1, progress, arg);
 }
 
 int zrs_close(zrs_store *s)

@@ -19,7 +19,7 @@ from zr_cli_helpers import (FAILED, NOT_FOUND, OK, OPEN, USAGE, ZR, needs_zr, zr
 pytestmark = needs_zr
 
 COMMANDS = ["info", "verify", "ingest", "export", "cat", "dump", "stats", "delete", "compact",
-            "recover", "train-dict", "recode", "version"]
+            "push", "recover", "train-dict", "recode", "version"]
 
 
 def _store(path, n=10):

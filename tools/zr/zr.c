@@ -38,6 +38,7 @@ static const struct command {
     {"stats", zr_cmd_stats, "stats STORE...           record sizes, shapes, value min/max/mean/std"},
     {"delete", zr_cmd_delete, "delete STORE INDEX...    delete records (or --mask FILE.npy), swap-last"},
     {"compact", zr_cmd_compact, "compact STORE            reclaim the space of deleted records"},
+    {"push", zr_cmd_push, "push STORE URL           upload a store to http(s):// or s3:// (meta.zr last)"},
     {"recover", zr_cmd_recover, "recover STORE            keep what reached the disk after a crash lost unsynced appends"},
     {"train-dict", zr_cmd_train_dict, "train-dict STORE -o DICT a zstd dictionary (--tier fast|balanced|max)"},
     {"recode", zr_cmd_recode, "recode SRC DST --codec C copy a store into another codec"},

@@ -260,6 +260,7 @@ int zr_cmd_cat(int argc, char **argv);
 int zr_cmd_stats(int argc, char **argv);
 int zr_cmd_delete(int argc, char **argv);
 int zr_cmd_compact(int argc, char **argv);
+int zr_cmd_push(int argc, char **argv);
 int zr_cmd_recover(int argc, char **argv);
 int zr_cmd_train_dict(int argc, char **argv);
 int zr_cmd_recode(int argc, char **argv);

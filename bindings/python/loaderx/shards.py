@@ -56,7 +56,8 @@ from .errors import closed
 from .zrecord import DenseStore, RaggedStore, _normalize_key, _unpack_ragged, open_store
 from .zsampler import _parse_mode, _u64
 
-__all__ = ["ConcatStore", "Mixture", "from_arrow", "shard_paths", "write_shard", "write_spark"]
+__all__ = ["ConcatStore", "Mixture", "from_arrow", "push", "shard_paths", "write_shard",
+           "write_spark"]
 
 
 def shard_paths(shards):
@@ -65,6 +66,11 @@ def shard_paths(shards):
     one shard, a sequence is taken as it is."""
     if isinstance(shards, (str, os.PathLike)):
         p = os.fspath(shards)
+        if _is_url(p):
+            # A shard set at a URL lists its shards in its manifest
+            # (written last by push); without one, the URL is one store.
+            urls = _zr.zsh_py_shard_urls(p)
+            return urls if urls is not None else [p]
         if any(c in p for c in "*?["):
             found = sorted(_glob.glob(p))
             # a shard being written (.partial) or replaced (.old) is not one
@@ -79,7 +85,36 @@ def shard_paths(shards):
     return [s if isinstance(s, (DenseStore, RaggedStore)) else os.fspath(s) for s in items]
 
 
-def write_shard(path, create, write):
+def _is_url(p):
+    return isinstance(p, str) and p.startswith(("http://", "https://", "s3://"))
+
+
+def push(shards, url):
+    """Upload local stores to ``url`` (``http(s)://`` with PUT, or
+    ``s3://bucket/prefix``) so that readers open them there read-only.
+
+    One store (a path): it becomes the store at ``url`` (meta.zr is sent
+    last, so no reader opens it half-uploaded). Several (a list or a glob,
+    as :class:`ConcatStore` takes): each goes to ``url/<its folder
+    name>``, then the manifest ``url/shards.zr`` last of all, and
+    ``ConcatStore(url)`` opens the whole set. S3 credentials, region and
+    endpoint come from the AWS environment variables and profile files.
+    Raises FileExistsError if the URL already holds a store, OSError naming
+    the object when an upload fails (after retries)."""
+    url = os.fspath(url)
+    if not _is_url(url):
+        raise ValueError(f"{url!r} is not an http://, https:// or s3:// URL")
+    if isinstance(shards, (str, os.PathLike)) and not any(c in os.fspath(shards) for c in "*?["):
+        _zr.zsh_py_push(os.fspath(shards), url)
+        return url
+    paths = shard_paths(shards)
+    if any(not isinstance(p, str) or _is_url(p) for p in paths):
+        raise TypeError("push takes local store paths, not open stores or URLs")
+    _zr.zsh_py_push_shards(paths, url)
+    return url
+
+
+def write_shard(path, create, write, upload=None):
     """Write one shard crash-safely: ``create(partial_path)`` must create
     and return a new store there (e.g. ``lambda p: DenseStore.create(p,
     "<f4", (28, 28))``), ``write(store)`` fills it; then the store is
@@ -90,7 +125,10 @@ def write_shard(path, create, write):
     moment of the swap; a swap killed in between is undone by the next
     call, and a swap whose second rename fails is undone before the error
     is raised, so ``path`` keeps the earlier shard). Globs given to
-    :class:`ConcatStore` skip ``.partial`` and ``.old``. Returns ``path``."""
+    :class:`ConcatStore` skip ``.partial`` and ``.old``. With ``upload`` (a
+    URL), the finished shard is then pushed there (:func:`push`, meta.zr
+    last); write the set's manifest with ``push(list_of_shards, set_url)``
+    or read the shards by their URLs. Returns ``path``."""
     path = os.fspath(path)
     partial = _prepare_partial(path)
     store = create(partial)
@@ -99,6 +137,8 @@ def write_shard(path, create, write):
     finally:
         store.close()  # syncs: payload, record table, header
     _swap_in(partial, path)
+    if upload is not None:
+        push(path, upload)
     return path
 
 

@@ -7,14 +7,16 @@ import numpy.typing as npt
 from .dataloader import DataLoader
 from .zrecord import DenseStore, _Key, RaggedStore, _Store
 
-__all__ = ["ConcatStore", "Mixture", "shard_paths", "write_shard"]
+__all__ = ["ConcatStore", "Mixture", "push", "shard_paths", "write_shard"]
 
 _PathLike = Union[str, "os.PathLike[str]"]
 _Shards = Union[_PathLike, Sequence[Union[_PathLike, DenseStore, RaggedStore]]]
 _S = TypeVar("_S", bound=_Store)
 
 def shard_paths(shards: _Shards) -> list[Union[str, DenseStore, RaggedStore]]: ...
-def write_shard(path: _PathLike, create: Callable[[str], _S], write: Callable[[_S], Any]) -> str: ...
+def write_shard(path: _PathLike, create: Callable[[str], _S], write: Callable[[_S], Any],
+                upload: Optional[str] = ...) -> str: ...
+def push(shards: Union[_PathLike, Sequence[_PathLike]], url: str) -> str: ...
 
 class ConcatStore:
     ragged: bool
