@@ -17,6 +17,7 @@ mypy_api = pytest.importorskip("mypy.api", reason="mypy is not installed (requir
 # What stubtest may not match: the private native module (typed Any on
 # purpose) and the private helpers a stub need not describe.
 ALLOWLIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stubtest_allowlist.txt")
+MYPY_INI = os.path.join(os.path.dirname(ALLOWLIST), "stubtest_mypy.ini")
 
 GOOD = """
 import numpy as np
@@ -193,7 +194,7 @@ def test_stubs_match_the_runtime():
     does not parse, or names a function the module lacks or misses one it
     has, fails here)."""
     res = subprocess.run([sys.executable, "-m", "mypy.stubtest", "loaderx",
-                          "--allowlist", ALLOWLIST],
+                          "--allowlist", ALLOWLIST, "--mypy-config-file", MYPY_INI],
                          capture_output=True, text=True, timeout=900,
                          cwd=os.path.dirname(ALLOWLIST))
     assert res.returncode == 0, res.stdout + res.stderr

@@ -7,7 +7,8 @@ import numpy.typing as npt
 from .dataloader import DataLoader
 from .zrecord import DenseStore, _Key, RaggedStore, _Store
 
-__all__ = ["ConcatStore", "Mixture", "push", "shard_paths", "write_shard"]
+__all__ = ["ConcatStore", "Mixture", "from_arrow", "push", "shard_paths", "write_shard",
+           "write_spark"]
 
 _PathLike = Union[str, "os.PathLike[str]"]
 _Shards = Union[_PathLike, Sequence[Union[_PathLike, DenseStore, RaggedStore]]]
@@ -17,6 +18,23 @@ def shard_paths(shards: _Shards) -> list[Union[str, DenseStore, RaggedStore]]: .
 def write_shard(path: _PathLike, create: Callable[[str], _S], write: Callable[[_S], Any],
                 upload: Optional[str] = ...) -> str: ...
 def push(shards: Union[_PathLike, Sequence[_PathLike]], url: str) -> str: ...
+
+_Shapes = Optional[Mapping[str, Union[int, Sequence[int]]]]
+_Codecs = Union[str, Mapping[str, str]]
+_Dicts = Optional[Union[bytes, Mapping[str, bytes]]]
+
+def from_arrow(source: Any, out: _PathLike, columns: Optional[Sequence[str]] = ..., *,
+               shapes: _Shapes = ..., ragged: Sequence[str] = ..., codec: _Codecs = ...,
+               dict_bytes: _Dicts = ..., dict_tier: str = ..., shard_rows: Optional[int] = ...,
+               overwrite: bool = ...) -> dict[str, list[str]]: ...
+def write_spark(df: Any, out: _PathLike, columns: Optional[Sequence[str]] = ..., *,
+                shapes: _Shapes = ..., ragged: Sequence[str] = ..., codec: _Codecs = ...,
+                dict_bytes: _Dicts = ..., overwrite: bool = ...) -> dict[str, list[str]]: ...
+
+# The shard-replacement steps that loaderx's dataset writers share.
+def _prepare_partial(path: str) -> str: ...
+def _swap_in(partial: str, path: str) -> None: ...
+def _fsync_dir(d: str) -> None: ...
 
 class ConcatStore:
     ragged: bool
