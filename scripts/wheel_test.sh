@@ -172,6 +172,23 @@ test_windows() {
     # The embeddable's ._pth is its whole sys.path (PYTHONPATH is ignored).
     pth=$(ls "$emb"/cp313/python3*._pth | head -1)
     grep -qx site "$pth" || echo site >> "$pth"
+    # CPython 3.13's platform module asks WMI first (platform.machine(),
+    # which numpy.testing calls on import); its answer goes through
+    # propsys.dll's VariantToString, which Debian 12's wine lacks: the
+    # interpreter aborts. platform falls back to the registry when the
+    # query raises OSError, so make it raise (this test's site only; the
+    # ._pth's "import site" runs site.py, which imports sitecustomize).
+    grep -qx "import site" "$pth" || echo "import site" >> "$pth"
+    cat > "$site/sitecustomize.py" <<'PY'
+import platform
+
+
+def _no_wmi(*args, **kwargs):
+    raise OSError("WMI is not available under wine")
+
+
+platform._wmi_query = _no_wmi
+PY
     tests_copy "$work/tests-win"
     mkdir -p "$work/bin-win"
     printf '#!/bin/sh\nexec /usr/lib/wine/wine64 "%s" "$@"\n' "$site/loaderx/zr.exe" > "$work/bin-win/zr"
