@@ -465,3 +465,34 @@ def test_bench_script_runs(tmp_path):
                         "--rounds", "1", "--steps", "3", "--shards", "4"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "worst median ratio" in p.stdout and "loader 2KiB mixture" in p.stdout
+
+
+def test_write_shard_reports_a_failed_directory_fsync(store_dir, monkeypatch):
+    """The swap's rename is made durable by an fsync of the parent
+    directory; when that fsync fails (EIO), write_shard raises naming the
+    directory instead of returning as if the shard were durable. The shard
+    is in place (the rename happened), so a reader sees it whole; a file
+    system that cannot fsync a directory at all (EINVAL) is not an error."""
+    path = store_dir / "shard-0"
+
+    def create(p):
+        return DenseStore.create(p, "<f4", (3, 4))
+
+    real_fsync = os.fsync
+    answer = {"errno": errno.EIO}
+
+    def fsync(fd):
+        if os.path.isdir(f"/proc/self/fd/{fd}") and os.path.samefile(f"/proc/self/fd/{fd}", store_dir):
+            raise OSError(answer["errno"], os.strerror(answer["errno"]))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(OSError, match="cannot make the entries of .* durable") as info:
+        write_shard(path, create, lambda s: s.append(np.stack([image(i) for i in range(4)])))
+    assert info.value.errno == errno.EIO
+    with DenseStore.open(path, readonly=True) as s:
+        assert len(s) == 4
+    answer["errno"] = errno.EINVAL
+    write_shard(path, create, lambda s: s.append(np.stack([image(i) for i in range(2)])))
+    with DenseStore.open(path, readonly=True) as s:
+        assert len(s) == 2

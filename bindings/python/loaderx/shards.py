@@ -44,6 +44,7 @@ in a virtual index space; ``mixture.locate(loader)`` turns them into
 (source names, indices inside the sources).
 """
 
+import errno
 import glob as _glob
 import os
 import weakref
@@ -258,14 +259,20 @@ def _swap_in(partial, path):
 
 
 def _fsync_dir(d):
+    """Make the entries of directory ``d`` durable. Skipped where a
+    directory cannot be opened or fsynced at all (Windows; file systems
+    answering EINVAL or ENOTSUP); any other fsync failure (EIO, ENOSPC) is
+    raised, as a rename that may not survive a power loss is not done."""
     try:
         fd = os.open(d, os.O_RDONLY)
     except OSError:
         return
     try:
         os.fsync(fd)
-    except OSError:
-        pass
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF):
+            raise OSError(exc.errno,
+                          f"cannot make the entries of {d!r} durable: {exc.strerror}") from exc
     finally:
         os.close(fd)
 
