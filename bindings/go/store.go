@@ -76,6 +76,7 @@ type storeHandle struct {
 	path    string
 	lmu     sync.Mutex
 	loaders map[*loaderHandle]struct{} // loaders reading this store; guarded by lmu
+	concats map[*concatHandle]struct{} // concatenations borrowing it; guarded by lmu
 }
 
 // acquire takes the read lock and returns the handle, or ErrClosed.
@@ -98,7 +99,14 @@ func (sh *storeHandle) close() error {
 	for l := range sh.loaders {
 		ls = append(ls, l)
 	}
+	cs := make([]*concatHandle, 0, len(sh.concats))
+	for c := range sh.concats {
+		cs = append(cs, c)
+	}
 	sh.lmu.Unlock()
+	for _, c := range cs { // a concatenation borrowing it goes first, with its loaders
+		c.close()
+	}
 	for _, l := range ls {
 		l.close()
 	}
