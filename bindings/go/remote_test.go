@@ -177,7 +177,7 @@ func TestRemote(t *testing.T) {
 
 	t.Run("a writable open of a URL is refused", func(t *testing.T) {
 		_, err := zrecord.Open(url + "/images")
-		wantErr(t, err, nil, "read-only")
+		wantErr(t, err, zrecord.ErrUnsupported, "read-only")
 	})
 
 	t.Run("a missing store is named", func(t *testing.T) {
