@@ -310,18 +310,11 @@ func (c *Concat) GatherRecords(indices []int64) ([]Record, error) {
 		return nil, err
 	}
 	defer c.release()
-	bounds := make([]uint64, len(indices)+1)
-	if err := callAs(op, func() int { return zrcore.Zrs_concat_ragged_sizes(h, indices, bounds[1:]) }); err != nil {
-		return nil, err
-	}
-	for i := 1; i < len(bounds); i++ {
-		bounds[i] += bounds[i-1]
-	}
-	buf := make([]byte, bounds[len(indices)])
-	if err := callAs(op, func() int { return zrcore.Zr_go_concat_gather_ragged(h, indices, buf, bounds) }); err != nil {
-		return nil, err
-	}
-	return unpackRagged(buf, bounds)
+	return gatherRagged(op, len(indices),
+		func(sizes []uint64) int { return zrcore.Zrs_concat_ragged_sizes(h, indices, sizes) },
+		func(buf []byte, bounds []uint64) int {
+			return zrcore.Zr_go_concat_gather_ragged(h, indices, buf, bounds)
+		})
 }
 
 // Close closes the loaders reading the concatenation, then the shards it

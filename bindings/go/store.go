@@ -401,15 +401,24 @@ func (s *Store) GatherRecords(indices []int64) ([]Record, error) {
 		return nil, err
 	}
 	defer s.release()
-	bounds := make([]uint64, len(indices)+1)
-	if err := callAs("zrecord.Store.GatherRecords", func() int { return zrcore.Zrs_ragged_sizes(h, indices, bounds[1:]) }); err != nil {
+	return gatherRagged("zrecord.Store.GatherRecords", len(indices),
+		func(sizes []uint64) int { return zrcore.Zrs_ragged_sizes(h, indices, sizes) },
+		func(buf []byte, bounds []uint64) int { return zrcore.Zrs_gather_ragged(h, indices, buf, bounds) })
+}
+
+// gatherRagged reads n ragged records: their sizes (sizes fills n
+// values), then the records packed into one buffer at those bounds
+// (gather), unpacked. op names the caller in errors.
+func gatherRagged(op string, n int, sizes func([]uint64) int, gather func([]byte, []uint64) int) ([]Record, error) {
+	bounds := make([]uint64, n+1)
+	if err := callAs(op, func() int { return sizes(bounds[1:]) }); err != nil {
 		return nil, err
 	}
 	for i := 1; i < len(bounds); i++ {
 		bounds[i] += bounds[i-1]
 	}
-	buf := make([]byte, bounds[len(indices)])
-	if err := callAs("zrecord.Store.GatherRecords", func() int { return zrcore.Zrs_gather_ragged(h, indices, buf, bounds) }); err != nil {
+	buf := make([]byte, bounds[n])
+	if err := callAs(op, func() int { return gather(buf, bounds) }); err != nil {
 		return nil, err
 	}
 	return unpackRagged(buf, bounds)

@@ -468,11 +468,7 @@ function Concat:gather_into(buf, indices)
   return buf
 end
 
-function Concat:get(i)
-  local r = self:gather({ i })
-  if self.kind == "dense" then return r end
-  return r[1]
-end
+Concat.get = Store.get -- one record by 0-based global index, as a store's
 
 --- Close the loaders reading it, then the shards it opened from paths
 --- (borrowed stores stay open). Idempotent.
