@@ -190,12 +190,14 @@ func newLoader(op string, streams []Source, mix *Mixture, opts LoaderOptions) (*
 			mode = opts.Mode
 		}
 		var err error
-		if mixture, err = mix.bind(op, opts, mode); err != nil {
+		var releaseMix func()
+		if mixture, releaseMix, err = mix.bind(op, opts, mode); err != nil {
 			for _, p := range streams {
 				p.source().release()
 			}
 			return nil, err
 		}
+		defer releaseMix()
 		o.SetMode(zrcore.Enum_SS_zsm_mode(Sequential))
 		zrcore.Zr_bind_set_free(set)
 		set = zrcore.Zr_bind_set_new()
@@ -235,6 +237,13 @@ func newLoader(op string, streams []Source, mix *Mixture, opts LoaderOptions) (*
 	lh := &loaderHandle{h: zrcore.SwigcptrStruct_SS_zld_loader(out[0]), mixture: mixture}
 	for _, s := range streams {
 		s.source().register(lh)
+	}
+	if mix != nil { // closing any source's stream closes this loader
+		for _, src := range mix.sources[1:] {
+			for _, c := range src.Streams {
+				c.in.register(lh)
+			}
+		}
 	}
 	l := &Loader{in: lh, streams: append([]Source(nil), streams...), mix: mix, kinds: kinds, flip: flip, batchSize: opts.BatchSize}
 	runtime.SetFinalizer(l, func(l *Loader) { l.in.close() })

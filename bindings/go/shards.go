@@ -418,46 +418,46 @@ func NewMixtureLoader(m *Mixture, opts LoaderOptions) (*Loader, error) {
 	for i, c := range m.sources[0].Streams {
 		first[i] = c
 	}
-	l, err := newLoader("zrecord.NewMixtureLoader", first, m, opts)
-	if err != nil {
-		return nil, err
-	}
-	// closing any source's stream closes this loader
-	for _, s := range m.sources[1:] {
-		for _, c := range s.Streams {
-			c.in.register(l.in)
-		}
-	}
-	return l, nil
+	return newLoader("zrecord.NewMixtureLoader", first, m, opts)
 }
 
 // bind makes the native mixture for one loader's options (mode: the
-// loader's, for sources without their own).
-func (m *Mixture) bind(op string, opts LoaderOptions, mode Mode) (zrcore.Struct_SS_zld_mixture, error) {
+// loader's, for sources without their own). The caller holds the first
+// source's streams (newLoader's acquire); bind takes the others' read
+// locks and returns their release, to call once the loader is made.
+func (m *Mixture) bind(op string, opts LoaderOptions, mode Mode) (zrcore.Struct_SS_zld_mixture, func(), error) {
 	cset := zrcore.Zr_bind_set_new()
 	defer zrcore.Zr_bind_set_free(cset)
 	wset := zrcore.Zr_bind_set_new()
 	defer zrcore.Zr_bind_set_free(wset)
 	var held []*concatHandle
-	defer func() {
+	release := func() {
 		for _, ch := range held {
 			ch.mu.RUnlock()
 		}
-	}()
-	for _, s := range m.sources {
+		held = nil
+	}
+	fail := func(err error) (zrcore.Struct_SS_zld_mixture, func(), error) {
+		release()
+		return nil, nil, err
+	}
+	for k, s := range m.sources {
 		md := s.Mode
 		if md == "" {
 			md = mode.String()
 		}
 		if err := callAs(op, func() int { return zrcore.Zr_bind_set_add_weight(wset, s.Weight, md) }); err != nil {
-			return nil, err
+			return fail(err)
 		}
 		for j, c := range s.Streams {
-			h, err := c.in.acquire(fmt.Sprintf("mixture: stream %d of source %q", j, s.Name))
-			if err != nil {
-				return nil, err
+			h := c.in.h // source 0: held by the caller
+			if k > 0 {
+				var err error
+				if h, err = c.in.acquire(fmt.Sprintf("mixture: stream %d of source %q", j, s.Name)); err != nil {
+					return fail(err)
+				}
+				held = append(held, c.in)
 			}
-			held = append(held, c.in)
 			zrcore.Zr_bind_set_add_concat(cset, h)
 		}
 	}
@@ -469,9 +469,9 @@ func (m *Mixture) bind(op string, opts LoaderOptions, mode Mode) (zrcore.Struct_
 	if err := callAs(op, func() int {
 		return zrcore.Zr_bind_mixture_create(out, cset, wset, int64(len(m.sources[0].Streams)), opts.Seed, opts.BatchSize, uint(ws))
 	}); err != nil {
-		return nil, err
+		return fail(err)
 	}
-	return zrcore.SwigcptrStruct_SS_zld_mixture(out[0]), nil
+	return zrcore.SwigcptrStruct_SS_zld_mixture(out[0]), release, nil
 }
 
 // Locate gives, for virtual indices of loader l's batches (Batch.Indices),
