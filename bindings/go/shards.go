@@ -326,6 +326,10 @@ func (c *Concat) Close() error {
 
 // ------------------------------------------------------------------ push
 
+// RemoteSupported reports whether the libraries open stores at URLs
+// (built with libcurl); without, a URL is ErrUnsupported.
+func RemoteSupported() bool { return zrcore.Zre_remote_supported() != 0 }
+
 // Push uploads the local store at path to url (http(s):// PUT or
 // s3://bucket/prefix), meta.zr last, so OpenReadOnly(url) opens it only
 // once it is complete. ErrExist when the URL already holds a store.

@@ -491,6 +491,10 @@ Concat.__tostring = function(self)
                        self.dtype, self:len())
 end
 
+--- True when the libraries open stores at URLs (built with libcurl);
+--- without, a URL raises EUNSUPPORTED.
+function M.remote_supported() return raw.zre_remote_supported() ~= 0 end
+
 --- Upload the local store at `path` to `url` (http(s):// PUT or
 --- s3://bucket/prefix), meta.zr last, so open(url, {readonly = true})
 --- opens it once it is complete. EEXIST when the URL already holds a store.

@@ -11,6 +11,10 @@ if ROOT == nil or URL == nil then
   print("skip: run under tests/remote_servers.sh (nginx and SeaweedFS on 127.0.0.1)")
   os.exit(0)
 end
+if not zr.remote_supported() then
+  print("skip: this build of the libraries has no remote store support (built without libcurl)")
+  os.exit(0)
+end
 local S3 = os.getenv("AWS_ENDPOINT_URL")
 
 local N = 600
