@@ -58,6 +58,7 @@ type Loader struct {
 	in        *loaderHandle
 	streams   []Source // keeps the user-facing stores reachable while the Loader is
 	mix       *Mixture // the mixture it reads, if any
+	mixMode   Mode     // its sources' default mode (the loader's own walks in order)
 	kinds     []Kind
 	flip      map[int]float64 // the loader's flips (a copy of LoaderOptions.Flip)
 	batchSize uint64
@@ -182,16 +183,16 @@ func newLoader(op string, streams []Source, mix *Mixture, opts LoaderOptions) (*
 		kinds[i] = kind
 	}
 	var mixture zrcore.Struct_SS_zld_mixture
+	mixMode := Cyclic
+	if opts.UseMode {
+		mixMode = opts.Mode
+	}
 	if mix != nil {
 		// the mixture draws sources and indices; the loader walks its
 		// virtual index space in order, over the mixture's streams
-		mode := Cyclic
-		if opts.UseMode {
-			mode = opts.Mode
-		}
 		var err error
 		var releaseMix func()
-		if mixture, releaseMix, err = mix.bind(op, opts, mode); err != nil {
+		if mixture, releaseMix, err = mix.bind(op, opts, mixMode); err != nil {
 			for _, p := range streams {
 				p.source().release()
 			}
@@ -245,7 +246,7 @@ func newLoader(op string, streams []Source, mix *Mixture, opts LoaderOptions) (*
 			}
 		}
 	}
-	l := &Loader{in: lh, streams: append([]Source(nil), streams...), mix: mix, kinds: kinds, flip: flip, batchSize: opts.BatchSize}
+	l := &Loader{in: lh, streams: append([]Source(nil), streams...), mix: mix, mixMode: mixMode, kinds: kinds, flip: flip, batchSize: opts.BatchSize}
 	runtime.SetFinalizer(l, func(l *Loader) { l.in.close() })
 	return l, nil
 }
@@ -361,6 +362,9 @@ func (l *Loader) State() (LoaderOptions, error) {
 		WorldSize:  uint32(o.GetWorld_size()),
 		NumWorkers: o.GetNum_workers(),
 		Prefetch:   o.GetPrefetch(),
+	}
+	if l.mix != nil { // the mode its sources default to; the loader's own walks in order
+		st.Mode = l.mixMode
 	}
 	for k := range l.kinds { // the loader's own copy, read while it is open
 		if p := zrcore.Zr_go_options_flip_p(o, int64(k)); p >= 0 {

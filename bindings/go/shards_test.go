@@ -408,7 +408,7 @@ func TestMixtureIsPureInSeedStepRank(t *testing.T) {
 	st, _ := ref.State()
 	following := next(ref)
 	ref.Close()
-	if st.StartStep != 12 || st.Seed != 5 || st.Mode != zrecord.Sequential {
+	if st.StartStep != 12 || st.Seed != 5 || st.Mode != zrecord.Cyclic {
 		t.Fatalf("state %+v", st)
 	}
 	st.NumWorkers = 3
@@ -441,6 +441,29 @@ func TestMixtureIsPureInSeedStepRank(t *testing.T) {
 		t.Fatal("another seed gave the same batch")
 	}
 	other.Close()
+	// sources without a mode of their own take the loader's, on resume too
+	d, _ := zrecord.NewMixture([]zrecord.MixtureSource{{Name: "0", Weight: 1, Streams: big}, {Name: "1", Weight: 1, Streams: small}})
+	a, err := zrecord.NewMixtureLoader(d, zrecord.LoaderOptions{BatchSize: 8, Seed: 5, Mode: zrecord.IID, UseMode: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; k < 3; k++ {
+		next(a)
+	}
+	st, _ = a.State()
+	want := next(a)
+	a.Close()
+	if st.Mode != zrecord.IID {
+		t.Fatalf("state mode %v, want iid", st.Mode)
+	}
+	r, err := zrecord.NewMixtureLoader(d, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if !bytes.Equal(next(r), want) {
+		t.Fatal("a mixture of the loader's mode resumed from state: another batch")
+	}
 }
 
 func TestMixtureErrors(t *testing.T) {

@@ -733,12 +733,13 @@ function M.loader(streams, options)
   local opts = {}
   for k, v in pairs(options or {}) do opts[k] = v end
   local list, names = {}, nil
-  local mixture, mix = nil, nil
+  local mixture, mix, mix_mode = nil, nil, nil
   if getmetatable(streams) == Mixture then
     -- the mixture draws sources and indices; the loader walks its virtual
     -- index space in order
     mixture, names = streams, streams.streams
     mix = mixture:_bind(opts)
+    mix_mode = opts.mode or "cyclic" -- the sources' default, for state()
     opts.mode = "sequential"
     for i = 1, #names do list[i] = mixture._concats[1][i] end
   elseif #streams > 0 then
@@ -791,7 +792,7 @@ function M.loader(streams, options)
   end
   local self = setmetatable({ _h = h[1], _streams = mixture and { mixture } or list, _names = names,
                               _dtypes = dtypes, _flips = h[2], _mixture = mix,
-                              _mixture_of = mixture }, Loader)
+                              _mixture_of = mixture, _mix_mode = mix_mode }, Loader)
   for _, s in ipairs(self._streams) do s._loaders[self] = true end
   return self
 end
@@ -825,6 +826,9 @@ function Loader:state()
   if h == nil then fail("ECLOSED", "loader is closed") end
   if not raw.zld_get_state then fail("EUNSUPPORTED", "loader state is not in this build") end
   local st = raw.zld_get_state(h)
+  -- a mixture loader walks its virtual index space sequentially; its
+  -- state keeps the mode its sources default to
+  if rawget(self, "_mix_mode") then st.mode = self._mix_mode end
   local flips = st.flip -- the raw list: back to {key = p}
   st.flip = nil
   if flips then

@@ -211,7 +211,7 @@ T.test("a mixture is pure in seed, step and rank", function()
   local state = ref:state()
   local following = ref:next().x
   ref:close()
-  T.eq(state.start_step, 12); T.eq(state.seed, 5); T.eq(state.mode, "sequential")
+  T.eq(state.start_step, 12); T.eq(state.seed, 5); T.eq(state.mode, "cyclic")
   state.num_workers = 3
   local res = zr.loader(m, state)
   T.eq(res:next().x, following, "resumed from state")
@@ -225,6 +225,16 @@ T.test("a mixture is pure in seed, step and rank", function()
   r0:close(); r1:close()
   local other <close> = zr.loader(m, { batch_size = 8, seed = 6 })
   T.ok(other:next().x ~= batches[0], "another seed is another run")
+  -- sources without a mode of their own take the loader's, on resume too
+  local d <close> = zr.mixture({ big, small }, { 1, 1 })
+  local a = zr.loader(d, { batch_size = 8, seed = 5, mode = "iid" })
+  for _ = 1, 3 do a:next() end
+  local st = a:state()
+  T.eq(st.mode, "iid")
+  local want = a:next().x
+  a:close()
+  local r <close> = zr.loader(d, st)
+  T.eq(r:next().x, want, "a mixture of the loader's mode resumed from state")
 end)
 
 T.test("mixture errors", function()
