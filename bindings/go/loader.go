@@ -2,6 +2,7 @@ package zrecord
 
 import (
 	"fmt"
+	"reflect"
 	"runtime"
 	"sort"
 	"sync"
@@ -55,7 +56,9 @@ type Batch struct {
 // the loaders reading it first (see Store for why the split).
 type Loader struct {
 	in        *loaderHandle
-	stores    []*Store // keeps the user-facing stores reachable while the Loader is
+	streams   []Source // keeps the user-facing stores reachable while the Loader is
+	mix       *Mixture // the mixture it reads, if any
+	mixMode   Mode     // its sources' default mode (the loader's own walks in order)
 	kinds     []Kind
 	flip      map[int]float64 // the loader's flips (a copy of LoaderOptions.Flip)
 	batchSize uint64
@@ -67,6 +70,8 @@ type loaderHandle struct {
 	mu      sync.Mutex
 	h       zrcore.Struct_SS_zld_loader
 	streams []*storeHandle
+	concats []*concatHandle              // the concatenations it reads
+	mixture zrcore.Struct_SS_zld_mixture // a mixture loader's own mixture, freed with it
 }
 
 // close stops the workers, frees the C loader and unregisters it from
@@ -80,10 +85,16 @@ func (lh *loaderHandle) close() {
 		return
 	}
 	zrcore.Zld_close(h)
+	if lh.mixture != nil {
+		zrcore.Zld_mixture_free(lh.mixture)
+	}
 	for _, sh := range lh.streams {
 		sh.lmu.Lock()
 		delete(sh.loaders, lh)
 		sh.lmu.Unlock()
+	}
+	for _, ch := range lh.concats {
+		ch.forget(lh)
 	}
 }
 
@@ -92,20 +103,45 @@ func (lh *loaderHandle) close() {
 // loaders reading it first. A nil or closed stream is an error naming
 // its position.
 func NewLoader(streams []*Store, opts LoaderOptions) (*Loader, error) {
-	if len(streams) == 0 {
-		return nil, opErrorf("zrecord.NewLoader", StatusInvalid, "no streams")
-	}
-	if opts.BatchSize == 0 {
-		return nil, opErrorf("zrecord.NewLoader", StatusInvalid, "BatchSize is 0, expected >= 1 (records per batch)")
-	}
 	for i, s := range streams {
 		if s == nil {
 			return nil, errorf(StatusInvalid, "loader: stream %d of %d is nil (expected an open *Store)", i, len(streams))
 		}
 	}
+	srcs := make([]Source, len(streams))
+	for i, s := range streams {
+		srcs[i] = s
+	}
+	return newLoader("zrecord.NewLoader", srcs, nil, opts)
+}
+
+// NewLoaderOf is NewLoader over any mix of stores and concatenations
+// (*Store, *Concat) of equal length. Concatenations read side by side must
+// be sharded alike (shard k of equal length in each), so that index i is
+// the same example in all of them: ErrInvalid naming the first shard that
+// differs otherwise. Flip works on a dense concatenation as on a store.
+func NewLoaderOf(streams []Source, opts LoaderOptions) (*Loader, error) {
+	for i, s := range streams {
+		if s == nil || reflect.ValueOf(s).IsNil() {
+			return nil, errorf(StatusInvalid, "loader: stream %d of %d is nil (expected an open *Store or *Concat)", i, len(streams))
+		}
+	}
+	return newLoader("zrecord.NewLoaderOf", streams, nil, opts)
+}
+
+// newLoader starts a loader over streams; with mix non-nil, over that
+// mixture's streams instead (streams are then its first source's, for
+// their kinds and flips). op names the caller in errors.
+func newLoader(op string, streams []Source, mix *Mixture, opts LoaderOptions) (*Loader, error) {
+	if len(streams) == 0 {
+		return nil, opErrorf(op, StatusInvalid, "no streams")
+	}
+	if opts.BatchSize == 0 {
+		return nil, opErrorf(op, StatusInvalid, "BatchSize is 0, expected >= 1 (records per batch)")
+	}
 	for k := range opts.Flip {
 		if k < 0 || k >= len(streams) {
-			return nil, opErrorf("zrecord.NewLoader", StatusInvalid, "Flip names stream %d, expected 0 to %d (a position in streams)", k, len(streams)-1)
+			return nil, opErrorf(op, StatusInvalid, "Flip names stream %d, expected 0 to %d (a position in streams)", k, len(streams)-1)
 		}
 	}
 	o := zrcore.NewZld_options()
@@ -129,20 +165,46 @@ func NewLoader(streams []*Store, opts LoaderOptions) (*Loader, error) {
 	o.SetNum_workers(opts.NumWorkers)
 	o.SetPrefetch(opts.Prefetch)
 
-	ptrs := make([]uintptr, len(streams))
+	// handles: a store of each stream, for its flip (a concatenation's
+	// shard 0, which has the stream's identity)
 	handles := make([]zrcore.Struct_SS_zrs_store, len(streams))
 	kinds := make([]Kind, len(streams))
+	set := zrcore.Zr_bind_set_new()
+	defer func() { zrcore.Zr_bind_set_free(set) }() // the last one made
 	for i, s := range streams {
-		h, err := s.acquire(fmt.Sprintf("loader: stream %d", i))
+		h, kind, err := s.source().acquire(fmt.Sprintf("loader: stream %d", i), set)
 		if err != nil {
 			for _, p := range streams[:i] {
-				p.release()
+				p.source().release()
 			}
 			return nil, err
 		}
-		ptrs[i] = h.Swigcptr()
 		handles[i] = h
-		kinds[i] = s.kind
+		kinds[i] = kind
+	}
+	var mixture zrcore.Struct_SS_zld_mixture
+	mixMode := Cyclic
+	if opts.UseMode {
+		mixMode = opts.Mode
+	}
+	if mix != nil {
+		// the mixture draws sources and indices; the loader walks its
+		// virtual index space in order, over the mixture's streams
+		var err error
+		var releaseMix func()
+		if mixture, releaseMix, err = mix.bind(op, opts, mixMode); err != nil {
+			for _, p := range streams {
+				p.source().release()
+			}
+			return nil, err
+		}
+		defer releaseMix()
+		o.SetMode(zrcore.Enum_SS_zsm_mode(Sequential))
+		zrcore.Zr_bind_set_free(set)
+		set = zrcore.Zr_bind_set_new()
+		for i := range streams {
+			zrcore.Zr_bind_set_add_mixture(set, mixture, int64(i))
+		}
 	}
 	flip := make(map[int]float64, len(opts.Flip))
 	keys := make([]int, 0, len(opts.Flip))
@@ -154,7 +216,7 @@ func NewLoader(streams []*Store, opts LoaderOptions) (*Loader, error) {
 	var err error
 	for _, k := range keys {
 		k := k
-		if err = callAs("zrecord.NewLoader", func() int {
+		if err = callAs(op, func() int {
 			return zrcore.Zr_go_options_add_flip(o, handles[k], int64(k), opts.Flip[k])
 		}); err != nil {
 			break
@@ -162,22 +224,29 @@ func NewLoader(streams []*Store, opts LoaderOptions) (*Loader, error) {
 	}
 	out := []uintptr{0}
 	if err == nil {
-		err = callAs("zrecord.NewLoader", func() int { return zrcore.Zld_create(out, ptrs, o) })
+		err = callAs(op, func() int { return zrcore.Zr_bind_loader_create(out, set, o) })
 	}
 	for _, s := range streams {
-		s.release()
+		s.source().release()
 	}
 	if err != nil {
+		if mixture != nil {
+			zrcore.Zld_mixture_free(mixture)
+		}
 		return nil, err
 	}
-	lh := &loaderHandle{h: zrcore.SwigcptrStruct_SS_zld_loader(out[0]), streams: make([]*storeHandle, len(streams))}
-	for i, s := range streams {
-		lh.streams[i] = s.in
-		s.in.lmu.Lock()
-		s.in.loaders[lh] = struct{}{}
-		s.in.lmu.Unlock()
+	lh := &loaderHandle{h: zrcore.SwigcptrStruct_SS_zld_loader(out[0]), mixture: mixture}
+	for _, s := range streams {
+		s.source().register(lh)
 	}
-	l := &Loader{in: lh, stores: append([]*Store(nil), streams...), kinds: kinds, flip: flip, batchSize: opts.BatchSize}
+	if mix != nil { // closing any source's stream closes this loader
+		for _, src := range mix.sources[1:] {
+			for _, c := range src.Streams {
+				c.in.register(lh)
+			}
+		}
+	}
+	l := &Loader{in: lh, streams: append([]Source(nil), streams...), mix: mix, mixMode: mixMode, kinds: kinds, flip: flip, batchSize: opts.BatchSize}
 	runtime.SetFinalizer(l, func(l *Loader) { l.in.close() })
 	return l, nil
 }
@@ -293,6 +362,9 @@ func (l *Loader) State() (LoaderOptions, error) {
 		WorldSize:  uint32(o.GetWorld_size()),
 		NumWorkers: o.GetNum_workers(),
 		Prefetch:   o.GetPrefetch(),
+	}
+	if l.mix != nil { // the mode its sources default to; the loader's own walks in order
+		st.Mode = l.mixMode
 	}
 	for k := range l.kinds { // the loader's own copy, read while it is open
 		if p := zrcore.Zr_go_options_flip_p(o, int64(k)); p >= 0 {

@@ -76,6 +76,7 @@ type storeHandle struct {
 	path    string
 	lmu     sync.Mutex
 	loaders map[*loaderHandle]struct{} // loaders reading this store; guarded by lmu
+	concats map[*concatHandle]struct{} // concatenations borrowing it; guarded by lmu
 }
 
 // acquire takes the read lock and returns the handle, or ErrClosed.
@@ -98,7 +99,14 @@ func (sh *storeHandle) close() error {
 	for l := range sh.loaders {
 		ls = append(ls, l)
 	}
+	cs := make([]*concatHandle, 0, len(sh.concats))
+	for c := range sh.concats {
+		cs = append(cs, c)
+	}
 	sh.lmu.Unlock()
+	for _, c := range cs { // a concatenation borrowing it goes first, with its loaders
+		c.close()
+	}
 	for _, l := range ls {
 		l.close()
 	}
@@ -393,15 +401,24 @@ func (s *Store) GatherRecords(indices []int64) ([]Record, error) {
 		return nil, err
 	}
 	defer s.release()
-	bounds := make([]uint64, len(indices)+1)
-	if err := callAs("zrecord.Store.GatherRecords", func() int { return zrcore.Zrs_ragged_sizes(h, indices, bounds[1:]) }); err != nil {
+	return gatherRagged("zrecord.Store.GatherRecords", len(indices),
+		func(sizes []uint64) int { return zrcore.Zrs_ragged_sizes(h, indices, sizes) },
+		func(buf []byte, bounds []uint64) int { return zrcore.Zrs_gather_ragged(h, indices, buf, bounds) })
+}
+
+// gatherRagged reads n ragged records: their sizes (sizes fills n
+// values), then the records packed into one buffer at those bounds
+// (gather), unpacked. op names the caller in errors.
+func gatherRagged(op string, n int, sizes func([]uint64) int, gather func([]byte, []uint64) int) ([]Record, error) {
+	bounds := make([]uint64, n+1)
+	if err := callAs(op, func() int { return sizes(bounds[1:]) }); err != nil {
 		return nil, err
 	}
 	for i := 1; i < len(bounds); i++ {
 		bounds[i] += bounds[i-1]
 	}
-	buf := make([]byte, bounds[len(indices)])
-	if err := callAs("zrecord.Store.GatherRecords", func() int { return zrcore.Zrs_gather_ragged(h, indices, buf, bounds) }); err != nil {
+	buf := make([]byte, bounds[n])
+	if err := callAs(op, func() int { return gather(buf, bounds) }); err != nil {
 		return nil, err
 	}
 	return unpackRagged(buf, bounds)

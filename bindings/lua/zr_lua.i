@@ -555,6 +555,9 @@ ZR_OUT_HANDLE(zre_engine)
 ZR_OUT_HANDLE(zrs_store)
 ZR_OUT_HANDLE(zld_loader)
 ZR_OUT_HANDLE(zld_batch)
+/* many stores as one dataset (zr_bind_shards.i) */
+ZR_OUT_HANDLE(zrs_concat)
+ZR_OUT_HANDLE(zld_mixture)
 
 %define ZR_OUT_INT(TYPE, NAME)
 %typemap(in, numinputs=0) TYPE *NAME (TYPE tmp = (TYPE)0) %{ $1 = &tmp; %}
@@ -566,6 +569,8 @@ ZR_OUT_INT(zsm_mode, out)
 ZR_OUT_INT(uint64_t, first_index)
 ZR_OUT_INT(uint64_t, dict_bytes)
 ZR_OUT_INT(uint64_t, sample_bytes)
+ZR_OUT_INT(uint64_t, mix_source)
+ZR_OUT_INT(uint64_t, mix_index)
 
 /* zre_get_stats: a table with the struct's fields. */
 %typemap(in, numinputs=0) zre_stats *out (zre_stats tmp) %{ memset(&tmp, 0, sizeof tmp); $1 = &tmp; %}
@@ -794,6 +799,7 @@ ZR_INDEX_TO_U64(sizes)
 }
 
 %include "zr_core.i"
+%include "zr_bind_shards.i"
 
 %native(buffer) int zr_lua_buffer_new(lua_State *L);
 %native(item_shape) int zr_lua_item_shape(lua_State *L);
@@ -1132,23 +1138,30 @@ int zr_lua_append_ragged(lua_State *L)
     return 1;
 }
 
-/* gather_ragged(store, index_table): a table of {shape=..., data=...}. */
+/* gather_ragged(store or concatenation, index_table): a table of
+ * {shape=..., data=...}. */
 int zr_lua_gather_ragged(lua_State *L)
 {
-    zrs_store *s = (zrs_store *)zr_lua_check_handle(L, 1, SWIGTYPE_p_zrs_store, "gather_ragged: store");
+    zrs_concat *c = NULL;
+    zrs_store *s = NULL;
+    if (!SWIG_IsOK(SWIG_ConvertPtr(L, 1, (void **)&c, SWIGTYPE_p_zrs_concat, 0)) || c == NULL)
+        s = (zrs_store *)zr_lua_check_handle(L, 1, SWIGTYPE_p_zrs_store, "gather_ragged: store");
     uint64_t count = 0;
     int64_t *idx = zr_lua_index_array(L, 2, "gather_ragged: index", &count);
     if (idx == NULL)
         return lua_error(L);
     uint64_t *bounds = (uint64_t *)malloc((size_t)(count + 1) * sizeof *bounds);
     unsigned char *buf = NULL;
-    int rc = bounds ? zrs_ragged_sizes(s, idx, count, bounds + 1) : ZR_ENOMEM;
+    int rc = bounds == NULL ? ZR_ENOMEM
+             : c ? zrs_concat_ragged_sizes(c, idx, count, bounds + 1)
+                 : zrs_ragged_sizes(s, idx, count, bounds + 1);
     if (rc == 0) {
         bounds[0] = 0;
         for (uint64_t k = 1; k <= count; k++)
             bounds[k] += bounds[k - 1];
         buf = (unsigned char *)malloc(bounds[count] > 0 ? (size_t)bounds[count] : 1);
-        rc = buf ? zrs_gather_ragged(s, idx, count, buf, bounds[count], bounds)
+        rc = buf ? (c ? zrs_concat_gather_ragged(c, idx, count, buf, bounds[count], bounds)
+                      : zrs_gather_ragged(s, idx, count, buf, bounds[count], bounds))
                  : zr_set_error(ZR_ENOMEM, "gather_ragged: cannot allocate %llu bytes",
                                 (unsigned long long)bounds[count]);
     } else if (bounds == NULL) {
@@ -1160,7 +1173,7 @@ int zr_lua_gather_ragged(lua_State *L)
         free(buf);
         return zr_lua_fail(L, rc);
     }
-    zrs_dtype dt = zrs_get_dtype(s);
+    zrs_dtype dt = c ? zrs_concat_dtype(c) : zrs_get_dtype(s);
     lua_createtable(L, count < INT32_MAX ? (int)count : 0, 0);
     for (uint64_t k = 0; k < count; k++) {
         rc = zr_lua_push_ragged_record(L, buf + bounds[k], bounds[k + 1] - bounds[k], dt);

@@ -348,6 +348,306 @@ function Sampler:seek(step)
   self.step = step
 end
 
+
+-- ---------------------------------------------------- shards and mixtures
+
+local Concat = {}
+Concat.__index = Concat
+Concat.__name = "zrecord.concat"
+
+-- A raw list (zr_bind_set) filled by add(set, item) for each item of
+-- `items`, closed when f returns or raises.
+local function with_set(items, add, f)
+  local set = raw.zr_bind_set_new()
+  local ok, a, b = pcall(function()
+    for _, it in ipairs(items) do add(set, it) end
+    return f(set)
+  end)
+  raw.zr_bind_set_free(set)
+  if not ok then error(a, 0) end
+  return a, b
+end
+
+local function concat_handle(self)
+  local h = rawget(self, "_h")
+  if h == nil then fail("ECLOSED", "concatenation %s is closed", self.path) end
+  return h
+end
+
+--- Shards of one identity (the same dtype and item_shape, or the same
+--- ragged dtype) read as one store. `shards`: a path or URL (a store, or
+--- a shard set pushed with push_shards: every shard its manifest lists),
+--- a table of paths and URLs, or a table of open stores (borrowed: they
+--- stay yours, and closing one closes the concatenation first).
+--- opts.readonly (default true) opens paths as readers; a URL is always
+--- read-only. EINVAL naming both shards for an identity mismatch.
+function M.concat(shards, opts)
+  if opts ~= nil and type(opts) ~= "table" then
+    fail("EINVAL", "concat: options must be a table, got %s", type(opts))
+  end
+  if type(shards) == "string" then shards = { shards } end
+  if type(shards) ~= "table" or #shards == 0 then
+    fail("EINVAL", "concat: shards must be a path or a non-empty table of paths or stores, got %s",
+         type(shards) == "table" and "an empty table" or type(shards))
+  end
+  local stores = getmetatable(shards[1]) == Store
+  for k, it in ipairs(shards) do
+    if stores ~= (getmetatable(it) == Store) or (not stores and type(it) ~= "string") then
+      fail("EINVAL", "concat: shard %d is a %s; shards must be all paths or all stores",
+           k - 1, type(it))
+    end
+    if stores and rawget(it, "_h") == nil then
+      fail("ECLOSED", "concat: shard %d (%s) is closed", k - 1, it.path)
+    end
+  end
+  local h
+  if stores then
+    h = with_set(shards, function(set, st) raw.zr_bind_set_add_store(set, handle(st)) end,
+                 function(set) return raw.zr_bind_concat_create(set) end)
+  else
+    local flags = (opts == nil or opts.readonly ~= false) and raw.ZRE_OPEN_READONLY or 0
+    h = with_set(shards, raw.zr_bind_set_add_path,
+                 function(set) return raw.zr_bind_concat_open(set, flags) end)
+  end
+  local kind = raw.zrs_concat_kind(h) == raw.ZRS_DENSE and "dense" or "ragged"
+  local self = setmetatable({
+    _h = h, _loaders = setmetatable({}, { __mode = "k" }), _borrowed = stores and shards or {},
+    kind = kind, ragged = kind == "ragged",
+    dtype = raw.zrs_dtype_str(raw.zrs_concat_dtype(h)),
+    path = raw.zrs_path(raw.zrs_concat_shard(h, 0)),
+    nshards = raw.zrs_concat_count(h),
+  }, Concat)
+  self.itemsize = raw.zrs_dtype_itemsize(raw.zrs_concat_dtype(h))
+  if kind == "dense" then
+    self.record_size = raw.zrs_concat_record_size(h)
+    self.item_shape = {}
+    for k = 1, raw.zrs_concat_item_ndim(h) do self.item_shape[k] = raw.zr_bind_concat_dim(h, k - 1) end
+  end
+  -- closing a borrowed store closes this concatenation (and its loaders) first
+  for _, st in ipairs(self._borrowed) do st._loaders[self] = true end
+  return self
+end
+
+function Concat:len() return raw.zrs_concat_length(concat_handle(self)) end
+Concat.__len = Concat.len
+function Concat:closed() return rawget(self, "_h") == nil end
+
+--- The shards' paths (or URLs), in order.
+function Concat:paths()
+  local h, out = concat_handle(self), {}
+  for k = 1, raw.zrs_concat_count(h) do out[k] = raw.zrs_path(raw.zrs_concat_shard(h, k - 1)) end
+  return out
+end
+
+--- The first global index of each shard, then the total: nshards + 1 integers.
+function Concat:offsets()
+  local h, out = concat_handle(self), {}
+  for k = 0, raw.zrs_concat_count(h) do out[k + 1] = raw.zrs_concat_offset(h, k) end
+  return out
+end
+
+--- Gather by a table of 0-based global indices (negatives wrap), as a
+--- store's gather: dense one string, ragged a table of records.
+function Concat:gather(indices)
+  local h = concat_handle(self)
+  if self.kind == "ragged" then return raw.gather_ragged(h, indices) end
+  if type(indices) ~= "table" then
+    fail("EINVAL", "gather: index must be a table of integers, got %s", type(indices))
+  end
+  local buf = raw.buffer(#indices * self.record_size)
+  raw.zrs_concat_gather_dense(h, indices, buf)
+  return buf:tostring()
+end
+
+--- Dense only: gather into a zrecord buffer (reused across calls), as a
+--- store's gather_into. Returns the buffer.
+function Concat:gather_into(buf, indices)
+  local h = concat_handle(self)
+  if self.kind ~= "dense" then fail("EINVAL", "gather_into: %s is a ragged concatenation", self.path) end
+  raw.zrs_concat_gather_dense(h, indices, buf)
+  return buf
+end
+
+Concat.get = Store.get -- one record by 0-based global index, as a store's
+
+--- Close the loaders reading it, then the shards it opened from paths
+--- (borrowed stores stay open). Idempotent.
+function Concat:close()
+  local h = rawget(self, "_h")
+  if h == nil then return end
+  self._h = nil
+  for l in pairs(self._loaders) do l:close() end
+  for _, st in ipairs(self._borrowed) do
+    if rawget(st, "_loaders") then st._loaders[self] = nil end
+  end
+  raw.zrs_concat_close(h)
+end
+
+Concat.__close = function(self) self:close() end
+Concat.__gc = function(self) pcall(Concat.close, self) end
+Concat.__tostring = function(self)
+  if rawget(self, "_h") == nil then return string.format("zrecord.concat(%s, closed)", self.path) end
+  return string.format("zrecord.concat(%d %s shards, %s, %d records)", self.nshards, self.kind,
+                       self.dtype, self:len())
+end
+
+--- True when the libraries open stores at URLs (built with libcurl);
+--- without, a URL raises EUNSUPPORTED.
+function M.remote_supported() return raw.zre_remote_supported() ~= 0 end
+
+--- Upload the local store at `path` to `url` (http(s):// PUT or
+--- s3://bucket/prefix), meta.zr last, so open(url, {readonly = true})
+--- opens it once it is complete. EEXIST when the URL already holds a store.
+function M.push(path, url)
+  check_path(path)
+  if type(url) ~= "string" then fail("EINVAL", "push: url must be a string, got %s", type(url)) end
+  raw.zr_bind_push(path, url)
+end
+
+--- Upload local shards (a table of paths) to `url` as a shard set: each
+--- shard to url/<its folder name>, then the manifest last, so
+--- concat(url) opens the whole set only once it is complete.
+function M.push_shards(paths, url)
+  if type(paths) ~= "table" then fail("EINVAL", "push_shards: paths must be a table, got %s", type(paths)) end
+  if type(url) ~= "string" then fail("EINVAL", "push_shards: url must be a string, got %s", type(url)) end
+  with_set(paths, raw.zr_bind_set_add_path, function(set) raw.zr_bind_push_shards(set, url) end)
+end
+
+local Mixture = {}
+Mixture.__index = Mixture
+Mixture.__name = "zrecord.mixture"
+
+--- Several datasets sampled by weight. sources: a table name -> dataset
+--- (or a list, named 0, 1, ...), a dataset being a table stream name ->
+--- store, concatenation, path or table of paths, with the same stream
+--- names in every source. weights: name -> number (or a list in source
+--- order), relative, each finite and > 0. modes: nil (the loader's mode),
+--- one mode name for all, or name -> mode. Pass the mixture to loader() in
+--- place of the streams: each batch position draws its source by weight
+--- and its index inside the source by that source's mode, a pure function
+--- of (seed, step, rank).
+function M.mixture(sources, weights, modes)
+  if type(sources) ~= "table" then fail("EINVAL", "mixture: sources must be a table, got %s", type(sources)) end
+  local names = {}
+  if #sources > 0 then
+    for k = 1, #sources do names[k] = k - 1 end
+  else
+    for n in pairs(sources) do names[#names + 1] = n end
+    table.sort(names, function(a, b) return tostring(a) < tostring(b) end)
+  end
+  if #names == 0 then fail("EINVAL", "mixture: a mixture needs at least one source") end
+  local function by_name(t, n) if #sources > 0 then return t[n + 1] end return t[n] end
+  if type(weights) ~= "table" then fail("EINVAL", "mixture: weights must be a table, got %s", type(weights)) end
+  local w, md = {}, {}
+  for k, n in ipairs(names) do
+    w[k] = by_name(weights, n)
+    if type(w[k]) ~= "number" or not (w[k] > 0) or w[k] == math.huge then
+      fail("EINVAL", "mixture: weight of source %s is %s, expected a finite number > 0", tostring(n), tostring(w[k]))
+    end
+    if type(modes) == "table" then md[k] = by_name(modes, n) else md[k] = modes end
+  end
+  local streams
+  local self = setmetatable({ names = names, weights = w, modes = md, _concats = {}, _owned = {},
+                              _loaders = setmetatable({}, { __mode = "k" }) }, Mixture)
+  local ok, err = pcall(function()
+    for k, n in ipairs(names) do
+      local ds = sources[#sources > 0 and k or n]
+      if type(ds) ~= "table" or next(ds) == nil then
+        fail("EINVAL", "mixture: source %s must be a non-empty table {stream = store}", tostring(n))
+      end
+      local keys = {}
+      for key in pairs(ds) do keys[#keys + 1] = key end
+      table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+      if streams == nil then streams = keys
+      elseif table.concat(keys, ",") ~= table.concat(streams, ",") then
+        fail("EINVAL", "mixture: source %s has streams {%s}, the first source has {%s}: every "
+             .. "source needs the same stream names", tostring(n), table.concat(keys, ", "),
+             table.concat(streams, ", "))
+      end
+      local row = {}
+      for j, key in ipairs(streams) do
+        local v = ds[key]
+        if getmetatable(v) == Concat then row[j] = v
+        else
+          row[j] = M.concat(getmetatable(v) == Store and { v } or v)
+          self._owned[#self._owned + 1] = row[j]
+        end
+      end
+      self._concats[k] = row
+    end
+  end)
+  if not ok then
+    for _, c in ipairs(self._owned) do c:close() end
+    error(err, 0)
+  end
+  self.streams = streams
+  local total = 0
+  for _, x in ipairs(w) do total = total + x end
+  self.shares = {}
+  for k, n in ipairs(names) do self.shares[n] = w[k] / total end
+  for _, row in ipairs(self._concats) do
+    for _, c in ipairs(row) do c._loaders[self] = true end
+  end
+  return self
+end
+
+--- Records per source, by name.
+function Mixture:lengths()
+  local out = {}
+  for k, n in ipairs(self.names) do out[n] = self._concats[k][1]:len() end
+  return out
+end
+
+-- The native mixture for one loader's batch_size, mode, seed and
+-- world_size, and the raw stream list of its streams.
+function Mixture:_bind(opts)
+  if self._closed then fail("ECLOSED", "mixture is closed") end
+  local mode = opts.mode or "cyclic"
+  local concats, weights = {}, {}
+  for k, row in ipairs(self._concats) do
+    weights[k] = { self.weights[k], self.modes[k] or mode }
+    for _, c in ipairs(row) do concats[#concats + 1] = concat_handle(c) end
+  end
+  local m = with_set(concats, raw.zr_bind_set_add_concat, function(cset)
+    return with_set(weights, function(set, wm) raw.zr_bind_set_add_weight(set, wm[1], wm[2]) end,
+      function(wset)
+        return raw.zr_bind_mixture_create(cset, wset, #self.streams, opts.seed or 0,
+                                          opts.batch_size or 256, opts.world_size or 1)
+      end)
+  end)
+  return m
+end
+
+--- (sources, indices) of a mixture loader's batch: the source name and
+--- the index inside that source of each of `indices` (the batch's
+--- virtual indices, batch.indices).
+function Mixture:locate(loader, indices)
+  local m = rawget(loader, "_mixture")
+  if m == nil or rawget(loader, "_mixture_of") ~= self then
+    fail("EINVAL", "locate: this loader does not read this mixture")
+  end
+  if rawget(loader, "_h") == nil then fail("ECLOSED", "loader is closed") end
+  local src, idx = {}, {}
+  for k, v in ipairs(indices) do
+    local s, i = raw.zr_bind_mixture_locate(m, v)
+    src[k], idx[k] = self.names[s + 1], i
+  end
+  return src, idx
+end
+
+--- Close every loader reading this mixture, then the shards it opened.
+function Mixture:close()
+  if self._closed then return end
+  self._closed = true
+  for l in pairs(self._loaders) do l:close() end
+  for _, row in ipairs(self._concats) do
+    for _, c in ipairs(row) do if rawget(c, "_loaders") then c._loaders[self] = nil end end
+  end
+  for _, c in ipairs(self._owned) do c:close() end
+end
+Mixture.__close = function(self) self:close() end
+Mixture.__gc = function(self) pcall(Mixture.close, self) end
+
 -- ---------------------------------------------------------------- loader
 
 local Loader = {}
@@ -427,8 +727,22 @@ end
 --- a dtype whose itemsize is not 1, 2, 4 or 8, or p outside [0, 1].
 function M.loader(streams, options)
   if type(streams) ~= "table" then fail("EINVAL", "loader: streams must be a table of stores, got %s", type(streams)) end
+  if options ~= nil and type(options) ~= "table" then
+    fail("EINVAL", "loader: options must be a table, got %s", type(options))
+  end
+  local opts = {}
+  for k, v in pairs(options or {}) do opts[k] = v end
   local list, names = {}, nil
-  if #streams > 0 then
+  local mixture, mix, mix_mode = nil, nil, nil
+  if getmetatable(streams) == Mixture then
+    -- the mixture draws sources and indices; the loader walks its virtual
+    -- index space in order
+    mixture, names = streams, streams.streams
+    mix = mixture:_bind(opts)
+    mix_mode = opts.mode or "cyclic" -- the sources' default, for state()
+    opts.mode = "sequential"
+    for i = 1, #names do list[i] = mixture._concats[1][i] end
+  elseif #streams > 0 then
     for i, s in ipairs(streams) do list[i] = s end
   else
     names = {}
@@ -436,28 +750,50 @@ function M.loader(streams, options)
     table.sort(names, function(a, b) return tostring(a) < tostring(b) end)
     for i, name in ipairs(names) do list[i] = streams[name] end
   end
-  local handles, dtypes = {}, {}
+  -- handles: the raw stream handles; stores: a store of each stream (for
+  -- flips: shard 0 of a concatenation, which has the stream's identity)
+  local handles, stores, dtypes = {}, {}, {}
   for i, s in ipairs(list) do
-    if getmetatable(s) ~= Store then
-      fail("EINVAL", "loader: %s is not a zrecord store, got %s", stream_label(names, i), type(s))
+    local mt = getmetatable(s)
+    if mt ~= Store and mt ~= Concat then
+      if mix then raw.zld_mixture_free(mix) end
+      fail("EINVAL", "loader: %s is not a zrecord store or concatenation, got %s", stream_label(names, i), type(s))
     end
     if rawget(s, "_h") == nil then
-      fail("ECLOSED", "loader: %s: %s store %s is closed", stream_label(names, i), s.kind, s.path)
+      if mix then raw.zld_mixture_free(mix) end
+      fail("ECLOSED", "loader: %s: %s %s is closed", stream_label(names, i), s.kind,
+           mt == Store and ("store " .. s.path) or ("concatenation " .. s.path))
     end
-    handles[i] = handle(s)
-    dtypes[i] = raw.zrs_get_dtype(handles[i])
+    handles[i] = rawget(s, "_h")
+    if mt == Store then
+      stores[i], dtypes[i] = handles[i], raw.zrs_get_dtype(handles[i])
+    else
+      stores[i], dtypes[i] = raw.zrs_concat_shard(handles[i], 0), raw.zrs_concat_dtype(handles[i])
+    end
   end
-  if options ~= nil and type(options) ~= "table" then
-    fail("EINVAL", "loader: options must be a table, got %s", type(options))
+  local ok, h = pcall(function()
+    local flips = resolve_flips(opts, list, names, stores)
+    local set = raw.zr_bind_set_new()
+    local ok2, h2 = pcall(function()
+      for i, s in ipairs(list) do
+        if mix then raw.zr_bind_set_add_mixture(set, mix, i - 1)
+        elseif getmetatable(s) == Store then raw.zr_bind_set_add_store(set, handles[i])
+        else raw.zr_bind_set_add_concat(set, handles[i]) end
+      end
+      return raw.zr_bind_loader_create(set, opts)
+    end)
+    raw.zr_bind_set_free(set)
+    if not ok2 then error(h2, 0) end
+    return { h2, flips }
+  end)
+  if not ok then
+    if mix then raw.zld_mixture_free(mix) end
+    error(rename_streams(names, h), 0)
   end
-  local opts = {}
-  for k, v in pairs(options or {}) do opts[k] = v end
-  local flips = resolve_flips(opts, list, names, handles)
-  local ok, h = pcall(raw.zld_create, handles, opts)
-  if not ok then error(rename_streams(names, h), 0) end
-  local self = setmetatable({ _h = h, _streams = list, _names = names, _dtypes = dtypes,
-                              _flips = flips }, Loader)
-  for _, s in ipairs(list) do s._loaders[self] = true end
+  local self = setmetatable({ _h = h[1], _streams = mixture and { mixture } or list, _names = names,
+                              _dtypes = dtypes, _flips = h[2], _mixture = mix,
+                              _mixture_of = mixture, _mix_mode = mix_mode }, Loader)
+  for _, s in ipairs(self._streams) do s._loaders[self] = true end
   return self
 end
 
@@ -490,6 +826,9 @@ function Loader:state()
   if h == nil then fail("ECLOSED", "loader is closed") end
   if not raw.zld_get_state then fail("EUNSUPPORTED", "loader state is not in this build") end
   local st = raw.zld_get_state(h)
+  -- a mixture loader walks its virtual index space sequentially; its
+  -- state keeps the mode its sources default to
+  if rawget(self, "_mix_mode") then st.mode = self._mix_mode end
   local flips = st.flip -- the raw list: back to {key = p}
   st.flip = nil
   if flips then
@@ -529,6 +868,7 @@ function Loader:close()
   if h == nil then return end
   self._h = nil
   raw.zld_close(h)
+  if rawget(self, "_mixture") then raw.zld_mixture_free(self._mixture) end
   for _, s in ipairs(self._streams) do
     if rawget(s, "_loaders") then s._loaders[self] = nil end
   end

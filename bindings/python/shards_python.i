@@ -12,6 +12,8 @@
 %thread zsh_py_concat_gather_ragged;
 
 %{
+#include "zr_bind_shards.h" /* zr_bind_loader_create */
+
 /* A sequence of SWIG pointers of `type` into a PyMem array; NULL with an
  * exception set on failure. */
 static void **zsh_py_pointers(PyObject *seq_in, swig_type_info *type, const char *what,
@@ -257,25 +259,20 @@ PyObject *zsh_py_mixture_locate(zld_mixture *m, const int64_t *index, uint64_t c
 }
 
 /* A loader over a mix of store handles, concatenation handles and
- * (mixture handle, stream) pairs. Concatenations read side by side must
- * be sharded alike (zrs_concat_check_aligned against the first one). */
+ * (mixture handle, stream) pairs: the shared zr_bind_loader_create (which
+ * checks that concatenations read side by side are sharded alike). */
 PyObject *zsh_py_loader_create(PyObject *entries, PyObject *options)
 {
     zr_bind_options opts;
     if (zr_py_loader_options(options, &opts) < 0)
         return NULL;
-    const zld_options *o = &opts.o;
     PyObject *seq = PySequence_Fast(entries, "streams must be a sequence");
     if (seq == NULL)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    zld_stream *st = calloc((size_t)(n > 0 ? n : 1), sizeof *st);
-    if (st == NULL) {
-        Py_DECREF(seq);
-        return PyErr_NoMemory();
-    }
-    zrs_concat *first = NULL;
-    int rc = 0;
+    zr_bind_set *set = zr_bind_set_new();
+    PyObject *res = NULL;
+    int rc = set ? 0 : zr_set_error(ZR_ENOMEM, "loader: out of memory for the stream list");
     for (Py_ssize_t k = 0; k < n && rc == 0; k++) {
         PyObject *it = PySequence_Fast_GET_ITEM(seq, k);
         void *p = NULL;
@@ -284,38 +281,31 @@ PyObject *zsh_py_loader_create(PyObject *entries, PyObject *options)
             p != NULL) {
             size_t which = PyLong_AsSize_t(PyTuple_GET_ITEM(it, 1));
             if (PyErr_Occurred())
-                goto fail;
-            rc = zld_mixture_stream((zld_mixture *)p, which, &st[k]);
+                goto done;
+            rc = zr_bind_set_add_mixture(set, (zld_mixture *)p, which);
         } else if (SWIG_IsOK(SWIG_ConvertPtr(it, &p, SWIGTYPE_p_zrs_concat, 0)) && p != NULL) {
-            zrs_concat *c = p;
-            rc = first ? zrs_concat_check_aligned(first, c) : 0;
-            if (first == NULL)
-                first = c;
-            if (rc == 0)
-                rc = zld_stream_from_concat(&st[k], c);
+            rc = zr_bind_set_add_concat(set, (zrs_concat *)p);
         } else if (SWIG_IsOK(SWIG_ConvertPtr(it, &p, SWIGTYPE_p_zrs_store, 0)) && p != NULL) {
-            rc = zld_stream_from_store(&st[k], (zrs_store *)p);
+            rc = zr_bind_set_add_store(set, (zrs_store *)p);
         } else {
             PyErr_Format(PyExc_TypeError, "streams[%zd] is not a store, a concatenation or a "
                          "mixture stream", k);
-            goto fail;
+            goto done;
         }
     }
     if (rc == 0) {
         zld_loader *l = NULL;
         Py_BEGIN_ALLOW_THREADS
-        rc = zld_create_streams(&l, st, (size_t)n, o);
+        rc = zr_bind_loader_create(&l, set, &opts.o);
         Py_END_ALLOW_THREADS
-        if (rc == 0) {
-            free(st);
-            Py_DECREF(seq);
-            return SWIG_NewPointerObj(SWIG_as_voidptr(l), SWIGTYPE_p_zld_loader, 0);
-        }
+        if (rc == 0)
+            res = SWIG_NewPointerObj(SWIG_as_voidptr(l), SWIGTYPE_p_zld_loader, 0);
     }
-    zr_py_raise(rc);
-fail:
-    free(st);
+    if (rc < 0)
+        zr_py_raise(rc);
+done:
+    zr_bind_set_free(set);
     Py_DECREF(seq);
-    return NULL;
+    return res;
 }
 %}

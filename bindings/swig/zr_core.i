@@ -85,9 +85,12 @@
 %ignore zrs_train_dict;
 
 /* Many stores as one dataset (shards): arrays of handles, paths and raw
- * index/output pointers. Each binding reaches them through its own checked
- * glue (Python: bindings/python/shards_python.i); the plain accessors
- * (zrs_concat_length, ...) stay wrapped. */
+ * index/output pointers. Each binding reaches them through checked glue
+ * (Python: bindings/python/shards_python.i; Lua and Go: the shared
+ * zr_bind_shards.i); the plain accessors (zrs_concat_length, ...) and the
+ * gathers whose index, destination and sizes every binding maps as a
+ * store's (zrs_concat_gather_dense, zrs_concat_ragged_sizes) stay
+ * wrapped. */
 %ignore zre_gather_multi;
 %ignore zrs_concat_create;
 %ignore zrs_concat_open;
@@ -95,8 +98,6 @@
 %ignore zrs_concat_advise;
 %ignore zrs_concat_item_shape;
 %ignore zrs_concat_gather_ragged;
-%ignore zrs_concat_gather_dense;
-%ignore zrs_concat_ragged_sizes;
 %ignore zld_stream_from_concat;
 %ignore zld_mixture_create;
 %ignore zld_mixture_stream;

@@ -11,9 +11,11 @@
   throughput (bytes/s), which the benchmarks use as the throttle where
   tc netem is not allowed.
 
-Run as a script to keep servers up for a benchmark or by hand:
+Run as a script to keep servers up for a benchmark, the Lua and Go
+suites, or by hand (the first line printed is the nginx URL; for s3, the
+`export` lines of the AWS variables, after the named buckets exist):
     python3 tests/python/remote_servers.py nginx ROOT
-    python3 tests/python/remote_servers.py s3 DIR
+    python3 tests/python/remote_servers.py s3 DIR [BUCKET...]
 Nothing here downloads anything; every server listens on 127.0.0.1 only
 and stops with its context (or Ctrl-C).
 """
@@ -406,7 +408,7 @@ class FaultProxy:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 3 or argv[1] not in ("nginx", "s3"):
+    if len(argv) < 3 or argv[1] not in ("nginx", "s3") or (argv[1] == "nginx" and len(argv) != 3):
         print(__doc__.split("Run as a script")[1], file=sys.stderr)
         return 2
     if argv[1] == "nginx":
@@ -415,6 +417,8 @@ def main(argv: list[str]) -> int:
             signal.sigwait({signal.SIGINT, signal.SIGTERM})
     else:
         with SeaweedFS(argv[2]) as s:
+            for bucket in argv[3:]:
+                s.make_bucket(bucket)
             for k, v in s.env().items():
                 print(f"export {k}={v}", flush=True)
             signal.sigwait({signal.SIGINT, signal.SIGTERM})
