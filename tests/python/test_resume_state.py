@@ -197,3 +197,28 @@ def test_store_uuid(tmp_path):
     ro = DenseStore.open(tmp_path / "s", readonly=True)
     assert ro.uuid == st.uuid
     ro.close()
+
+
+def test_mixture_resume_keeps_the_loaders_mode(tmp_path):
+    # Sources without a mode of their own draw by the loader's mode; the
+    # state must carry that mode (not the loader's own in-order walk), so a
+    # resume gives them the same one and continues with the same batch.
+    big, small = make(tmp_path / "big", 400), make(tmp_path / "small", 100, base=1000)
+    m = Mixture({"big": {"x": big}, "small": {"x": small}}, weights=[3, 1])
+    with DataLoader(m, batch_size=8, seed=5, mode="iid") as dl:
+        take(dl, 3)
+        state = dl.state()
+        want = [next(dl)["x"] for _ in range(2)]
+    assert state["mode"] == "iid"
+    with DataLoader.from_state(m, state) as dl:
+        for w in want:
+            np.testing.assert_array_equal(next(dl)["x"], w)
+    with DataLoader(m, batch_size=8, seed=5, mode="iid") as dl:
+        take(dl, 1)
+        dl.load_state_dict(state)
+        np.testing.assert_array_equal(next(dl)["x"], want[0])
+    with DataLoader(m, batch_size=8, seed=5, mode="cyclic") as dl:
+        with pytest.raises(ValueError, match="mode: 'iid' in the state, 'cyclic' now"):
+            dl.load_state_dict(state)
+    with pytest.raises(ValueError, match="mode 'iid' in the state, 'cyclic' now"):
+        DataLoader.from_state(m, dict(state, mode="cyclic"))

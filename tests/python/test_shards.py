@@ -330,9 +330,10 @@ def test_mixture_is_pure_in_seed_step_rank(store_dir):
     state = ref.state()
     following = next(ref)["x"]
     ref.close()
-    # The loader walks the mixture's virtual index space in order; the
-    # sources' own modes, weights and records are in the fingerprint.
-    assert state["step"] == 12 and state["seed"] == 5 and state["mode"] == "sequential"
+    # The state's mode is the one sources without their own draw by (the
+    # loader's, cyclic by default); the sources' own modes, weights and
+    # records are in the fingerprint.
+    assert state["step"] == 12 and state["seed"] == 5 and state["mode"] == "cyclic"
     for entry in state["fingerprint"]["streams"]:  # one per stream name, each the mixture's
         assert [s["weight"] for s in entry["mixture"]["sources"]] == [1, 1]
         assert [s["mode"] for s in entry["mixture"]["sources"]] == ["cyclic", "iid"]

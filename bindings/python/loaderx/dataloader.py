@@ -697,8 +697,12 @@ class DataLoader(_Closing):
         self._mode, cfg = _config(stream_len, batch_size, mode, seed, rank, world_size)
         if self._pack is not None:
             cfg["mode"] = _zr.ZSM_CYCLIC
+        # A mixture's loader walks the mixture's index space in order; its
+        # state keeps the mode the sources without one of their own draw by.
+        self._mix_mode = None
         if mixture is not None:
             cfg = mixture._native_cfg(cfg)
+            self._mix_mode = self._mode.name.lower()
         start_step = _u64("start_step", start_step)
         # As torch: 0 gathers on the consumer's thread; None is automatic.
         num_workers = (os.cpu_count() or 1) if num_workers is None else _u64("num_workers",
@@ -761,6 +765,8 @@ class DataLoader(_Closing):
             options["flips"] = [f[1:] for f in self._flips]
         options["names"] = [str(n) for n in self._names]
         if resume is not None:
+            if self._mix_mode is not None:  # the loader's own walk, as the native state says
+                resume = json.dumps(dict(json.loads(resume), mode="sequential"))
             options["resume"], options["resume_flags"] = resume, resume_flags
         handles = [s._handle() for s in self._stores]
         self._slot = [None]
@@ -956,6 +962,8 @@ class DataLoader(_Closing):
         refuses other data, naming what changed."""
         state = json.loads(self._state_json)
         state["step"] = self._step
+        if self._mix_mode is not None:
+            state["mode"] = self._mix_mode
         return state
 
     def state_dict(self):
@@ -1004,6 +1012,11 @@ class DataLoader(_Closing):
                                 state.get("world_size", cfg["world_size"]))
         if pack is not None:
             new_cfg["mode"] = _zr.ZSM_CYCLIC
+        if self._mix_mode is not None:
+            if mode.name.lower() != self._mix_mode:  # bound into the mixture's sources
+                raise ValueError(f"load_state_dict: mode: '{mode.name.lower()}' in the state, "
+                                 f"'{self._mix_mode}' now (a Mixture's loader keeps its mode)")
+            new_cfg["mode"] = _zr.ZSM_SEQUENTIAL
         step = _u64("step", state["step"])
         flips = _flips(state["flip"], self._names, self._stores) if "flip" in state else self._flips
         self.close()
