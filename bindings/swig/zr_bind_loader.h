@@ -33,18 +33,18 @@ static inline int zr_bind_is_pack_key(const char *name)
 
 /* Pack mode on o: pack = 1, the row length, the window (0: the default)
  * and the names of the policy ("first_fit", "best_fit", "concat") and of
- * the overlong rule ("split", "truncate", "drop"); a NULL name keeps the
- * default (best_fit, split). ZR_EINVAL naming the option for an unknown
- * name; the numbers are checked by zld_create. */
+ * the overlong rule ("split", "truncate", "drop"); a NULL or empty name
+ * keeps the default (best_fit, split). ZR_EINVAL naming the option for an
+ * unknown name; the numbers are checked by zld_create. */
 static inline int zr_bind_pack_options(zld_options *o, uint64_t length, uint64_t window,
                                        const char *policy, const char *overlong)
 {
     if (o == NULL)
         return zr_set_error(ZR_EINVAL, "pack: no options");
-    if (policy != NULL && zsm_pack_policy_parse(policy, &o->pack_policy) != ZSM_OK)
+    if (policy != NULL && *policy != '\0' && zsm_pack_policy_parse(policy, &o->pack_policy) != ZSM_OK)
         return zr_set_error(ZR_EINVAL, "unknown pack_policy '%s'; expected 'first_fit', "
                             "'best_fit' or 'concat'", policy);
-    if (overlong != NULL && zsm_pack_overlong_parse(overlong, &o->pack_overlong) != ZSM_OK)
+    if (overlong != NULL && *overlong != '\0' && zsm_pack_overlong_parse(overlong, &o->pack_overlong) != ZSM_OK)
         return zr_set_error(ZR_EINVAL, "unknown pack_overlong '%s'; expected 'split', "
                             "'truncate' or 'drop'", overlong);
     o->pack = 1;
@@ -87,6 +87,14 @@ static inline void zr_bind_options_release(zld_options *o)
     free((void *)o->bucket_lengths);
     o->bucket_lengths = NULL;
     o->bucket_count = 0;
+}
+
+/* The number of values zld_batch_indices gives: each segment's document
+ * in pack mode (zld_pack_info.segments), else zld_batch_count. */
+static inline uint64_t zr_bind_batch_nindices(const zld_batch *b)
+{
+    zld_pack_info pi;
+    return zld_batch_pack_info(b, &pi) == ZR_OK ? pi.segments : zld_batch_count(b);
 }
 
 /* Pad (or cut) `count` rows held back to back in data: row i is bytes
