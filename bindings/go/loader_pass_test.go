@@ -36,9 +36,9 @@ func passLabels(t *testing.T) *zrecord.Store {
 	return s
 }
 
-// drainPass reads a pass to its end, checking each record's bytes;
-// returns the indices in order and the batch sizes.
-func drainPass(t *testing.T, l *zrecord.Loader) (seen []uint64, sizes []int) {
+// eachBatch calls fn on every batch of a finite pass, then checks that
+// Next stays at io.EOF.
+func eachBatch(t *testing.T, l *zrecord.Loader, fn func(b *zrecord.Batch)) {
 	t.Helper()
 	for {
 		b, err := l.Next()
@@ -48,6 +48,18 @@ func drainPass(t *testing.T, l *zrecord.Loader) (seen []uint64, sizes []int) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		fn(b)
+	}
+	if _, err := l.Next(); err != io.EOF {
+		t.Fatalf("Next after the end: %v, want io.EOF", err)
+	}
+}
+
+// drainPass reads a pass to its end, checking each record's bytes;
+// returns the indices in order and the batch sizes.
+func drainPass(t *testing.T, l *zrecord.Loader) (seen []uint64, sizes []int) {
+	t.Helper()
+	eachBatch(t, l, func(b *zrecord.Batch) {
 		sizes = append(sizes, len(b.Indices))
 		for k, i := range b.Indices {
 			if got := binary.LittleEndian.Uint64(b.Data[0][8*k:]); got != i*10 {
@@ -55,26 +67,24 @@ func drainPass(t *testing.T, l *zrecord.Loader) (seen []uint64, sizes []int) {
 			}
 		}
 		seen = append(seen, b.Indices...)
-	}
-	if _, err := l.Next(); err != io.EOF {
-		t.Fatalf("Next after the end: %v, want io.EOF", err)
-	}
+	})
 	return seen, sizes
 }
 
+// passLoader is flipLoader for a finite pass.
 func passLoader(t *testing.T, streams []*zrecord.Store, o zrecord.LoaderOptions) *zrecord.Loader {
 	t.Helper()
-	l, err := zrecord.NewPassLoader(streams, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
+	o.Pass = true
+	return flipLoader(t, streams, o)
 }
 
 func TestPassIndexOrderDropLastShuffle(t *testing.T) {
 	s := passLabels(t)
-	l := passLoader(t, []*zrecord.Store{s}, zrecord.LoaderOptions{BatchSize: 5, NumWorkers: 2})
+	l, err := zrecord.NewPassLoader([]*zrecord.Store{s}, zrecord.LoaderOptions{BatchSize: 5, NumWorkers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
 	if n, finite := l.Steps(); n != 5 || !finite {
 		t.Fatalf("Steps = %d, %v; want 5, true", n, finite)
 	}
@@ -145,14 +155,7 @@ func TestPassRanksAndEvenBatches(t *testing.T) {
 			t.Fatalf("rank %d: %d steps, want 2", r, n)
 		}
 		v := uint64(0)
-		for {
-			b, err := l.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+		eachBatch(t, l, func(b *zrecord.Batch) {
 			if len(b.Indices) != 4 {
 				t.Fatalf("rank %d: a batch of %d rows", r, len(b.Indices))
 			}
@@ -160,7 +163,7 @@ func TestPassRanksAndEvenBatches(t *testing.T) {
 			for _, i := range b.Indices[:b.Valid] {
 				real[i]++
 			}
-		}
+		})
 		valid = append(valid, v)
 	}
 	if fmt.Sprint(valid) != "[7 8 8]" || len(real) != passN {
@@ -425,17 +428,10 @@ func TestPackOnePassEveryPolicy(t *testing.T) {
 				PackPolicy: policy, PackWindow: 32, PackOverlong: overlong, NumWorkers: 2})
 			covered := map[int]int{}
 			rows, steps := 0, uint64(0)
-			for {
-				b, err := l.Next()
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
+			eachBatch(t, l, func(b *zrecord.Batch) {
 				rows += checkPack(t, b, covered, policy, overlong, true)
 				steps++
-			}
+			})
 			if n, _ := l.Steps(); n != steps {
 				t.Fatalf("Steps %d, ran %d", n, steps)
 			}
