@@ -529,6 +529,11 @@ end
 --- the same for any worker count and on resume, and streams given the
 --- same p flip together. EINVAL for an unknown, ragged or scalar stream,
 --- a dtype whose itemsize is not 1, 2, 4 or 8, or p outside [0, 1].
+--- mode = "bucket" with lengths (one per record) and window: batches of
+--- records of similar length. mode = "pack" with pack_length, pack_policy,
+--- pack_window, pack_overlong: documents of ragged streams packed into
+--- rows (see Loader:next). pass = true (or zrecord.pass_loader): one
+--- finite pass, with shuffle, epoch, drop_last, even_batches.
 function M.loader(streams, options)
   if type(streams) ~= "table" then fail("EINVAL", "loader: streams must be a table of stores, got %s", type(streams)) end
   local list, names = {}, nil
