@@ -28,18 +28,15 @@ meson test -C "$BUILD_DIR" --suite lua --print-errorlogs
 # The Go binding builds with cgo against the installed .pc files (offline,
 # no external modules).
 command -v go >/dev/null || { echo "test: 'go' is not on PATH (the Go binding needs Go >= 1.19 (Debian 12: golang-go))" >&2; exit 1; }
-# The test binary loads the libraries of this prefix, not any other install.
-# Go's build cache keys the cgo package on its own directory only, not on
-# the headers it includes from the prefix: their hash in CGO_CFLAGS makes
-# a changed header a new build (a stale wrapper of an older zld_options
-# aborted in free()).
-hdrs=$(cat "$PREFIX"/include/z*.h bindings/swig/* | sha256sum | cut -c1-16)
-(cd bindings/go && CGO_ENABLED=1 CGO_CFLAGS="-O2 -g -DZR_HEADERS_HASH=$hdrs" \
-    LD_LIBRARY_PATH="$PREFIX/lib/$multiarch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-    go test -count=1 ./...)
+. scripts/go_env.sh
+zr_go test -count=1 ./...
 
 # The C example, built as a C user builds it: public headers, pkg-config.
 bash examples/c/build.sh "$BUILD_DIR/example-c"
+
+# The cross-language determinism test: C, Python, Lua and Go over the same
+# stores, seed and options hand out identical indices and batch bytes.
+bash tests/cross/run.sh
 
 # Run from outside the source tree so `import loaderx` is the installed one.
 (cd tests/python && "$VENV/bin/python3" -m pytest -q -p no:cacheprovider .)

@@ -2,6 +2,7 @@ package zrecord
 
 import (
 	"fmt"
+	"io"
 	"reflect"
 	"runtime"
 	"sort"
@@ -34,6 +35,65 @@ type LoaderOptions struct {
 	// ragged or scalar stream, a dtype whose itemsize is not 1, 2, 4 or 8,
 	// or p outside [0, 1] (NaN included). nil: no flips.
 	Flip map[int]float64
+
+	// A finite pass (an evaluation epoch) instead of endless steps: every
+	// record exactly once, then Next returns io.EOF. Mode is ignored;
+	// Shuffle draws a permutation keyed by (Seed, Epoch), else index
+	// order. Over WorldSize ranks each record lands on exactly one rank:
+	// the last global batch is split as evenly as possible (no record
+	// repeated), or dropped with DropLast. EvenBatches gives every rank the
+	// same number of full batches instead, its padding rows repeating a
+	// record (Batch.Valid counts the real ones). Steps says how many
+	// steps this rank has. See also NewPassLoader.
+	Pass        bool
+	Shuffle     bool
+	DropLast    bool
+	Epoch       uint64
+	EvenBatches bool
+
+	// Length bucketing: with BucketLengths (one length per record, e.g.
+	// its tokens) each batch holds records of similar length: the cyclic
+	// order is cut into windows of BucketWindow global batches (0 = 64),
+	// each sorted by length. Needs the Cyclic mode; not with Pass.
+	BucketLengths []uint32
+	BucketWindow  uint64
+
+	// Sequence packing: with Pack every stream is ragged (documents of
+	// tokens, and streams aligned with them element by element, such as
+	// loss masks) and each batch is BatchSize rows of exactly PackLength
+	// elements, documents packed into rows by PackPolicy ("first_fit",
+	// "best_fit" (the default) or "concat"), PackWindow documents per
+	// window (0 = 1024), documents longer than a row by PackOverlong
+	// ("split" (the default), "truncate" or "drop"). Batch.Pack holds the
+	// layout; Batch.Data[s] stream s packed, [rows, PackLength, *item] of
+	// its dtype, padding 0. Endless packing needs the Cyclic mode (each
+	// epoch's documents in a fresh order); with Pass, one epoch.
+	Pack         bool
+	PackLength   uint64
+	PackPolicy   string
+	PackWindow   uint64
+	PackOverlong string
+}
+
+// PackInfo is the layout of a packed batch (LoaderOptions.Pack). A
+// segment is one document, or one piece of a split document; segments
+// never cross rows.
+type PackInfo struct {
+	Rows        uint64 // rows in this batch
+	Length      uint64 // elements per row (PackLength)
+	Segments    uint64 // segments in all rows
+	MaxSegments uint64 // the most segments in one row (the width of SeqLens)
+	MaxSeqlen   uint64 // the longest segment
+	Tokens      uint64 // elements that are not padding
+	// SegmentIDs [Rows*Length]: 1, 2, ... for a row's segments, 0 for padding.
+	SegmentIDs []int32
+	// Positions [Rows*Length]: each element's position in its segment.
+	Positions []int32
+	// SeqLens [Rows*MaxSegments]: a row's segment lengths, then 0s.
+	SeqLens []int32
+	// CuSeqlens [Segments+1]: 0, then the running sum of the segment
+	// lengths, row after row (flash-attention's varlen cu_seqlens).
+	CuSeqlens []int32
 }
 
 // Batch is one step of a Loader: the indices and, per stream, the bytes.
@@ -43,8 +103,15 @@ type Batch struct {
 	// Data[s] is stream s's bytes: for a dense stream len(Indices) records
 	// of RecordSize bytes back to back; for a ragged stream packed records.
 	Data [][]byte
-	// Records[s] is stream s's records for a ragged stream, nil for dense.
+	// Records[s] is stream s's records for a ragged stream, nil for dense
+	// (and in pack mode).
 	Records [][]Record
+	// Valid is the number of leading rows that are real records: len(Indices)
+	// except in an EvenBatches pass, whose padding rows follow them.
+	Valid uint64
+	// Pack is the layout of a packed batch (nil unless LoaderOptions.Pack);
+	// Indices then holds each segment's document.
+	Pack *PackInfo
 }
 
 // Loader is an endless prefetching loader over index-aligned stores.
@@ -62,6 +129,7 @@ type Loader struct {
 	kinds     []Kind
 	flip      map[int]float64 // the loader's flips (a copy of LoaderOptions.Flip)
 	batchSize uint64
+	pack      bool
 }
 
 // loaderHandle owns the C loader handle. It references the stores' inner
@@ -164,6 +232,10 @@ func newLoader(op string, streams []Source, mix *Mixture, opts LoaderOptions) (*
 	o.SetWorld_size(uint(ws))
 	o.SetNum_workers(opts.NumWorkers)
 	o.SetPrefetch(opts.Prefetch)
+	defer zrcore.Zr_bind_options_release(o)
+	if err := setPassBucketPack(o, &opts); err != nil {
+		return nil, err
+	}
 
 	// handles: a store of each stream, for its flip (a concatenation's
 	// shard 0, which has the stream's identity)
@@ -246,7 +318,7 @@ func newLoader(op string, streams []Source, mix *Mixture, opts LoaderOptions) (*
 			}
 		}
 	}
-	l := &Loader{in: lh, streams: append([]Source(nil), streams...), mix: mix, mixMode: mixMode, kinds: kinds, flip: flip, batchSize: opts.BatchSize}
+	l := &Loader{in: lh, streams: append([]Source(nil), streams...), mix: mix, mixMode: mixMode, kinds: kinds, flip: flip, batchSize: opts.BatchSize, pack: opts.Pack}
 	runtime.SetFinalizer(l, func(l *Loader) { l.in.close() })
 	return l, nil
 }
@@ -262,19 +334,27 @@ func (l *Loader) Next() (*Batch, error) {
 		return nil, errorf(StatusClosed, "loader is closed")
 	}
 	out := []uintptr{0}
-	if err := callAs("zrecord.Loader.Next", func() int { return zrcore.Zld_next(lh.h, out) }); err != nil {
+	rc := 0
+	if err := callAs("zrecord.Loader.Next", func() int { rc = zrcore.Zld_next(lh.h, out); return rc }); err != nil {
 		return nil, err
+	}
+	if rc == zrcore.ZLD_END {
+		return nil, io.EOF
 	}
 	b := zrcore.SwigcptrStruct_SS_zld_batch(out[0])
 	defer zrcore.Zld_batch_free(b)
 	n := zrcore.Zld_batch_count(b)
 	batch := &Batch{
 		Step:    zrcore.Zld_batch_step(b),
-		Indices: make([]uint64, n),
+		Indices: make([]uint64, zrcore.Zr_bind_batch_nindices(b)),
 		Data:    make([][]byte, len(l.kinds)),
 		Records: make([][]Record, len(l.kinds)),
+		Valid:   zrcore.Zld_batch_valid(b),
 	}
 	zrcore.Zr_go_batch_indices(b, batch.Indices)
+	if l.pack {
+		return batch, packBatch(b, batch)
+	}
 	for k := range l.kinds {
 		data := make([]byte, zrcore.Zr_go_batch_nbytes(b, int64(k)))
 		if err := callAs("zrecord.Loader.Next", func() int { return zrcore.Zr_go_batch_copy(b, int64(k), data) }); err != nil {
@@ -363,6 +443,7 @@ func (l *Loader) State() (LoaderOptions, error) {
 		NumWorkers: o.GetNum_workers(),
 		Prefetch:   o.GetPrefetch(),
 	}
+	statePassBucketPack(o, &st)
 	if l.mix != nil { // the mode its sources default to; the loader's own walks in order
 		st.Mode = l.mixMode
 	}

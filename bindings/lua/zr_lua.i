@@ -36,6 +36,7 @@
 #include <string.h>
 #include <zloader.h>
 #include "zr_bind_flip.h"
+#include "zr_bind_loader.h"
 
 /* Name of the status code, for the "<CODE>: <detail>" error strings. */
 static const char *zr_lua_code_name(int status)
@@ -311,6 +312,9 @@ static const char *const zr_lua_loader_fields[] = {
     "readahead",
 #endif
     "flip",
+    /* finite passes, bucketing, packing (zr_lua_loader_extra) */
+    "pass", "shuffle", "drop_last", "epoch", "even_batches", "bucket_lengths", "bucket_window",
+    "pack", "pack_length", "pack_window", "pack_policy", "pack_overlong",
     NULL,
 };
 
@@ -407,6 +411,140 @@ static int zr_lua_flips_field(lua_State *L, int idx, zr_bind_options *h)
     return 0;
 }
 
+/* ------------------------------------------- passes, bucketing, packing
+ * Options beyond the endless loader's (zr_bind_loader.h has the rules
+ * shared with Go). Booleans: pass, shuffle, drop_last, even_batches, pack
+ * (true/false, or 0/1). */
+static int zr_lua_bool_field(lua_State *L, int idx, const char *key, int *out)
+{
+    int t = lua_getfield(L, idx, key);
+    if (t == LUA_TNIL) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    if (t == LUA_TBOOLEAN) {
+        *out = lua_toboolean(L, -1);
+    } else if (lua_isinteger(L, -1) && (lua_tointeger(L, -1) == 0 || lua_tointeger(L, -1) == 1)) {
+        *out = (int)lua_tointeger(L, -1);
+    } else {
+        lua_pushfstring(L, "EINVAL: field '%s' must be a boolean, got %s", key, luaL_typename(L, -1));
+        lua_remove(L, -2);
+        return -1;
+    }
+    lua_pop(L, 1);
+    return 0;
+}
+
+/* A string field (nil: *out = NULL). The string stays valid while the
+ * options table holds it. */
+static int zr_lua_name_field(lua_State *L, int idx, const char *key, const char **out)
+{
+    int t = lua_getfield(L, idx, key);
+    *out = NULL;
+    if (t != LUA_TNIL && t != LUA_TSTRING) {
+        lua_pushfstring(L, "EINVAL: field '%s' must be a string, got %s", key, luaL_typename(L, -1));
+        lua_remove(L, -2);
+        return -1;
+    }
+    if (t == LUA_TSTRING)
+        *out = lua_tostring(L, -1);
+    lua_pop(L, 1);
+    return 0;
+}
+
+/* bucket_lengths (a table of integers, one per record, each < 2^32) as a
+ * uint32 array in a userdata left on the stack for the call (zld_create
+ * copies it; Lua collects it). */
+static int zr_lua_bucket_field(lua_State *L, int idx, zld_options *o)
+{
+    if (lua_getfield(L, idx, "bucket_lengths") == LUA_TNIL) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    if (lua_type(L, -1) != LUA_TTABLE) {
+        lua_pushfstring(L, "EINVAL: field 'bucket_lengths' must be a table of integers, got %s",
+                        luaL_typename(L, -1));
+        lua_remove(L, -2);
+        return -1;
+    }
+    int lt = lua_absindex(L, -1);
+    lua_Integer n = luaL_len(L, lt);
+    uint32_t *arr = (uint32_t *)lua_newuserdatauv(L, (size_t)(n > 0 ? n : 1) * sizeof *arr, 0);
+    for (lua_Integer k = 1; k <= n; k++) {
+        lua_geti(L, lt, k);
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0 ||
+            (uint64_t)lua_tointeger(L, -1) > UINT32_MAX) {
+            lua_pushfstring(L, "EINVAL: bucket_lengths: entry %I must be an integer in [0, 2^32), "
+                            "got %s", k - 1, luaL_typename(L, -1));
+            lua_replace(L, lt);
+            lua_settop(L, lt);
+            return -1;
+        }
+        arr[k - 1] = (uint32_t)lua_tointeger(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_remove(L, lt); /* the userdata stays below the call's results */
+    o->bucket_lengths = arr;
+    o->bucket_count = (uint64_t)n;
+    return zr_lua_u64_field(L, idx, "bucket_window", 0, 0, &o->bucket_window);
+}
+
+static int zr_lua_loader_extra(lua_State *L, int idx, zld_options *o)
+{
+    int pack = 0;
+    const char *policy = NULL, *overlong = NULL;
+    uint64_t length = 0, window = 0;
+    if (zr_lua_bool_field(L, idx, "pass", &o->pass) < 0 ||
+        zr_lua_bool_field(L, idx, "shuffle", &o->shuffle) < 0 ||
+        zr_lua_bool_field(L, idx, "drop_last", &o->drop_last) < 0 ||
+        zr_lua_bool_field(L, idx, "even_batches", &o->even_batches) < 0 ||
+        zr_lua_u64_field(L, idx, "epoch", 0, 0, &o->epoch) < 0 ||
+        zr_lua_bool_field(L, idx, "pack", &pack) < 0 ||
+        zr_lua_u64_field(L, idx, "pack_length", 0, 0, &length) < 0 ||
+        zr_lua_u64_field(L, idx, "pack_window", 0, 0, &window) < 0 ||
+        zr_lua_name_field(L, idx, "pack_policy", &policy) < 0 ||
+        zr_lua_name_field(L, idx, "pack_overlong", &overlong) < 0)
+        return -1;
+    if (pack) {
+        int rc = zr_bind_pack_options(o, length, window, policy, overlong);
+        if (rc < 0) {
+            zr_lua_push_status(L, rc);
+            return -1;
+        }
+    }
+    return zr_lua_bucket_field(L, idx, o);
+}
+/* zld_get_state: the pass, bucketing and pack fields into the table on
+ * top (only those in force; bucket_lengths is the loader's own copy, read
+ * while it is open). */
+static void zr_lua_push_state_extra(lua_State *L, const zld_options *o)
+{
+    if (o->pass) {
+        lua_pushboolean(L, 1); lua_setfield(L, -2, "pass");
+        lua_pushboolean(L, o->shuffle); lua_setfield(L, -2, "shuffle");
+        lua_pushboolean(L, o->drop_last); lua_setfield(L, -2, "drop_last");
+        lua_pushinteger(L, (lua_Integer)o->epoch); lua_setfield(L, -2, "epoch");
+        lua_pushboolean(L, o->even_batches); lua_setfield(L, -2, "even_batches");
+    }
+    if (o->bucket_lengths != NULL && o->bucket_count > 0) {
+        lua_createtable(L, o->bucket_count < INT32_MAX ? (int)o->bucket_count : 0, 0);
+        for (uint64_t k = 0; k < o->bucket_count; k++) {
+            lua_pushinteger(L, (lua_Integer)o->bucket_lengths[k]);
+            lua_seti(L, -2, (lua_Integer)k + 1);
+        }
+        lua_setfield(L, -2, "bucket_lengths");
+        lua_pushinteger(L, (lua_Integer)o->bucket_window); lua_setfield(L, -2, "bucket_window");
+    }
+    if (o->pack) {
+        lua_pushboolean(L, 1); lua_setfield(L, -2, "pack");
+        lua_pushinteger(L, (lua_Integer)o->pack_length); lua_setfield(L, -2, "pack_length");
+        lua_pushinteger(L, (lua_Integer)o->pack_window); lua_setfield(L, -2, "pack_window");
+        lua_pushstring(L, zsm_pack_policy_name(o->pack_policy)); lua_setfield(L, -2, "pack_policy");
+        lua_pushstring(L, zsm_pack_overlong_name(o->pack_overlong)); lua_setfield(L, -2, "pack_overlong");
+    }
+}
+/* ------------------------------------------- end passes, bucketing, packing */
+
 /* Table of zld_options fields -> h->o (absent fields: defaults). */
 static int zr_lua_loader_options(lua_State *L, int idx, zr_bind_options *h)
 {
@@ -455,6 +593,8 @@ static int zr_lua_loader_options(lua_State *L, int idx, zr_bind_options *h)
         }
     }
 #endif
+    if (zr_lua_loader_extra(L, idx, o) < 0)
+        return -1;
     return zr_lua_flips_field(L, idx, h);
 }
 
@@ -506,6 +646,8 @@ ZR_LUA_INT_IN(zre_codec, 0)
 ZR_LUA_INT_IN(zrs_dtype, 0)
 ZR_LUA_INT_IN(zrs_kind, 0)
 ZR_LUA_INT_IN(zsm_mode, 0)
+ZR_LUA_INT_IN(zsm_pack_policy, 0)
+ZR_LUA_INT_IN(zsm_pack_overlong, 0)
 ZR_LUA_INT_IN(zr_status, 1)
 ZR_LUA_INT_IN(zrs_dict_tier, 0)
 
@@ -593,6 +735,23 @@ ZR_OUT_INT(uint64_t, mix_index)
     zr_lua_push_u64_table(L, dv$argnum, nd$argnum); SWIG_arg++;
     lua_pushinteger(L, (lua_Integer)off$argnum); SWIG_arg++;
 %}
+
+/* ------------------------------------------- passes, bucketing, packing */
+/* zld_pack_item_shape: the item shape as a table. */
+%typemap(in, numinputs=0) (uint64_t *dims, size_t *ndim) (uint64_t dims_[ZRS_MAX_NDIM], size_t nd_ = 0) %{
+    $1 = dims_; $2 = &nd_;
+%}
+%typemap(argout) (uint64_t *dims, size_t *ndim) %{ zr_lua_push_u64_table(L, dims_$argnum, nd_$argnum); SWIG_arg++; %}
+ZR_OUT_INT(zsm_pack_policy, out)
+ZR_OUT_INT(zsm_pack_overlong, out)
+%typemap(out) int zsm_pack_policy_parse, int zsm_pack_overlong_parse %{
+    if ($1 < 0) {
+        lua_pushstring(L, "EINVAL: $symname: unknown name (pack_policy: 'first_fit', 'best_fit' or "
+                          "'concat'; pack_overlong: 'split', 'truncate' or 'drop')");
+        SWIG_fail;
+    }
+%}
+/* ------------------------------------------- end passes, bucketing, packing */
 
 /* ============================================================ buffers */
 
@@ -759,6 +918,7 @@ ZR_INDEX_TO_U64(sizes)
         }
         lua_setfield(L, -2, "flip");
     }
+    zr_lua_push_state_extra(L, &tmp$argnum);
     SWIG_arg++;
 %}
 %typemap(in) const zld_options *options (zr_bind_options tmp) %{
@@ -811,6 +971,7 @@ ZR_INDEX_TO_U64(sizes)
 %native(train_dict) int zr_lua_train_dict(lua_State *L);
 %native(flip_params) int zr_lua_flip_params(lua_State *L);
 %native(flip_mask) int zr_lua_flip_mask(lua_State *L);
+%native(pad) int zr_lua_pad(lua_State *L);
 
 %wrapper %{
 static void *zr_lua_check_handle(lua_State *L, int idx, swig_type_info *ty, const char *what)
@@ -1212,6 +1373,100 @@ int zr_lua_sampler_indices(lua_State *L)
     return 1;
 }
 
+/* ------------------------------------------- passes, bucketing, packing */
+/* A pack-mode batch into the table on top: indices (each segment's
+ * document), [s] = stream s packed (rows * L items as one string), the
+ * int32 layout arrays as strings of little-endian int32 under their keys,
+ * and pack = {rows, length, segments, max_segments, max_seqlen, tokens}. */
+static void zr_lua_push_pack(lua_State *L, zld_batch *b, size_t nstreams, const zld_pack_info *pi)
+{
+    zr_lua_push_u64_table(L, zld_batch_indices(b), pi->segments);
+    lua_setfield(L, -2, "indices");
+    for (size_t k = 0; k < nstreams + ZLD_PACK_PARTS; k++) {
+        uint64_t nbytes = 0;
+        const char *data = (const char *)zld_batch_data(b, k, &nbytes);
+        lua_pushlstring(L, data != NULL ? data : "", data != NULL ? (size_t)nbytes : 0);
+        if (k < nstreams)
+            lua_seti(L, -2, (lua_Integer)k + 1);
+        else
+            lua_setfield(L, -2, zr_bind_pack_keys[k - nstreams]);
+    }
+    lua_createtable(L, 0, 6);
+    lua_pushinteger(L, (lua_Integer)pi->rows); lua_setfield(L, -2, "rows");
+    lua_pushinteger(L, (lua_Integer)pi->length); lua_setfield(L, -2, "length");
+    lua_pushinteger(L, (lua_Integer)pi->segments); lua_setfield(L, -2, "segments");
+    lua_pushinteger(L, (lua_Integer)pi->max_segments); lua_setfield(L, -2, "max_segments");
+    lua_pushinteger(L, (lua_Integer)pi->max_seqlen); lua_setfield(L, -2, "max_seqlen");
+    lua_pushinteger(L, (lua_Integer)pi->tokens); lua_setfield(L, -2, "tokens");
+    lua_setfield(L, -2, "pack");
+}
+
+/* pad(datas, elem_size, length, pad_value): datas a table of strings (each
+ * a record's payload, a whole number of elem_size-byte elements); length
+ * an integer, or -1 for the longest. Returns the padded block (one string
+ * of #datas * length elements) and the records' lengths (a table). */
+int zr_lua_pad(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    uint64_t elem = 0;
+    if (zr_lua_get_u64(L, 2, "pad: elem_size", &elem) < 0)
+        return lua_error(L);
+    lua_Integer want = luaL_checkinteger(L, 3);
+    size_t padn = 0;
+    const char *padv = luaL_checklstring(L, 4, &padn);
+    if (elem == 0 || padn != elem)
+        return zr_lua_raise(L, "EINVAL: pad: the pad value has %I bytes, an element %I",
+                            (lua_Integer)padn, (lua_Integer)elem);
+    lua_Integer n = luaL_len(L, 1);
+    uint64_t *bounds = (uint64_t *)malloc((size_t)(n + 1) * sizeof *bounds);
+    uint64_t *lens = (uint64_t *)malloc((size_t)(n > 0 ? n : 1) * sizeof *lens);
+    if (bounds == NULL || lens == NULL) {
+        free(bounds); free(lens);
+        return zr_lua_raise(L, "ENOMEM: pad: out of memory for %I records", n);
+    }
+    bounds[0] = 0;
+    uint64_t longest = 0;
+    for (lua_Integer k = 1; k <= n; k++) {
+        size_t len = 0;
+        if (lua_geti(L, 1, k) != LUA_TSTRING) {
+            free(bounds); free(lens);
+            return zr_lua_raise(L, "EINVAL: pad: record %I must be a string, got %s", k - 1,
+                                luaL_typename(L, -1));
+        }
+        lua_tolstring(L, -1, &len);
+        lua_pop(L, 1);
+        bounds[k] = bounds[k - 1] + len;
+        if (len / elem > longest)
+            longest = len / elem;
+    }
+    uint64_t length = want < 0 ? longest : (uint64_t)want;
+    char *flat = (char *)malloc(bounds[n] > 0 ? (size_t)bounds[n] : 1);
+    uint64_t cap = (uint64_t)n * length * elem;
+    char *dst = (char *)malloc(cap > 0 ? (size_t)cap : 1);
+    if (flat == NULL || dst == NULL) {
+        free(bounds); free(lens); free(flat); free(dst);
+        return zr_lua_raise(L, "ENOMEM: pad: out of memory for %I records", n);
+    }
+    for (lua_Integer k = 1; k <= n; k++) {
+        lua_geti(L, 1, k);
+        memcpy(flat + bounds[k - 1], lua_tostring(L, -1), (size_t)(bounds[k] - bounds[k - 1]));
+        lua_pop(L, 1);
+    }
+    int rc = zr_bind_pad(flat, bounds, (uint64_t)n, (size_t)elem, length, padv, dst, cap, lens);
+    free(flat);
+    free(bounds);
+    if (rc < 0) {
+        free(lens); free(dst);
+        return zr_lua_fail(L, rc);
+    }
+    lua_pushlstring(L, dst, (size_t)cap);
+    free(dst);
+    zr_lua_push_u64_table(L, lens, (uint64_t)n);
+    free(lens);
+    return 2;
+}
+/* ------------------------------------------- end passes, bucketing, packing */
+
 /* loader_next(loader, kinds): the next batch as
  *   { step = k, indices = {...}, [s] = stream s }
  * where stream s is one string (dense: batch_size * record_size bytes) or
@@ -1226,12 +1481,26 @@ int zr_lua_loader_next(lua_State *L)
     int rc = zld_next(l, &b);
     if (rc < 0)
         return zr_lua_fail(L, rc);
+    if (rc == ZLD_END) { /* a finite pass is over */
+        lua_pushnil(L);
+        return 1;
+    }
     uint64_t count = zld_batch_count(b);
     lua_createtable(L, (int)nstreams, 2);
     lua_pushinteger(L, (lua_Integer)zld_batch_step(b));
     lua_setfield(L, -2, "step");
+    zld_pack_info pi;
+    if (zld_batch_pack_info(b, &pi) == ZR_OK) {
+        zr_lua_push_pack(L, b, (size_t)nstreams, &pi);
+        zld_batch_free(b);
+        return 1;
+    }
     zr_lua_push_u64_table(L, zld_batch_indices(b), count);
     lua_setfield(L, -2, "indices");
+    if (zld_batch_valid(b) != count) { /* an even_batches pass: padding rows follow */
+        lua_pushinteger(L, (lua_Integer)zld_batch_valid(b));
+        lua_setfield(L, -2, "valid");
+    }
     for (lua_Integer k = 1; k <= nstreams && rc == 0; k++) {
         uint64_t nbytes = 0;
         const unsigned char *data = (const unsigned char *)zld_batch_data(b, (size_t)(k - 1), &nbytes);

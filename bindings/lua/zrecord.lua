@@ -713,6 +713,110 @@ local function resolve_flips(opts, list, names, handles)
   return out
 end
 
+-- ------------------------------------------- passes, bucketing, packing
+
+-- What a pack-mode batch adds after its streams.
+local PACK_KEYS = { "segment_ids", "positions", "seq_lens", "cu_seqlens" }
+local PACK_OPTIONS = { "pack_length", "pack_policy", "pack_window", "pack_overlong" }
+
+-- mode = "bucket" (lengths, window) and mode = "pack" (pack_*) -> the raw
+-- options (the cyclic order with bucket_lengths, or pack = true). Returns
+-- whether the loader packs.
+local function loader_modes(opts, names)
+  local mode = opts.mode
+  if type(mode) == "string" then mode = mode:lower() end
+  if mode == "bucket" then
+    if opts.lengths == nil then
+      fail("EINVAL", "loader: mode 'bucket' needs lengths (one length per record)")
+    end
+    opts.mode, opts.bucket_lengths, opts.bucket_window = "cyclic", opts.lengths, opts.window
+    opts.lengths, opts.window = nil, nil
+  else
+    for _, k in ipairs({ "lengths", "window" }) do
+      if opts[k] ~= nil then fail("EINVAL", "loader: %s applies only to mode 'bucket'", k) end
+    end
+  end
+  if mode == "pack" then
+    if opts.pack_length == nil then
+      fail("EINVAL", "loader: mode 'pack' needs pack_length (elements per row)")
+    end
+    for _, key in ipairs(PACK_KEYS) do
+      for _, name in ipairs(names or {}) do
+        if name == key then
+          fail("EINVAL", "loader: mode 'pack' adds the keys %s to each batch, and a stream is named '%s'; rename the stream",
+               table.concat(PACK_KEYS, ", "), key)
+        end
+      end
+    end
+    opts.mode, opts.pack = "cyclic", true
+    return true
+  end
+  if opts.pack then return true end -- a state's raw form
+  for _, k in ipairs(PACK_OPTIONS) do
+    if opts[k] ~= nil then fail("EINVAL", "loader: %s applies only to mode 'pack'", k) end
+  end
+  return false
+end
+
+-- string.pack formats of the dtypes a pad value can be given for as a number.
+local PACK_FORMATS = {
+  ["|b1"] = "B", ["|i1"] = "i1", ["<i2"] = "<i2", ["<i4"] = "<i4", ["<i8"] = "<i8",
+  ["|u1"] = "B", ["<u2"] = "<I2", ["<u4"] = "<I4", ["<u8"] = "<I8",
+  ["<f4"] = "<f", ["<f8"] = "<d",
+}
+
+--- Stack ragged records (a ragged stream's table from a batch: {shape =
+--- {n_i, ...}, data = "..."} of one dtype and one trailing shape) into one
+--- dense block (#records, length, ...) in native code: each record's first
+--- min(n_i, length) elements (an element is everything after the first
+--- axis), then pad_value. length nil pads to the longest record.
+--- pad_value: a number (0 when nil), or a string of one element's bytes.
+--- Returns the block (a string of raw little-endian bytes) and the n_i (a
+--- table, before any cut). EINVAL for a record of another trailing shape
+--- (named by its 0-based position) or a pad value that does not fit.
+function M.pad(records, dtype, length, pad_value)
+  if type(records) ~= "table" or #records == 0 then
+    fail("EINVAL", "pad: records must be a non-empty table of {shape, data} records")
+  end
+  local dt = raw.zrs_dtype_str(dtype_id(dtype))
+  local inner = records[1].shape
+  if type(inner) ~= "table" or #inner < 1 then
+    fail("EINVAL", "pad: record 0 needs a shape of at least one dimension")
+  end
+  local elem = raw.zrs_dtype_itemsize(dtype_id(dtype))
+  for d = 2, #inner do elem = elem * inner[d] end
+  local datas = {}
+  for i, r in ipairs(records) do
+    local sh = type(r) == "table" and r.shape
+    local same = type(sh) == "table" and #sh == #inner and type(r.data) == "string"
+    for d = 2, #inner do same = same and sh[d] == inner[d] end
+    if not same then
+      fail("EINVAL", "pad: record %d has another trailing shape than record 0 (all records need shape (n, ...) and one dtype)", i - 1)
+    end
+    datas[i] = r.data
+  end
+  if length ~= nil and (math.type(length) ~= "integer" or length < 0) then
+    fail("EINVAL", "pad: length must be a non-negative integer or nil, got %s", tostring(length))
+  end
+  local fill = pad_value or 0
+  if type(fill) == "number" then
+    local fmt = PACK_FORMATS[dt]
+    if fmt == nil then
+      if fill ~= 0 then fail("EINVAL", "pad: give the pad value of dtype %s as a string of its bytes", dt) end
+      fill = string.rep("\0", raw.zrs_dtype_itemsize(dtype_id(dtype)))
+    else
+      local ok, b = pcall(string.pack, fmt, fill)
+      if not ok then fail("EINVAL", "pad: pad value %s does not fit dtype %s", tostring(pad_value), dt) end
+      fill = b
+    end
+    fill = string.rep(fill, elem // #fill)
+  end
+  if type(fill) ~= "string" or #fill ~= elem then
+    fail("EINVAL", "pad: the pad value must be a number or a string of %d bytes (one element)", elem)
+  end
+  return raw.pad(datas, elem, length or -1, fill)
+end
+
 --- An endless loader over index-aligned stores `streams` (a table of
 --- stores, or a table name -> store). options: batch_size (256), mode
 --- ("cyclic"), seed, start_step, rank, world_size, num_workers, prefetch,
@@ -725,6 +829,11 @@ end
 --- the same for any worker count and on resume, and streams given the
 --- same p flip together. EINVAL for an unknown, ragged or scalar stream,
 --- a dtype whose itemsize is not 1, 2, 4 or 8, or p outside [0, 1].
+--- mode = "bucket" with lengths (one per record) and window: batches of
+--- records of similar length. mode = "pack" with pack_length, pack_policy,
+--- pack_window, pack_overlong: documents of ragged streams packed into
+--- rows (see Loader:next). pass = true (or zrecord.pass_loader): one
+--- finite pass, with shuffle, epoch, drop_last, even_batches.
 function M.loader(streams, options)
   if type(streams) ~= "table" then fail("EINVAL", "loader: streams must be a table of stores, got %s", type(streams)) end
   if options ~= nil and type(options) ~= "table" then
@@ -738,6 +847,10 @@ function M.loader(streams, options)
     -- the mixture draws sources and indices; the loader walks its virtual
     -- index space in order
     mixture, names = streams, streams.streams
+    local m = type(opts.mode) == "string" and opts.mode:lower() or nil
+    if m == "bucket" or m == "pack" then
+      fail("EINVAL", "loader: mode '%s' does not apply to a mixture (each source has its own mode)", m)
+    end
     mix = mixture:_bind(opts)
     mix_mode = opts.mode or "cyclic" -- the sources' default, for state()
     opts.mode = "sequential"
@@ -771,6 +884,11 @@ function M.loader(streams, options)
       stores[i], dtypes[i] = raw.zrs_concat_shard(handles[i], 0), raw.zrs_concat_dtype(handles[i])
     end
   end
+  local ok0, pack = pcall(loader_modes, opts, names)
+  if not ok0 then
+    if mix then raw.zld_mixture_free(mix) end
+    error(pack, 0)
+  end
   local ok, h = pcall(function()
     local flips = resolve_flips(opts, list, names, stores)
     local set = raw.zr_bind_set_new()
@@ -792,14 +910,20 @@ function M.loader(streams, options)
   end
   local self = setmetatable({ _h = h[1], _streams = mixture and { mixture } or list, _names = names,
                               _dtypes = dtypes, _flips = h[2], _mixture = mix,
-                              _mixture_of = mixture, _mix_mode = mix_mode }, Loader)
+                              _mixture_of = mixture, _mix_mode = mix_mode, _pack = pack }, Loader)
   for _, s in ipairs(self._streams) do s._loaders[self] = true end
   return self
 end
 
 --- The next batch: { step = k, indices = {...}, [i] or [name] = stream }
 --- where a dense stream is one string of batch_size * record_size bytes and
---- a ragged stream a table of {shape = {...}, data = "..."} records.
+--- a ragged stream a table of {shape = {...}, data = "..."} records; nil
+--- once a finite pass is over. In an even_batches pass, valid = the
+--- number of leading rows that are real records when padding rows follow.
+--- In mode "pack": every stream one string of rows * pack_length items,
+--- segment_ids, positions, seq_lens and cu_seqlens strings of
+--- little-endian int32, indices the document of each segment, and pack =
+--- {rows, length, segments, max_segments, max_seqlen, tokens}.
 function Loader:next()
   local h = rawget(self, "_h")
   if h == nil then fail("ECLOSED", "loader is closed") end
@@ -807,8 +931,18 @@ function Loader:next()
   if names == nil then return raw.loader_next(h, self._dtypes) end
   local ok, b = pcall(raw.loader_next, h, self._dtypes)
   if not ok then error(rename_streams(names, b), 0) end
+  if b == nil then return nil end
   for i, name in ipairs(names) do b[name] = b[i]; b[i] = nil end
   return b
+end
+
+--- A finite pass's number of steps on this rank (nil for an endless loader).
+function Loader:steps()
+  local h = rawget(self, "_h")
+  if h == nil then fail("ECLOSED", "loader is closed") end
+  local n = raw.zld_steps(h)
+  if n == -1 then return nil end -- UINT64_MAX: endless
+  return n
 end
 
 --- The step the next call to next() returns.
@@ -826,6 +960,11 @@ function Loader:state()
   if h == nil then fail("ECLOSED", "loader is closed") end
   if not raw.zld_get_state then fail("EUNSUPPORTED", "loader state is not in this build") end
   local st = raw.zld_get_state(h)
+  if st.bucket_lengths then -- back to mode "bucket"
+    st.mode, st.lengths, st.window = "bucket", st.bucket_lengths, st.bucket_window
+    st.bucket_lengths, st.bucket_window = nil, nil
+  end
+  if st.pack then st.mode, st.pack = "pack", nil end
   -- a mixture loader walks its virtual index space sequentially; its
   -- state keeps the mode its sources default to
   if rawget(self, "_mix_mode") then st.mode = self._mix_mode end
@@ -860,7 +999,27 @@ function Loader:flipped(key, step)
   fail("EINVAL", "flipped: stream %s has no flip (flip = {%s})", tostring(key), table.concat(q, ", "))
 end
 
---- Iterate endlessly: for batch in loader:batches() do ... end
+--- One finite pass over the streams (every record exactly once, then
+--- next() returns nil): zrecord.loader with pass = true. options:
+--- batch_size, shuffle (false: index order; true: a permutation keyed by
+--- seed and epoch), seed, epoch, drop_last (drop the incomplete last global
+--- batch), rank, world_size (each rank its own records: the last global
+--- batch split as evenly as possible, no record repeated), even_batches
+--- (every rank the same number of full batches; padding rows repeat a
+--- record and batch.valid counts the real ones), start_step, num_workers,
+--- prefetch, readahead, and mode = "pack" with pack_length etc. for a pass
+--- of packed rows. loader:steps() is this rank's number of steps.
+function M.pass_loader(streams, options)
+  if options ~= nil and type(options) ~= "table" then
+    fail("EINVAL", "pass_loader: options must be a table, got %s", type(options))
+  end
+  local opts = { pass = true }
+  for k, v in pairs(options or {}) do opts[k] = v end
+  return M.loader(streams, opts)
+end
+
+--- Iterate: for batch in loader:batches() do ... end (endless, or to the
+--- end of a finite pass).
 function Loader:batches() return function() return self:next() end end
 
 function Loader:close()

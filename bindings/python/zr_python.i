@@ -738,6 +738,12 @@ ZR_INDEX_TO_U64(sizes)
     Py_XDECREF(fs$argnum);
 }
 
+/* Packing's name parsers and item shape: the Python module has its own
+ * glue (zr_py_pack_items, zr_py_pack_item_shape below). */
+%ignore zsm_pack_policy_parse;
+%ignore zsm_pack_overlong_parse;
+%ignore zld_pack_item_shape;
+
 %include "zr_core.i"
 %include "zmrec_python.i"  /* libzmrec: mrec-lmdb collections (loaderx.mrec) */
 %include "shards_python.i" /* concatenated shards and mixtures (loaderx.shards) */

@@ -56,10 +56,10 @@
 %ignore zsm_pass_steps;
 %ignore zsm_pass_indices;
 /* Sequence packing: the plan's functions take raw length, plan and piece
- * arrays (bindings reach packing through the loader's pack options), the
- * name parsers write through an enum pointer (each binding passes the
- * names to its own glue, which calls them), and a packed stream's item
- * shape comes back through out-pointers (each binding's glue). */
+ * arrays (bindings reach packing through the loader's pack options). The
+ * name parsers (an enum out-pointer) and a packed stream's item shape
+ * (out-pointers dims, ndim) are wrapped: each language maps the
+ * out-pointers (the Python module keeps its own glue for them). */
 %ignore zsm_pack;
 %ignore zsm_piece;
 %ignore zsm_pack_validate;
@@ -68,9 +68,6 @@
 %ignore zsm_pack_max_pieces;
 %ignore zsm_pack_epoch;
 %ignore zsm_pack_rows;
-%ignore zsm_pack_policy_parse;
-%ignore zsm_pack_overlong_parse;
-%ignore zld_pack_item_shape;
 /* A raw index pointer without a typemap in every language; the loader
  * calls it natively (readahead). */
 %ignore zre_advise;

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The cross-language determinism test: for the same stores, seed and
+# options, the C, Python, Lua and Go loaders hand out identical indices and
+# batch bytes. make_stores.py builds small stores once; each language's
+# program runs every case of cases.txt and prints one line per step,
+# `<step> <indices> <sha256 of the batch bytes, keys in sorted order>`;
+# the outputs are compared byte for byte, case by case (C and Python run
+# every case; a binding without a case's API says so and skips it).
+#
+# Run by scripts/test.sh (after its setup); by hand, from the repository
+# root after a build and install: BUILD_DIR (default build), PREFIX
+# (default .prefix), VENV (default .venv).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD_DIR=${BUILD_DIR:-build}
+PREFIX=$(cd "${PREFIX:-.prefix}" && pwd)
+VENV=${VENV:-$PWD/.venv}
+export PREFIX
+multiarch=$(gcc -print-multiarch)
+export PKG_CONFIG_PATH="$PREFIX/lib/$multiarch/pkgconfig:$PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+cases=$PWD/tests/cross/cases.txt
+work=$(mktemp -d "${TMPDIR:-/tmp}/zr-cross.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/out"
+
+"$VENV/bin/python3" tests/cross/make_stores.py "$work/stores"
+"$BUILD_DIR/tests/cross/zr_cross" "$cases" "$work/stores" "$work/out"
+"$VENV/bin/python3" tests/cross/cross.py "$cases" "$work/stores" "$work/out"
+lua_module=$(ls "$BUILD_DIR"/bindings/lua/zrecord.* | grep -v '\.p$' | head -1)
+LUA_CPATH="$(dirname "$lua_module")/?.${lua_module##*.}" lua5.4 tests/cross/cross.lua \
+    "$cases" "$work/stores" "$work/out"
+. scripts/go_env.sh
+zr_go run ./internal/crosscheck "$cases" "$work/stores" "$work/out"
+
+status=0
+for name in $(grep -v '^#' "$cases" | awk 'NF { print $1 }'); do
+    ref=$work/out/$name.c
+    if [ ! -s "$ref" ] || [ ! -s "$work/out/$name.python" ]; then
+        echo "cross: $name: the C or Python side printed nothing" >&2
+        status=1
+        continue
+    fi
+    langs="c"
+    for lang in python lua go; do
+        f=$work/out/$name.$lang
+        [ -e "$f" ] || continue
+        if cmp -s "$ref" "$f"; then
+            langs="$langs $lang"
+        else
+            echo "cross: $name: $lang differs from C:" >&2
+            diff "$ref" "$f" | head -10 >&2 || true
+            status=1
+        fi
+    done
+    echo "cross: $name: $(wc -l < "$ref") steps identical in: $langs"
+done
+exit $status
