@@ -19,6 +19,7 @@
 package zrecord
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 
@@ -324,18 +325,25 @@ func (s *Store) AppendRecords(records ...Record) (int64, error) {
 	if len(records) == 0 {
 		return int64(s.Len()), nil
 	}
+	// Packed by the C encoder, which checks each record's shape and data.
+	dt, err := dtypeID(s.dtype)
+	if err != nil {
+		return 0, err
+	}
 	bounds := make([]uint64, len(records)+1)
+	size := []uint64{0}
 	for i, r := range records {
-		bounds[i+1] = bounds[i] + 8*uint64(1+len(r.Shape)) + uint64(len(r.Data))
+		if err := callAs("zrecord.Store.AppendRecords", func() int { return zrcore.Zr_go_ragged_encoded_size(dt, r.Shape, size) }); err != nil {
+			return 0, recordError(err, i)
+		}
+		bounds[i+1] = bounds[i] + size[0]
 	}
 	packed := make([]byte, bounds[len(records)])
 	for i, r := range records {
-		p := packed[bounds[i]:]
-		putU64(p, uint64(len(r.Shape)))
-		for d, v := range r.Shape {
-			putU64(p[8*(d+1):], v)
+		dst := packed[bounds[i]:bounds[i+1]]
+		if err := callAs("zrecord.Store.AppendRecords", func() int { return zrcore.Zr_go_ragged_encode(dt, r.Shape, r.Data, dst) }); err != nil {
+			return 0, recordError(err, i)
 		}
-		copy(p[8*(1+len(r.Shape)):], r.Data)
 	}
 	h, err := s.acquire("append")
 	if err != nil {
@@ -347,10 +355,12 @@ func (s *Store) AppendRecords(records ...Record) (int64, error) {
 	return int64(first[0]), err
 }
 
-func putU64(p []byte, v uint64) {
-	for k := 0; k < 8; k++ {
-		p[k] = byte(v >> (8 * k))
+// recordError names record i of an AppendRecords call in err's message.
+func recordError(err error, i int) error {
+	if e, ok := err.(*Error); ok {
+		e.Msg = fmt.Sprintf("record %d: %s", i, e.Msg)
 	}
+	return err
 }
 
 func getU64(p []byte) uint64 {

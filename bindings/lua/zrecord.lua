@@ -386,28 +386,18 @@ local function resolve_flips(opts, list, names, handles)
   table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
   local out, raws = {}, {}
   for _, key in ipairs(keys) do
-    local i
-    if names then
-      for k, name in ipairs(names) do if name == key then i = k end end
+    local p, i, width, elem_size = flip[key], nil, nil, nil
+    if names then -- by name: the C rule (zld_flip_by_name) finds and checks the stream
+      i, width, elem_size = raw.flip_by_name(handles, names, tostring(key), p)
     elseif math.type(key) == "integer" and key >= 0 and key < #list then
-      i = key + 1
+      i = key
+      width, elem_size = raw.flip_params(handles[i + 1], i, p)
+    else
+      fail("EINVAL", "loader: flip: unknown stream %s (streams: positions 0 to %d)",
+           type(key) == "string" and string.format("'%s'", key) or tostring(key), #list - 1)
     end
-    if i == nil then
-      local valid
-      if names then
-        local q = {}
-        for k, name in ipairs(names) do q[k] = string.format("'%s'", tostring(name)) end
-        valid = "streams: " .. table.concat(q, ", ")
-      else
-        valid = string.format("streams: positions 0 to %d", #list - 1)
-      end
-      fail("EINVAL", "loader: flip: unknown stream %s (%s)",
-           type(key) == "string" and string.format("'%s'", key) or tostring(key), valid)
-    end
-    local p = flip[key]
-    local width, elem_size = raw.flip_params(handles[i], stream_label(names, i), p)
-    raws[#raws + 1] = { stream = i - 1, width = width, elem_size = elem_size, p = p }
-    out[#out + 1] = { key = key, stream = i - 1, p = p }
+    raws[#raws + 1] = { stream = i, width = width, elem_size = elem_size, p = p }
+    out[#out + 1] = { key = key, stream = i, p = p }
   end
   opts.flip = raws
   return out

@@ -1144,6 +1144,15 @@ static int plan_limits(zld_plan *p, const zld_stream *streams)
         int rc = zld_flips_check(o->flips, o->nflips, streams, p->nstreams);
         if (rc != ZR_OK) return rc;
     }
+    if (o->num_workers > ZLD_MAX_WORKERS && o->num_workers != ZLD_WORKERS_NONE)
+        return zr_set_error(ZR_EINVAL, "zld_create: num_workers must be <= %u (or "
+                            "ZLD_WORKERS_NONE), got %u", ZLD_MAX_WORKERS, o->num_workers);
+    if (o->prefetch > ZLD_MAX_PREFETCH)
+        return zr_set_error(ZR_EINVAL, "zld_create: prefetch must be <= %u batches, got %u",
+                            ZLD_MAX_PREFETCH, o->prefetch);
+    if (o->readahead > ZLD_MAX_READAHEAD && o->readahead != ZLD_READAHEAD_AUTO)
+        return zr_set_error(ZR_EINVAL, "zld_create: readahead must be <= %u steps (or "
+                            "ZLD_READAHEAD_AUTO), got %u", ZLD_MAX_READAHEAD, o->readahead);
     if (o->resume_flags & ~ZLD_RESUME_ALLOW_GROWN)
         return zr_set_error(ZR_EINVAL, "zld_create: unknown resume_flags 0x%x",
                             o->resume_flags & ~ZLD_RESUME_ALLOW_GROWN);

@@ -276,6 +276,25 @@ ZRS_API int zrs_ragged_decode(const void *record, uint64_t size,
                               zrs_dtype dtype, size_t *ndim, uint64_t *dims,
                               uint64_t *payload_offset);
 
+/* Encode: the inverse of zrs_ragged_decode. One record of `dtype` with
+ * shape dims[0..ndim) (ndim <= ZRS_MAX_NDIM; 0 for a scalar record, a dim
+ * may be 0) packs as [u64le ndim][u64le dims][payload] in
+ * ZRS_RAGGED_PREFIX_SIZE(ndim) + itemsize * prod(dims) bytes.
+ * zrs_ragged_encoded_size gives that size in *size. zrs_ragged_encode
+ * writes the record into dst (dst_capacity bytes, caller-owned; at least
+ * the encoded size), the payload copied from `payload` (payload_size
+ * bytes, which must be itemsize * prod(dims): the elements in C order,
+ * little-endian; may be NULL when 0), and the size in *written (may be
+ * NULL). Bindings pack records for zrs_append_ragged through these two.
+ * ZR_EINVAL for an unknown dtype, ndim > ZRS_MAX_NDIM, NULL arguments, a
+ * size that overflows 64 bits, a payload_size that does not match the
+ * shape, or a dst too small (each naming the sizes). */
+ZRS_API int zrs_ragged_encoded_size(zrs_dtype dtype, size_t ndim, const uint64_t *dims,
+                                    uint64_t *size);
+ZRS_API int zrs_ragged_encode(zrs_dtype dtype, size_t ndim, const uint64_t *dims,
+                              const void *payload, uint64_t payload_size, void *dst,
+                              uint64_t dst_capacity, uint64_t *written);
+
 /* Bytes of the [ndim][dims] prefix for a record of `ndim` dims. */
 #define ZRS_RAGGED_PREFIX_SIZE(ndim) (8u * (1u + (uint64_t)(ndim)))
 

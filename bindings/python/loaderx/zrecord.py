@@ -969,26 +969,18 @@ class RaggedStore(_Store):
                 "(records is an iterable of records); use append([arr]) to append it as one "
                 "record, or append(list(arr)) to append one scalar record per element")
         dt = self._dtype
-        parts = []
-        sizes = []
+        arrays = []
         for j, r in enumerate(records):
             a = r if isinstance(r, np.ndarray) else np.asarray(r)
             a = _as_store_order(a, dt)
             if a.dtype != dt:
                 raise ValueError(f"append: record {j}: expected dtype {dt.str} ({dt.name}), "
                                  f"got {a.dtype.str} ({a.dtype.name})")
-            if a.ndim > _MAX_NDIM:
-                raise ValueError(f"append: record {j} has {a.ndim} dims, at most {_MAX_NDIM}")
-            head = np.array((a.ndim,) + a.shape, dtype="<u8").view(np.uint8)
-            body = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-            parts.append(head)
-            parts.append(body)
-            sizes.append(head.size + body.size)
-        if not sizes:
+            arrays.append(np.require(a, requirements="C"))  # keeps 0-d records 0-d
+        if not arrays:
             return len(self) if h is None else int(_zr.zrs_length(h))
-        packed = np.concatenate(parts)
-        bounds = np.zeros(len(sizes) + 1, dtype=np.uint64)
-        np.cumsum(np.asarray(sizes, dtype=np.uint64), out=bounds[1:])
+        # Packed natively (zrs_ragged_encode), which checks each shape.
+        packed, bounds = _zr.zrs_ragged_encode(arrays, dt.str)
         return self._append_packed(packed, bounds)
 
     def _append_packed(self, packed, bounds):
