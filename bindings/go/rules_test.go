@@ -68,3 +68,20 @@ func TestAppendRecordsEncoder(t *testing.T) {
 		t.Fatalf("a refused append committed something: len %d", s.Len())
 	}
 }
+
+// dtype names are the C parser's (zrs_dtype_from_name): numpy strings,
+// names and codes; a big-endian name is refused since Go records are raw
+// little-endian bytes.
+func TestDtypeNames(t *testing.T) {
+	for name, want := range map[string]int{"float32": 4, "f4": 4, "<f4": 4, "|u1": 1, "u1": 1, "bool": 1, "c16": 16, "int64": 8} {
+		if got, err := zrecord.Itemsize(name); err != nil || got != want {
+			t.Errorf("Itemsize(%q) = %d, %v; want %d", name, got, err, want)
+		}
+	}
+	if _, err := zrecord.Itemsize(">f4"); !errors.Is(err, zrecord.ErrInvalid) || !strings.Contains(err.Error(), "big-endian") {
+		t.Errorf("Itemsize(\">f4\"): %v", err)
+	}
+	if _, err := zrecord.Itemsize("float"); !errors.Is(err, zrecord.ErrInvalid) {
+		t.Errorf("Itemsize(\"float\"): %v", err)
+	}
+}

@@ -113,18 +113,11 @@ func (sh *storeHandle) close() error {
 	return callAs("zrecord.Store.Close", func() int { return zrcore.Zrs_close(h) })
 }
 
+// dtypeID reads a dtype by any of its names (zrs_dtype_from_name: "<f4",
+// "float32", "f4", ...).
 func dtypeID(dtype string) (zrcore.Enum_SS_zrs_dtype, error) {
-	aliases := map[string]string{
-		"bool": "|b1", "int8": "|i1", "int16": "<i2", "int32": "<i4", "int64": "<i8",
-		"uint8": "|u1", "uint16": "<u2", "uint32": "<u4", "uint64": "<u8",
-		"float16": "<f2", "float32": "<f4", "float64": "<f8",
-		"complex64": "<c8", "complex128": "<c16",
-	}
-	if a, ok := aliases[dtype]; ok {
-		dtype = a
-	}
 	out := []int32{0}
-	err := call(func() int { return zrcore.Zrs_dtype_parse(dtype, out) })
+	err := call(func() int { return zrcore.Zr_dtype_from_name(dtype, out) })
 	return zrcore.Enum_SS_zrs_dtype(out[0]), err
 }
 

@@ -29,13 +29,6 @@ M.version = raw.zloader_version_string()
 
 -- --------------------------------------------------------------- dtypes
 
--- numpy's dtype strings, and the numpy names accepted as aliases.
-local DTYPE_ALIASES = {
-  bool = "|b1", int8 = "|i1", int16 = "<i2", int32 = "<i4", int64 = "<i8",
-  uint8 = "|u1", uint16 = "<u2", uint32 = "<u4", uint64 = "<u8",
-  float16 = "<f2", float32 = "<f4", float64 = "<f8",
-  complex64 = "<c8", complex128 = "<c16",
-}
 M.DTYPES = {}
 for i = 0, raw.ZRS_DTYPE_COUNT - 1 do M.DTYPES[#M.DTYPES + 1] = raw.zrs_dtype_str(i) end
 
@@ -43,7 +36,7 @@ local function dtype_id(dtype)
   if type(dtype) ~= "string" then
     fail("EINVAL", "dtype must be a string such as '<f4' or 'float32', got %s", type(dtype))
   end
-  return raw.zrs_dtype_parse(DTYPE_ALIASES[dtype] or dtype)
+  return raw.zr_dtype_from_name(dtype) -- numpy's strings and names: zrs_dtype_from_name
 end
 
 --- Bytes per element of a dtype ('<f4' or 'float32' -> 4).

@@ -759,6 +759,7 @@ ZR_INDEX_TO_U64(sizes)
 %rename(zrs_ragged_encode_rows) zr_py_ragged_encode_rows;
 %rename(zsm_bernoulli) zr_py_zsm_bernoulli;
 %rename(zld_flip_by_name) zr_py_flip_by_name;
+%rename(zrs_dtype_from_name) zr_py_dtype_from_name;
 %rename(zrs_ragged_gather_once) zr_py_ragged_gather_once;
 
 %inline %{
@@ -778,6 +779,19 @@ PyObject *zr_py_zsm_bernoulli(uint64_t seed, uint64_t step, uint64_t first, uint
         return NULL;
     }
     return out;
+}
+
+/* zrs_dtype_from_name with the byte order: (dtype id, big_endian). */
+PyObject *zr_py_dtype_from_name(const char *name)
+{
+    zrs_dtype dt;
+    int big = 0;
+    int rc = zrs_dtype_from_name(name, &dt, &big);
+    if (rc < 0) {
+        zr_py_raise(rc);
+        return NULL;
+    }
+    return Py_BuildValue("(ii)", (int)dt, big);
 }
 
 /* zld_flip_by_name: names (a sequence of str, the loader's streams) and

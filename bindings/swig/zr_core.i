@@ -144,6 +144,17 @@
 %nodefaultctor zld_batch;
 %nodefaultdtor zld_batch;
 
+/* dtype names: the bindings whose records are raw bytes (Lua, Go) take
+ * little-endian names only (zr_dtype_from_name); Python, which converts
+ * numpy arrays, also reads the byte order (its own glue). */
+%ignore zrs_dtype_from_name;
+%inline %{
+int zr_dtype_from_name(const char *name, zrs_dtype *out)
+{
+    return zrs_dtype_from_name(name, out, NULL);
+}
+%}
+
 %include "zrengine.h"
 %include "zrstore.h"
 %include "zsampler.h"

@@ -75,6 +75,17 @@ typedef enum zrs_dtype {
 
 /* Parse numpy's dtype string; ZR_EINVAL naming the string otherwise. */
 ZRS_API int zrs_dtype_parse(const char *str, zrs_dtype *out);
+/* A dtype by any of its numpy-style names, the one parser every binding
+ * uses: numpy's dtype string ("<f4", "|u1"), the type's name ("float32",
+ * "uint8", "bool", "complex128"), its code without a byte order ("f4",
+ * "u1", "b1", "c16") or with one ('<' little-endian, '|' not applicable
+ * (one-byte types), '=' this machine's order, '>' big-endian). Records are
+ * stored little-endian: a big-endian name (or '=' on a big-endian
+ * machine) is accepted only when big_endian is not NULL, which then says
+ * 1 (the caller converts its data) or 0; with big_endian NULL it is
+ * ZR_EINVAL. ZR_EINVAL naming the string and listing the accepted names
+ * for anything else. */
+ZRS_API int zrs_dtype_from_name(const char *name, zrs_dtype *out, int *big_endian);
 /* numpy's dtype string; NULL for an invalid value. Static storage. */
 ZRS_API const char *zrs_dtype_str(zrs_dtype dtype);
 /* Bytes per element; 0 for an invalid value. */

@@ -100,6 +100,56 @@ static void test_dtype_parse(void **state)
     assert_int_equal(zrs_dtype_itemsize(ZRS_DTYPE_COUNT), 0);
 }
 
+/* Every numpy-style name of a dtype, the one parser of the bindings; a
+ * big-endian name only for a caller that converts its data. */
+static void test_dtype_from_name(void **state)
+{
+    (void)state;
+    static const struct { const char *name; zrs_dtype want; int big; } ok[] = {
+        {"float32", ZRS_FLOAT32, 0}, {"f4", ZRS_FLOAT32, 0},     {"<f4", ZRS_FLOAT32, 0},
+        {">f4", ZRS_FLOAT32, 1},     {"int64", ZRS_INT64, 0},    {"<i8", ZRS_INT64, 0},
+        {"i8", ZRS_INT64, 0},        {"uint8", ZRS_UINT8, 0},    {"u1", ZRS_UINT8, 0},
+        {"|u1", ZRS_UINT8, 0},       {">u1", ZRS_UINT8, 0},      {"bool", ZRS_BOOL, 0},
+        {"b1", ZRS_BOOL, 0},         {"|b1", ZRS_BOOL, 0},       {"complex128", ZRS_COMPLEX128, 0},
+        {"c16", ZRS_COMPLEX128, 0},  {">c8", ZRS_COMPLEX64, 1},  {"float16", ZRS_FLOAT16, 0},
+        {"uint64", ZRS_UINT64, 0},   {"int8", ZRS_INT8, 0},      {"|i1", ZRS_INT8, 0},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        zrs_dtype d = ZRS_DTYPE_COUNT;
+        int big = -1;
+        if (zrs_dtype_from_name(ok[i].name, &d, &big) != ZR_OK)
+            fail_msg("%s: %s", ok[i].name, zr_last_error());
+        assert_int_equal(d, ok[i].want);
+        assert_int_equal(big, ok[i].big);
+        if (!ok[i].big) {
+            d = ZRS_DTYPE_COUNT;
+            assert_int_equal(zrs_dtype_from_name(ok[i].name, &d, NULL), ZR_OK);
+            assert_int_equal(d, ok[i].want);
+        }
+    }
+    for (int i = 0; i < ZRS_DTYPE_COUNT; i++) { /* every canonical string */
+        zrs_dtype d = ZRS_DTYPE_COUNT;
+        assert_int_equal(zrs_dtype_from_name(zrs_dtype_str((zrs_dtype)i), &d, NULL), ZR_OK);
+        assert_int_equal(d, i);
+    }
+    zrs_dtype d = ZRS_FLOAT32;
+    assert_int_equal(zrs_dtype_from_name(">f8", &d, NULL), ZR_EINVAL);
+    assert_msg_contains("'>f8' is big-endian; records are stored little-endian (<f8)");
+    assert_int_equal(d, ZRS_FLOAT32);
+    static const char *bad[] = {"|f4", "float", "f", "<U4", "|O", "<M8[ns]", "<c32", "",
+                                "f4 ", "Float32", "<f16", "int", "|V8"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int big = 0;
+        assert_int_equal(zrs_dtype_from_name(bad[i], &d, &big), ZR_EINVAL);
+        char quoted[32];
+        snprintf(quoted, sizeof quoted, "'%s'", bad[i]);
+        assert_msg_contains(quoted);
+        assert_msg_contains("float32");
+    }
+    assert_int_equal(zrs_dtype_from_name(NULL, &d, NULL), ZR_EINVAL);
+    assert_int_equal(zrs_dtype_from_name("f4", NULL, NULL), ZR_EINVAL);
+}
+
 static void test_version(void **state)
 {
     (void)state;
@@ -1295,6 +1345,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dtype_parse),
+        cmocka_unit_test(test_dtype_from_name),
         cmocka_unit_test(test_version),
         cmocka_unit_test_setup_teardown(test_dense_roundtrip_all_dtypes, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_ragged_roundtrip_all_dtypes, setup, zt_dir_teardown),

@@ -131,15 +131,15 @@ def _normalize_dtype(dtype):
         raise TypeError("dtype is required, got None (numpy would read None as float64); "
                         "pass the records' dtype, e.g. np.float32 or '<f4'")
     try:
-        dt = np.dtype(dtype)
+        dt = np.dtype(dtype)  # numpy's objects and spellings, as numpy reads them
     except TypeError as exc:
         raise ValueError(f"unsupported dtype {dtype!r}: {exc}") from None
-    if dt.fields is None and dt.subdtype is None and dt.kind in "biufc":
-        le = dt.newbyteorder("<")
-        if le.str in DTYPES:
-            return le
-    raise ValueError(f"unsupported dtype {dtype!r} ({dt.str}); expected one of "
-                     f"{', '.join(np.dtype(d).name for d in DTYPES)}")
+    try:  # the set and the byte order: the one C rule (zrs_dtype_from_name)
+        code, _big_endian = _zr.zrs_dtype_from_name(dt.str)
+    except ValueError:
+        raise ValueError(f"unsupported dtype {dtype!r} ({dt.str}); expected one of "
+                         f"{', '.join(np.dtype(d).name for d in DTYPES)}") from None
+    return np.dtype(_zr.zrs_dtype_str(code))
 
 
 def _as_store_order(arr, want):
