@@ -411,8 +411,9 @@ static int zr_lua_flips_field(lua_State *L, int idx, zr_bind_options *h)
 static int zr_lua_loader_options(lua_State *L, int idx, zr_bind_options *h)
 {
     zld_options *o = &h->o;
-    zld_options init = ZLD_OPTIONS_INIT;
+    zld_options init;
     uint64_t rank = 0, world = 1, workers = 0, prefetch = 0, readahead = ZLD_READAHEAD_AUTO;
+    zld_options_init(&init, ZLD_OPTIONS_VERSION);
     *o = init;
     if (lua_isnoneornil(L, idx))
         return 0;

@@ -305,13 +305,14 @@ static int zr_py_pack_items(PyObject *map, zld_options *o)
 static int zr_py_loader_options(PyObject *map, zr_bind_options *h)
 {
     zld_options *o = &h->o;
-    zld_options init = ZLD_OPTIONS_INIT;
+    zld_options init;
     uint64_t rank = 0, world = 1, workers = 0, prefetch = 0, readahead = ZLD_READAHEAD_AUTO;
     uint64_t pass = 0, shuffle = 0, drop_last = 0, even = 0;
     if (!PyMapping_Check(map)) {
         PyErr_SetString(PyExc_TypeError, "loader options must be a mapping");
         return -1;
     }
+    zld_options_init(&init, ZLD_OPTIONS_VERSION);
     *o = init;
     if (zr_py_u64_item(map, "batch_size", init.batch_size, 0, &o->batch_size) < 0 ||
         zr_py_mode_item(map, init.mode, &o->mode) < 0 ||

@@ -251,6 +251,14 @@ typedef struct zld_options {
     { ZLD_OPTIONS_VERSION, 256, ZSM_CYCLIC, 0, 0, 0, 1, 0, 0, ZLD_READAHEAD_AUTO, 0, 0, 0, 0, NULL, 0, 0, \
       NULL, 0, NULL, NULL, 0, 0, 0, ZSM_PACK_BEST_FIT, 0, 0, ZSM_PACK_SPLIT }
 
+/* Fill *opts with the defaults of options `version` (what ZLD_OPTIONS_INIT
+ * gives, for a binding or a caller that cannot use a positional
+ * initializer): version set, every field of that version at its default,
+ * nothing past that version's fields written (so a caller compiled against
+ * an older header, whose struct ends there, passes its own version).
+ * ZR_EINVAL for a NULL opts or a version outside 1..ZLD_OPTIONS_VERSION. */
+ZLD_API int zld_options_init(zld_options *opts, int version);
+
 /* ------------------------------------------------------------- streams */
 
 /* What a stream's records look like in a batch (see the file comment). */

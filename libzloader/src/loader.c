@@ -18,6 +18,7 @@
 #include "zloader.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -937,6 +938,31 @@ static int check_streams(const zld_stream *streams, size_t nstreams, zld_plan *p
     p->nstreams = nstreams;
     p->length = streams[0].length;
     p->names_len = names_len;
+    return ZR_OK;
+}
+
+int zld_options_init(zld_options *opts, int version)
+{
+    if (opts == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_options_init: opts is NULL");
+    /* Where each version's fields end. */
+    _Static_assert(ZLD_OPTIONS_VERSION == 7, "a new options version: add where its fields end");
+    static const size_t ends[ZLD_OPTIONS_VERSION + 1] = {
+        0,
+        offsetof(zld_options, readahead),      /* 1 */
+        offsetof(zld_options, pass),           /* 2 */
+        offsetof(zld_options, bucket_lengths), /* 3 */
+        offsetof(zld_options, flips),          /* 4 */
+        offsetof(zld_options, names),          /* 5 */
+        offsetof(zld_options, pack),           /* 6 */
+        sizeof(zld_options),                   /* 7 */
+    };
+    if (version < 1 || version > ZLD_OPTIONS_VERSION)
+        return zr_set_error(ZR_EINVAL, "zld_options_init: options version %d, expected 1 to %d",
+                            version, ZLD_OPTIONS_VERSION);
+    const zld_options init = ZLD_OPTIONS_INIT;
+    memcpy(opts, &init, ends[version]);
+    opts->version = version;
     return ZR_OK;
 }
 

@@ -1527,6 +1527,50 @@ static void test_flip_errors(void **state)
     zld_close(l);
 }
 
+/* zld_options_init gives ZLD_OPTIONS_INIT for the current version, and
+ * for an older version writes nothing past that version's fields. */
+static void test_options_init(void **state)
+{
+    fixture *f = *state;
+    const zld_options want = ZLD_OPTIONS_INIT;
+    zld_options o;
+    memset(&o, 0xA5, sizeof o);
+    assert_int_equal(zld_options_init(&o, ZLD_OPTIONS_VERSION), ZR_OK);
+    assert_int_equal(o.version, ZLD_OPTIONS_VERSION);
+    assert_int_equal(o.batch_size, 256);
+    assert_int_equal(o.mode, ZSM_CYCLIC);
+    assert_int_equal(o.world_size, 1);
+    assert_int_equal(o.readahead, ZLD_READAHEAD_AUTO);
+    assert_null(o.flips);
+    assert_null(o.names);
+    assert_int_equal(o.pack_policy, ZSM_PACK_BEST_FIT);
+    assert_int_equal(o.pack_overlong, ZSM_PACK_SPLIT);
+    assert_true(o.seed == want.seed && o.start_step == want.start_step && o.rank == want.rank &&
+                o.num_workers == want.num_workers && o.prefetch == want.prefetch &&
+                o.pass == want.pass && o.bucket_lengths == want.bucket_lengths &&
+                o.nflips == want.nflips && o.resume == want.resume && o.pack == want.pack &&
+                o.pack_length == want.pack_length && o.even_batches == want.even_batches);
+    /* Version 1: its struct ends before readahead. */
+    unsigned char raw[sizeof(zld_options)];
+    memset(raw, 0xA5, sizeof raw);
+    assert_int_equal(zld_options_init((zld_options *)raw, 1), ZR_OK);
+    assert_int_equal(((zld_options *)raw)->version, 1);
+    assert_int_equal(((zld_options *)raw)->batch_size, 256);
+    for (size_t k = offsetof(zld_options, readahead); k < sizeof raw; k++)
+        assert_int_equal(raw[k], 0xA5);
+    /* Options from it start a loader. */
+    zld_options v1 = *(zld_options *)raw;
+    v1.batch_size = 8;
+    v1.num_workers = 1;
+    zld_loader *l = NULL;
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, &v1), ZR_OK);
+    zld_close(l);
+    assert_int_equal(zld_options_init(&o, 0), ZR_EINVAL);
+    zt_assert_mentions(zr_last_error(), "options version 0, expected 1 to 7");
+    assert_int_equal(zld_options_init(&o, ZLD_OPTIONS_VERSION + 1), ZR_EINVAL);
+    assert_int_equal(zld_options_init(NULL, 1), ZR_EINVAL);
+}
+
 /* Every loader limit is zld_create's: beyond ZLD_MAX_WORKERS,
  * ZLD_MAX_PREFETCH or ZLD_MAX_READAHEAD the detail names the option and
  * its limit; at the limits (and ZLD_WORKERS_NONE, ZLD_READAHEAD_AUTO) a
@@ -1639,6 +1683,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_buffers_outlive_close, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_options_init, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flip_by_name, setup, teardown),
         cmocka_unit_test_setup_teardown(test_worker_error_surfaces, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_on_full_queue, setup, teardown),
