@@ -214,7 +214,10 @@ func newLoader(op string, streams []Source, mix *Mixture, opts LoaderOptions) (*
 	}
 	o := zrcore.NewZld_options()
 	defer zrcore.DeleteZld_options(o)
-	zrcore.Zr_go_options_init(o)
+	// The defaults of the installed header's options version (zld_options_init).
+	if err := call(func() int { return zrcore.Zld_options_init(o, zrcore.ZLD_OPTIONS_VERSION) }); err != nil {
+		return nil, err
+	}
 	defer zrcore.Zr_go_options_free_flips(o)
 	o.SetBatch_size(opts.BatchSize)
 	mode := Cyclic

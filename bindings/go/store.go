@@ -19,6 +19,7 @@
 package zrecord
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 
@@ -120,18 +121,11 @@ func (sh *storeHandle) close() error {
 	return callAs("zrecord.Store.Close", func() int { return zrcore.Zrs_close(h) })
 }
 
+// dtypeID reads a dtype by any of its names (zrs_dtype_from_name: "<f4",
+// "float32", "f4", ...).
 func dtypeID(dtype string) (zrcore.Enum_SS_zrs_dtype, error) {
-	aliases := map[string]string{
-		"bool": "|b1", "int8": "|i1", "int16": "<i2", "int32": "<i4", "int64": "<i8",
-		"uint8": "|u1", "uint16": "<u2", "uint32": "<u4", "uint64": "<u8",
-		"float16": "<f2", "float32": "<f4", "float64": "<f8",
-		"complex64": "<c8", "complex128": "<c16",
-	}
-	if a, ok := aliases[dtype]; ok {
-		dtype = a
-	}
 	out := []int32{0}
-	err := call(func() int { return zrcore.Zrs_dtype_parse(dtype, out) })
+	err := call(func() int { return zrcore.Zr_dtype_from_name(dtype, out) })
 	return zrcore.Enum_SS_zrs_dtype(out[0]), err
 }
 
@@ -332,18 +326,25 @@ func (s *Store) AppendRecords(records ...Record) (int64, error) {
 	if len(records) == 0 {
 		return int64(s.Len()), nil
 	}
+	// Packed by the C encoder, which checks each record's shape and data.
+	dt, err := dtypeID(s.dtype)
+	if err != nil {
+		return 0, err
+	}
 	bounds := make([]uint64, len(records)+1)
+	size := []uint64{0}
 	for i, r := range records {
-		bounds[i+1] = bounds[i] + 8*uint64(1+len(r.Shape)) + uint64(len(r.Data))
+		if err := callAs("zrecord.Store.AppendRecords", func() int { return zrcore.Zr_go_ragged_encoded_size(dt, r.Shape, size) }); err != nil {
+			return 0, recordError(err, i)
+		}
+		bounds[i+1] = bounds[i] + size[0]
 	}
 	packed := make([]byte, bounds[len(records)])
 	for i, r := range records {
-		p := packed[bounds[i]:]
-		putU64(p, uint64(len(r.Shape)))
-		for d, v := range r.Shape {
-			putU64(p[8*(d+1):], v)
+		dst := packed[bounds[i]:bounds[i+1]]
+		if err := callAs("zrecord.Store.AppendRecords", func() int { return zrcore.Zr_go_ragged_encode(dt, r.Shape, r.Data, dst) }); err != nil {
+			return 0, recordError(err, i)
 		}
-		copy(p[8*(1+len(r.Shape)):], r.Data)
 	}
 	h, err := s.acquire("append")
 	if err != nil {
@@ -355,10 +356,12 @@ func (s *Store) AppendRecords(records ...Record) (int64, error) {
 	return int64(first[0]), err
 }
 
-func putU64(p []byte, v uint64) {
-	for k := 0; k < 8; k++ {
-		p[k] = byte(v >> (8 * k))
+// recordError names record i of an AppendRecords call in err's message.
+func recordError(err error, i int) error {
+	if e, ok := err.(*Error); ok {
+		e.Msg = fmt.Sprintf("record %d: %s", i, e.Msg)
 	}
+	return err
 }
 
 func getU64(p []byte) uint64 {

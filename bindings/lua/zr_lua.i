@@ -35,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zloader.h>
-#include "zr_bind_flip.h"
+#include "zr_bind_options.h"
 #include "zr_bind_loader.h"
 
 /* Name of the status code, for the "<CODE>: <detail>" error strings. */
@@ -549,8 +549,9 @@ static void zr_lua_push_state_extra(lua_State *L, const zld_options *o)
 static int zr_lua_loader_options(lua_State *L, int idx, zr_bind_options *h)
 {
     zld_options *o = &h->o;
-    zld_options init = ZLD_OPTIONS_INIT;
-    uint64_t rank = 0, world = 1, workers = 0, prefetch = 0;
+    zld_options init;
+    uint64_t rank = 0, world = 1, workers = 0, prefetch = 0, readahead = ZLD_READAHEAD_AUTO;
+    zld_options_init(&init, ZLD_OPTIONS_VERSION);
     *o = init;
     if (lua_isnoneornil(L, idx))
         return 0;
@@ -567,32 +568,13 @@ static int zr_lua_loader_options(lua_State *L, int idx, zr_bind_options *h)
         zr_lua_u64_field(L, idx, "world_size", 1, 0, &world) < 0 ||
         zr_lua_u64_field(L, idx, "num_workers", 0, 0, &workers) < 0 ||
         zr_lua_u64_field(L, idx, "prefetch", 0, 0, &prefetch) < 0 ||
+        zr_lua_u64_field(L, idx, "readahead", ZLD_READAHEAD_AUTO, 0, &readahead) < 0 ||
         zr_lua_u32(L, rank, "rank", &o->rank) < 0 ||
-        zr_lua_u32(L, world, "world_size", &o->world_size) < 0)
-        return -1;
-    if (workers > 4096 || prefetch > 65536) {
-        lua_pushfstring(L, "EINVAL: num_workers must be <= 4096 and prefetch <= 65536, got %I and %I",
-                        (lua_Integer)workers, (lua_Integer)prefetch);
-        return -1;
-    }
-    o->num_workers = (unsigned)workers;
-    o->prefetch = (unsigned)prefetch;
-#if ZLD_OPTIONS_VERSION >= 2
-    {
-        uint64_t ra = 0;
-        int t = lua_getfield(L, idx, "readahead");
-        lua_pop(L, 1);
-        if (t != LUA_TNIL) {
-            if (zr_lua_u64_field(L, idx, "readahead", 0, 0, &ra) < 0)
-                return -1;
-            if (ra > 65536) {
-                lua_pushfstring(L, "EINVAL: readahead must be <= 65536 steps, got %I", (lua_Integer)ra);
-                return -1;
-            }
-            o->readahead = (unsigned)ra;
-        }
-    }
-#endif
+        zr_lua_u32(L, world, "world_size", &o->world_size) < 0 ||
+        zr_lua_u32(L, workers, "num_workers", &o->num_workers) < 0 ||
+        zr_lua_u32(L, prefetch, "prefetch", &o->prefetch) < 0 ||
+        zr_lua_u32(L, readahead, "readahead", &o->readahead) < 0)
+        return -1; /* their limits: zld_create (ZLD_MAX_*) */
     if (zr_lua_loader_extra(L, idx, o) < 0)
         return -1;
     return zr_lua_flips_field(L, idx, h);
@@ -970,6 +952,7 @@ ZR_INDEX_TO_U64(sizes)
 %native(loader_next) int zr_lua_loader_next(lua_State *L);
 %native(train_dict) int zr_lua_train_dict(lua_State *L);
 %native(flip_params) int zr_lua_flip_params(lua_State *L);
+%native(flip_by_name) int zr_lua_flip_by_name(lua_State *L);
 %native(flip_mask) int zr_lua_flip_mask(lua_State *L);
 %native(pad) int zr_lua_pad(lua_State *L);
 
@@ -1081,23 +1064,68 @@ int zr_lua_buffer_new(lua_State *L)
     return 1;
 }
 
-/* flip_params(store, label, p): the width and elem_size of a flip of
- * probability p on that store (zr_bind_flip's rules; label names the
- * stream in errors). */
+/* flip_params(store, position, p): the width and elem_size of a flip of
+ * probability p on the store at that 0-based position of the loader's
+ * streams (zld_flip_resolve's rules). */
 int zr_lua_flip_params(lua_State *L)
 {
     zrs_store *s = (zrs_store *)zr_lua_check_handle(L, 1, SWIGTYPE_p_zrs_store, "flip_params: store");
-    const char *label = luaL_checkstring(L, 2);
+    uint64_t pos = 0;
+    if (zr_lua_get_u64(L, 2, "flip_params: position", &pos) < 0)
+        return lua_error(L);
     if (lua_type(L, 3) != LUA_TNUMBER)
-        return zr_lua_raise(L, "EINVAL: flip: the probability of %s must be a number, got %s", label,
-                            luaL_typename(L, 3));
+        return zr_lua_raise(L, "EINVAL: flip: the probability of stream %I must be a number, got %s",
+                            (lua_Integer)pos, luaL_typename(L, 3));
+    zld_items it;
     zld_flip f = { 0, 0, 0, 0.0 };
-    int rc = zr_bind_flip(s, label, 0, lua_tonumber(L, 3), &f);
+    int rc = zld_items_from_store(s, &it);
+    if (rc == 0)
+        rc = zld_flip_resolve(&it, (size_t)pos, NULL, lua_tonumber(L, 3), &f);
     if (rc < 0)
         return zr_lua_fail(L, rc);
     lua_pushinteger(L, (lua_Integer)f.width);
     lua_pushinteger(L, (lua_Integer)f.elem_size);
     return 2;
+}
+
+/* flip_by_name(stores, names, name, p): the flip of probability p on the
+ * stream called name (zld_flip_by_name): its 0-based position, width and
+ * elem_size. stores and names are the loader's lists, in order. */
+int zr_lua_flip_by_name(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    const char *name = luaL_checkstring(L, 3);
+    if (lua_type(L, 4) != LUA_TNUMBER)
+        return zr_lua_raise(L, "EINVAL: flip: the probability of stream '%s' must be a number, got %s",
+                            name, luaL_typename(L, 4));
+    lua_Integer n = luaL_len(L, 1);
+    if (n < 0 || n > ZR_BIND_MAX_NAMES || luaL_len(L, 2) != n)
+        return zr_lua_raise(L, "EINVAL: flip_by_name: %I stores for %I names (at most %d)", n,
+                            luaL_len(L, 2), ZR_BIND_MAX_NAMES);
+    zld_items *items = (zld_items *)lua_newuserdatauv(L, (size_t)(n > 0 ? n : 1) * sizeof *items, 0);
+    const char **names = (const char **)lua_newuserdatauv(L, (size_t)(n > 0 ? n : 1) * sizeof *names, 0);
+    for (lua_Integer k = 1; k <= n; k++) {
+        lua_geti(L, 1, k);
+        zrs_store *s = (zrs_store *)zr_lua_check_handle(L, -1, SWIGTYPE_p_zrs_store, "flip_by_name: store");
+        int rc = zld_items_from_store(s, &items[k - 1]);
+        lua_pop(L, 1);
+        if (rc < 0)
+            return zr_lua_fail(L, rc);
+        lua_geti(L, 2, k);
+        names[k - 1] = lua_tostring(L, -1); /* the names table keeps the string alive */
+        lua_pop(L, 1);
+        if (names[k - 1] == NULL)
+            return zr_lua_raise(L, "EINVAL: flip_by_name: name %I is not a string", k - 1);
+    }
+    zld_flip f = { 0, 0, 0, 0.0 };
+    int rc = zld_flip_by_name(names, items, (size_t)n, name, lua_tonumber(L, 4), &f);
+    if (rc < 0)
+        return zr_lua_fail(L, rc);
+    lua_pushinteger(L, (lua_Integer)f.stream);
+    lua_pushinteger(L, (lua_Integer)f.width);
+    lua_pushinteger(L, (lua_Integer)f.elem_size);
+    return 3;
 }
 
 /* flip_mask(loader, step, p, count): which of the first `count` records of
@@ -1174,7 +1202,7 @@ int zr_lua_gather_dense(lua_State *L)
 /* Pack {shape=..., data=...} records of table `idx` into one malloc'd
  * buffer with bounds, as zrs_append_ragged wants. Pushes a message and
  * returns -1 on bad input. */
-static int zr_lua_pack_ragged(lua_State *L, int idx, size_t itemsize, unsigned char **out,
+static int zr_lua_pack_ragged(lua_State *L, int idx, zrs_dtype dtype, unsigned char **out,
                               uint64_t **bounds_out, uint64_t *count_out)
 {
     lua_Integer n = luaL_len(L, idx);
@@ -1185,7 +1213,7 @@ static int zr_lua_pack_ragged(lua_State *L, int idx, size_t itemsize, unsigned c
         lua_pushstring(L, "ENOMEM: append_ragged");
         return -1;
     }
-    /* First pass: sizes and validation of the Lua side. */
+    /* First pass: the shapes and the Lua types; sizes by zrs_ragged_encoded_size. */
     bounds[0] = 0;
     for (lua_Integer k = 1; k <= n; k++) {
         lua_geti(L, idx, k);
@@ -1196,39 +1224,36 @@ static int zr_lua_pack_ragged(lua_State *L, int idx, size_t itemsize, unsigned c
         }
         lua_getfield(L, -1, "shape");
         lua_getfield(L, -2, "data");
-        size_t dlen = 0;
         if (lua_type(L, -1) != LUA_TSTRING || lua_type(L, -2) != LUA_TTABLE) {
             lua_pushfstring(L, "EINVAL: append_ragged: record %I needs shape (a table) and data (a string), got %s and %s",
                             k - 1, luaL_typename(L, -2), luaL_typename(L, -1));
             goto bad;
         }
-        lua_tolstring(L, -1, &dlen);
         lua_Integer nd = luaL_len(L, -2);
         if (nd > ZRS_MAX_NDIM) {
             lua_pushfstring(L, "EINVAL: append_ragged: record %I has %I dims, at most %d allowed",
                             k - 1, nd, ZRS_MAX_NDIM);
             goto bad;
         }
-        uint64_t elems = 1;
+        uint64_t dims[ZRS_MAX_NDIM];
         for (lua_Integer d = 1; d <= nd; d++) {
-            uint64_t v = 0;
             lua_geti(L, -2, d);
-            if (zr_lua_get_u64(L, -1, "append_ragged: shape entry", &v) < 0) {
+            if (zr_lua_get_u64(L, -1, "append_ragged: shape entry", &dims[d - 1]) < 0) {
                 /* say which record (0-based) the bad shape entry is in */
                 lua_pushfstring(L, "%s (record %I)", lua_tostring(L, -1), k - 1);
                 lua_remove(L, -2);
                 goto bad;
             }
             lua_pop(L, 1);
-            elems *= v;
         }
-        if (elems * itemsize != dlen) {
-            lua_pushfstring(L, "EINVAL: append_ragged: record %I of shape with %I elements needs %I bytes of data, got %I",
-                            k - 1, (lua_Integer)elems, (lua_Integer)(elems * itemsize), (lua_Integer)dlen);
+        uint64_t size = 0;
+        if (zrs_ragged_encoded_size(dtype, (size_t)nd, dims, &size) < 0 ||
+            size > UINT64_MAX - total) {
+            lua_pushfstring(L, "EINVAL: append_ragged: record %I: %s", k - 1, zr_last_error());
             goto bad;
         }
         lua_pop(L, 3);
-        total += ZRS_RAGGED_PREFIX_SIZE(nd) + dlen;
+        total += size;
         bounds[k] = total;
     }
     buf = (unsigned char *)malloc(total > 0 ? (size_t)total : 1);
@@ -1237,26 +1262,33 @@ static int zr_lua_pack_ragged(lua_State *L, int idx, size_t itemsize, unsigned c
         free(bounds);
         return -1;
     }
-    /* Second pass: write [u64le ndim][u64le dims][payload]. */
+    /* Second pass: each record through the C encoder, which checks the
+     * data's length against the shape. */
     for (lua_Integer k = 1; k <= n; k++) {
-        unsigned char *p = buf + bounds[k - 1];
         lua_geti(L, idx, k);
         lua_getfield(L, -1, "shape");
         lua_getfield(L, -2, "data");
         lua_Integer nd = luaL_len(L, -2);
-        uint64_t vals[1 + ZRS_MAX_NDIM];
-        vals[0] = (uint64_t)nd;
+        uint64_t dims[ZRS_MAX_NDIM];
         for (lua_Integer d = 1; d <= nd; d++) {
             lua_geti(L, -2, d);
-            vals[d] = (uint64_t)lua_tointeger(L, -1);
+            dims[d - 1] = (uint64_t)lua_tointeger(L, -1);
             lua_pop(L, 1);
         }
-        for (lua_Integer d = 0; d <= nd; d++)
-            for (int byte = 0; byte < 8; byte++)
-                *p++ = (unsigned char)(vals[d] >> (8 * byte));
         size_t dlen = 0;
         const char *data = lua_tolstring(L, -1, &dlen);
-        memcpy(p, data, dlen);
+        if (zrs_ragged_encode(dtype, (size_t)nd, dims, data, dlen, buf + bounds[k - 1],
+                              bounds[k] - bounds[k - 1], NULL) < 0) {
+            /* "ragged_encode: record of shape ..." -> "append_ragged: record k of shape ..." */
+            const char *why = zr_last_error();
+            const char *lead = "ragged_encode: record ";
+            if (strncmp(why, lead, strlen(lead)) == 0)
+                lua_pushfstring(L, "EINVAL: append_ragged: record %I %s", k - 1, why + strlen(lead));
+            else
+                lua_pushfstring(L, "EINVAL: append_ragged: record %I: %s", k - 1, why);
+            free(buf);
+            goto bad;
+        }
         lua_pop(L, 3);
     }
     *out = buf;
@@ -1279,10 +1311,9 @@ int zr_lua_append_ragged(lua_State *L)
     if (lua_type(L, 2) != LUA_TTABLE)
         return zr_lua_raise(L, "EINVAL: append_ragged: records must be a table, got %s", luaL_typename(L, 2));
     lua_settop(L, 2);
-    size_t itemsize = zrs_dtype_itemsize(zrs_get_dtype(s));
     unsigned char *buf = NULL;
     uint64_t *bounds = NULL, count = 0, first = 0;
-    if (zr_lua_pack_ragged(L, 2, itemsize, &buf, &bounds, &count) < 0)
+    if (zr_lua_pack_ragged(L, 2, zrs_get_dtype(s), &buf, &bounds, &count) < 0)
         return lua_error(L);
     if (count == 0) {
         free(buf);

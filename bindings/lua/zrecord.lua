@@ -29,13 +29,6 @@ M.version = raw.zloader_version_string()
 
 -- --------------------------------------------------------------- dtypes
 
--- numpy's dtype strings, and the numpy names accepted as aliases.
-local DTYPE_ALIASES = {
-  bool = "|b1", int8 = "|i1", int16 = "<i2", int32 = "<i4", int64 = "<i8",
-  uint8 = "|u1", uint16 = "<u2", uint32 = "<u4", uint64 = "<u8",
-  float16 = "<f2", float32 = "<f4", float64 = "<f8",
-  complex64 = "<c8", complex128 = "<c16",
-}
 M.DTYPES = {}
 for i = 0, raw.ZRS_DTYPE_COUNT - 1 do M.DTYPES[#M.DTYPES + 1] = raw.zrs_dtype_str(i) end
 
@@ -43,7 +36,7 @@ local function dtype_id(dtype)
   if type(dtype) ~= "string" then
     fail("EINVAL", "dtype must be a string such as '<f4' or 'float32', got %s", type(dtype))
   end
-  return raw.zrs_dtype_parse(DTYPE_ALIASES[dtype] or dtype)
+  return raw.zr_dtype_from_name(dtype) -- numpy's strings and names: zrs_dtype_from_name
 end
 
 --- Bytes per element of a dtype ('<f4' or 'float32' -> 4).
@@ -686,28 +679,18 @@ local function resolve_flips(opts, list, names, handles)
   table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
   local out, raws = {}, {}
   for _, key in ipairs(keys) do
-    local i
-    if names then
-      for k, name in ipairs(names) do if name == key then i = k end end
+    local p, i, width, elem_size = flip[key], nil, nil, nil
+    if names then -- by name: the C rule (zld_flip_by_name) finds and checks the stream
+      i, width, elem_size = raw.flip_by_name(handles, names, tostring(key), p)
     elseif math.type(key) == "integer" and key >= 0 and key < #list then
-      i = key + 1
+      i = key
+      width, elem_size = raw.flip_params(handles[i + 1], i, p)
+    else
+      fail("EINVAL", "loader: flip: unknown stream %s (streams: positions 0 to %d)",
+           type(key) == "string" and string.format("'%s'", key) or tostring(key), #list - 1)
     end
-    if i == nil then
-      local valid
-      if names then
-        local q = {}
-        for k, name in ipairs(names) do q[k] = string.format("'%s'", tostring(name)) end
-        valid = "streams: " .. table.concat(q, ", ")
-      else
-        valid = string.format("streams: positions 0 to %d", #list - 1)
-      end
-      fail("EINVAL", "loader: flip: unknown stream %s (%s)",
-           type(key) == "string" and string.format("'%s'", key) or tostring(key), valid)
-    end
-    local p = flip[key]
-    local width, elem_size = raw.flip_params(handles[i], stream_label(names, i), p)
-    raws[#raws + 1] = { stream = i - 1, width = width, elem_size = elem_size, p = p }
-    out[#out + 1] = { key = key, stream = i - 1, p = p }
+    raws[#raws + 1] = { stream = i, width = width, elem_size = elem_size, p = p }
+    out[#out + 1] = { key = key, stream = i, p = p }
   end
   opts.flip = raws
   return out

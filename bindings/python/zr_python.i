@@ -30,7 +30,7 @@
 #include <numpy/arrayobject.h>
 #include <string.h>
 #include <zloader.h>
-#include "zr_bind_flip.h" /* zr_bind_options */
+#include "zr_bind_options.h" /* zr_bind_options */
 
 /* Raise the Python exception for a negative zr_status. The status -> class
  * mapping lives in one place, loaderx/errors.py (from_status); the message
@@ -305,13 +305,14 @@ static int zr_py_pack_items(PyObject *map, zld_options *o)
 static int zr_py_loader_options(PyObject *map, zr_bind_options *h)
 {
     zld_options *o = &h->o;
-    zld_options init = ZLD_OPTIONS_INIT;
+    zld_options init;
     uint64_t rank = 0, world = 1, workers = 0, prefetch = 0, readahead = ZLD_READAHEAD_AUTO;
     uint64_t pass = 0, shuffle = 0, drop_last = 0, even = 0;
     if (!PyMapping_Check(map)) {
         PyErr_SetString(PyExc_TypeError, "loader options must be a mapping");
         return -1;
     }
+    zld_options_init(&init, ZLD_OPTIONS_VERSION);
     *o = init;
     if (zr_py_u64_item(map, "batch_size", init.batch_size, 0, &o->batch_size) < 0 ||
         zr_py_mode_item(map, init.mode, &o->mode) < 0 ||
@@ -328,20 +329,14 @@ static int zr_py_loader_options(PyObject *map, zr_bind_options *h)
         zr_py_u64_item(map, "epoch", 0, 0, &o->epoch) < 0 ||
         zr_py_u64_item(map, "even_batches", 0, 0, &even) < 0 ||
         zr_py_u32(rank, "rank", &o->rank) < 0 ||
-        zr_py_u32(world, "world_size", &o->world_size) < 0)
-        return -1;
-    if ((workers > 4096 && workers != ZLD_WORKERS_NONE) || prefetch > 65536) {
-        PyErr_Format(PyExc_ValueError,
-                     "num_workers must be <= 4096 and prefetch <= 65536, got %llu and %llu",
-                     (unsigned long long)workers, (unsigned long long)prefetch);
-        return -1;
-    }
+        zr_py_u32(world, "world_size", &o->world_size) < 0 ||
+        zr_py_u32(workers, "num_workers", &o->num_workers) < 0 ||
+        zr_py_u32(prefetch, "prefetch", &o->prefetch) < 0)
+        return -1; /* their limits: zld_create (ZLD_MAX_WORKERS, ZLD_MAX_PREFETCH) */
     o->pass = pass != 0;
     o->shuffle = shuffle != 0;
     o->drop_last = drop_last != 0;
     o->even_batches = even != 0;
-    o->num_workers = (unsigned)workers;
-    o->prefetch = (unsigned)prefetch;
     /* readahead: steps ahead to hint; ZLD_READAHEAD_AUTO (the default) or
      * anything >= 2**32 - 1 means "as far as prefetch". */
     o->readahead = readahead >= ZLD_READAHEAD_AUTO ? ZLD_READAHEAD_AUTO : (unsigned)readahead;
@@ -767,7 +762,11 @@ ZR_INDEX_TO_U64(sizes)
 %rename(zsm_bucket_indices) zr_py_zsm_bucket_indices;
 %rename(zrs_ragged_arrays) zr_py_ragged_arrays;
 %rename(zrs_ragged_pack) zr_py_ragged_pack;
+%rename(zrs_ragged_encode) zr_py_ragged_encode;
+%rename(zrs_ragged_encode_rows) zr_py_ragged_encode_rows;
 %rename(zsm_bernoulli) zr_py_zsm_bernoulli;
+%rename(zld_flip_by_name) zr_py_flip_by_name;
+%rename(zrs_dtype_from_name) zr_py_dtype_from_name;
 %rename(zrs_ragged_gather_once) zr_py_ragged_gather_once;
 
 %inline %{
@@ -787,6 +786,93 @@ PyObject *zr_py_zsm_bernoulli(uint64_t seed, uint64_t step, uint64_t first, uint
         return NULL;
     }
     return out;
+}
+
+/* zrs_dtype_from_name with the byte order: (dtype id, big_endian). */
+PyObject *zr_py_dtype_from_name(const char *name)
+{
+    zrs_dtype dt;
+    int big = 0;
+    int rc = zrs_dtype_from_name(name, &dt, &big);
+    if (rc < 0) {
+        zr_py_raise(rc);
+        return NULL;
+    }
+    return Py_BuildValue("(ii)", (int)dt, big);
+}
+
+/* zld_flip_by_name: names (a sequence of str, the loader's streams) and
+ * items (per stream None for a ragged stream, or (dtype str, item_shape
+ * tuple)); returns (stream, width, elem_size) of the flip of probability p
+ * on the stream called name. */
+PyObject *zr_py_flip_by_name(PyObject *names, PyObject *items, const char *name, double p)
+{
+    PyObject *ns = PySequence_Fast(names, "flip: names must be a sequence of str");
+    if (ns == NULL) return NULL;
+    PyObject *is = PySequence_Fast(items, "flip: items must be a sequence");
+    if (is == NULL) {
+        Py_DECREF(ns);
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(ns);
+    PyObject *res = NULL;
+    const char **cn = (const char **)PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof *cn);
+    zld_items *ci = (zld_items *)PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof *ci);
+    if (cn == NULL || ci == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (PySequence_Fast_GET_SIZE(is) != n) {
+        PyErr_SetString(PyExc_ValueError, "flip: one item description per stream name");
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        cn[k] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(ns, k));
+        if (cn[k] == NULL) goto done;
+        PyObject *it = PySequence_Fast_GET_ITEM(is, k);
+        if (it == Py_None) {
+            ci[k].kind = ZRS_RAGGED;
+            continue;
+        }
+        const char *dt = NULL;
+        PyObject *shape = NULL;
+        if (!PyArg_ParseTuple(it, "sO;flip items are None or (dtype, item_shape)", &dt, &shape))
+            goto done;
+        PyObject *sh = PySequence_Fast(shape, "flip: item_shape must be a sequence of ints");
+        if (sh == NULL) goto done;
+        Py_ssize_t nd = PySequence_Fast_GET_SIZE(sh);
+        int bad = nd > ZRS_MAX_NDIM;
+        for (Py_ssize_t d = 0; !bad && d < nd; d++) {
+            ci[k].shape[d] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(sh, d));
+            bad = PyErr_Occurred() != NULL;
+        }
+        Py_DECREF(sh);
+        if (bad) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "flip: more than %d dims", ZRS_MAX_NDIM);
+            goto done;
+        }
+        ci[k].kind = ZRS_DENSE;
+        ci[k].ndim = (size_t)nd;
+        int rc = zrs_dtype_parse(dt, &ci[k].dtype);
+        if (rc < 0) {
+            zr_py_raise(rc);
+            goto done;
+        }
+    }
+    zld_flip f;
+    int rc = zld_flip_by_name(cn, ci, (size_t)n, name, p, &f);
+    if (rc < 0)
+        zr_py_raise(rc);
+    else
+        res = Py_BuildValue("(nKI)", (Py_ssize_t)f.stream, (unsigned long long)f.width,
+                            (unsigned int)f.elem_size);
+done:
+    PyMem_Free(cn);
+    PyMem_Free(ci);
+    Py_DECREF(ns);
+    Py_DECREF(is);
+    return res;
 }
 
 /* Dense item_shape as a tuple of ints (() for scalar records), or None
@@ -1313,6 +1399,35 @@ static int zr_py_ragged_decode_at(const char *data, const uint64_t *b, npy_intp 
 }
 %}
 
+%{
+/* Raise status rc with "append: record j: " before the detail. */
+static void zr_py_raise_record(int rc, Py_ssize_t j)
+{
+    char why[512];
+    snprintf(why, sizeof why, "%s", zr_last_error());
+    zr_set_error(rc, "append: record %zd: %s", j, why);
+    zr_py_raise(rc);
+}
+
+static PyObject *zr_py_encode_out(uint64_t total, npy_intp n, PyObject **packed, uint64_t **b)
+{
+    npy_intp nb = n + 1, np_ = (npy_intp)total;
+    if (total > (uint64_t)NPY_MAX_INTP) {
+        PyErr_SetString(PyExc_OverflowError, "ragged_encode: records larger than the address space");
+        return NULL;
+    }
+    PyObject *bounds = PyArray_SimpleNew(1, &nb, NPY_UINT64);
+    *packed = bounds ? PyArray_SimpleNew(1, &np_, NPY_UINT8) : NULL;
+    if (*packed == NULL) {
+        Py_XDECREF(bounds);
+        return NULL;
+    }
+    *b = (uint64_t *)PyArray_DATA((PyArrayObject *)bounds);
+    return bounds;
+}
+
+%}
+
 %inline %{
 /* The records of a gathered ragged batch as a list of ndarrays, made in
  * one call: record j is buf[bounds[j]:bounds[j+1]] ([u64le ndim][u64le
@@ -1428,6 +1543,149 @@ PyObject *zr_py_ragged_gather_once(zrs_store *s, PyObject *index, uint64_t max_b
         return NULL;
     }
     return Py_BuildValue("(NN)", buf, bounds);
+}
+
+/* Ragged records for zrs_append_ragged, each through zrs_ragged_encode:
+ * (packed, bounds), a uint8 ndarray holding record j at
+ * packed[bounds[j]:bounds[j+1]] and a uint64 ndarray of count + 1 bounds.
+ * zr_py_ragged_encode takes a sequence of C-contiguous arrays of `dtype`
+ * (numpy's dtype string), each one record of its own shape;
+ * zr_py_ragged_encode_rows takes `rows` records with `nd` dims each: the
+ * elements `values` (a C-contiguous buffer of dtype), dims (rows * nd
+ * uint64 values) and eoff (rows + 1 uint64 element offsets: record j's
+ * elements are values[eoff[j]:eoff[j+1]]). */
+PyObject *zr_py_ragged_encode(PyObject *records, const char *dtype)
+{
+    zrs_dtype dt;
+    int rc = zrs_dtype_parse(dtype, &dt);
+    if (rc < 0) {
+        zr_py_raise(rc);
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(records, "ragged_encode: records must be a sequence");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_buffer *views = (Py_buffer *)PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof *views);
+    uint64_t *sizes = (uint64_t *)PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof *sizes);
+    PyObject *packed = NULL, *bounds = NULL, *res = NULL;
+    Py_ssize_t got = 0;
+    uint64_t total = 0, *b = NULL;
+    if (views == NULL || sizes == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; got < n; got++) {
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, got), &views[got],
+                               PyBUF_C_CONTIGUOUS | PyBUF_ND) < 0)
+            goto done;
+    }
+    for (Py_ssize_t j = 0; j < n; j++) {
+        uint64_t dims[ZRS_MAX_NDIM];
+        size_t nd = (size_t)views[j].ndim;
+        for (size_t d = 0; d < nd && d < ZRS_MAX_NDIM; d++) dims[d] = (uint64_t)views[j].shape[d];
+        rc = zrs_ragged_encoded_size(dt, nd, dims, &sizes[j]);
+        if (rc == 0 && sizes[j] > UINT64_MAX - total)
+            rc = zr_set_error(ZR_EINVAL, "ragged_encode: the records' size overflows 64 bits");
+        if (rc < 0) {
+            zr_py_raise_record(rc, j);
+            goto done;
+        }
+        total += sizes[j];
+    }
+    bounds = zr_py_encode_out(total, (npy_intp)n, &packed, &b);
+    if (bounds == NULL) goto done;
+    unsigned char *out = (unsigned char *)PyArray_DATA((PyArrayObject *)packed);
+    b[0] = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        uint64_t dims[ZRS_MAX_NDIM];
+        size_t nd = (size_t)views[j].ndim;
+        for (size_t d = 0; d < nd; d++) dims[d] = (uint64_t)views[j].shape[d];
+        rc = zrs_ragged_encode(dt, nd, dims, views[j].buf, (uint64_t)views[j].len, out + b[j],
+                               sizes[j], NULL);
+        if (rc < 0) {
+            zr_py_raise_record(rc, j);
+            goto done;
+        }
+        b[j + 1] = b[j] + sizes[j];
+    }
+    res = Py_BuildValue("(OO)", packed, bounds);
+done:
+    for (Py_ssize_t j = 0; j < got; j++) PyBuffer_Release(&views[j]);
+    PyMem_Free(views);
+    PyMem_Free(sizes);
+    Py_XDECREF(packed);
+    Py_XDECREF(bounds);
+    Py_DECREF(seq);
+    return res;
+}
+
+PyObject *zr_py_ragged_encode_rows(PyObject *values, PyObject *dims, PyObject *eoff, size_t nd,
+                                   const char *dtype)
+{
+    zrs_dtype dt;
+    int rc = zrs_dtype_parse(dtype, &dt);
+    if (rc < 0) {
+        zr_py_raise(rc);
+        return NULL;
+    }
+    Py_buffer v, d, e;
+    if (PyObject_GetBuffer(values, &v, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(dims, &d, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&v);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(eoff, &e, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&v);
+        PyBuffer_Release(&d);
+        return NULL;
+    }
+    PyObject *packed = NULL, *bounds = NULL, *res = NULL;
+    uint64_t total = 0, *b = NULL;
+    size_t isz = zrs_dtype_itemsize(dt);
+    npy_intp rows = (npy_intp)(e.len / 8) - 1;
+    const uint64_t *dd = (const uint64_t *)d.buf, *ee = (const uint64_t *)e.buf;
+    if (rows < 0 || nd > ZRS_MAX_NDIM || (uint64_t)d.len != (uint64_t)rows * nd * 8 ||
+        ee[rows] > (uint64_t)v.len / isz) {
+        PyErr_SetString(PyExc_ValueError, "ragged_encode_rows: dims, eoff and values disagree");
+        goto done;
+    }
+    for (npy_intp j = 0; j < rows; j++) {
+        uint64_t size = 0;
+        rc = zrs_ragged_encoded_size(dt, nd, dd + (size_t)j * nd, &size);
+        if (rc == 0 && size > UINT64_MAX - total)
+            rc = zr_set_error(ZR_EINVAL, "ragged_encode: the records' size overflows 64 bits");
+        if (rc < 0) {
+            zr_py_raise(rc);
+            goto done;
+        }
+        total += size;
+    }
+    bounds = zr_py_encode_out(total, rows, &packed, &b);
+    if (bounds == NULL) goto done;
+    unsigned char *out = (unsigned char *)PyArray_DATA((PyArrayObject *)packed);
+    b[0] = 0;
+    for (npy_intp j = 0; j < rows; j++) {
+        uint64_t w = 0;
+        if (ee[j + 1] < ee[j]) {
+            PyErr_SetString(PyExc_ValueError, "ragged_encode_rows: eoff must not decrease");
+            goto done;
+        }
+        rc = zrs_ragged_encode(dt, nd, dd + (size_t)j * nd, (const char *)v.buf + ee[j] * isz,
+                               (ee[j + 1] - ee[j]) * isz, out + b[j], total - b[j], &w);
+        if (rc < 0) {
+            zr_py_raise(rc);
+            goto done;
+        }
+        b[j + 1] = b[j] + w;
+    }
+    res = Py_BuildValue("(OO)", packed, bounds);
+done:
+    PyBuffer_Release(&v);
+    PyBuffer_Release(&d);
+    PyBuffer_Release(&e);
+    Py_XDECREF(packed);
+    Py_XDECREF(bounds);
+    return res;
 }
 
 /* Pack a gathered ragged batch in place: every record's payload moves

@@ -39,9 +39,16 @@
 /* Finite-pass sampler: plain data with raw out-pointers; bindings reach
  * passes through their loader options (pass, shuffle, drop_last, epoch). */
 %ignore zld_pad; /* arrays of row pointers: each binding's own glue */
-/* Flips: options fields (each binding passes them its own way); the
- * decisions through zsm_bernoulli / the binding's wrapper. */
+/* Flips: options fields and their resolution (a descriptor struct and raw
+ * out-pointers; each binding's glue calls zld_flip_by_name or
+ * zld_flip_resolve); the decisions through zsm_bernoulli / the binding's
+ * wrapper. */
 %ignore zld_flip;
+%ignore zld_items;
+%ignore zld_items_from_store;
+%ignore zld_items_from_concat;
+%ignore zld_flip_resolve;
+%ignore zld_flip_by_name;
 /* Page-cache residency (double out-pointers): used by the loader's
  * readahead default; not part of the bindings' surface. */
 %ignore zre_resident_fraction;
@@ -80,6 +87,8 @@
 %ignore zre_create_ex;
 %ignore zre_delete;
 %ignore zrs_train_dict;
+%ignore zrs_ragged_encoded_size; /* raw buffers: each binding's glue packs */
+%ignore zrs_ragged_encode;
 
 /* Many stores as one dataset (shards): arrays of handles, paths and raw
  * index/output pointers. Each binding reaches them through checked glue
@@ -132,6 +141,17 @@
 %nodefaultdtor zld_loader;
 %nodefaultctor zld_batch;
 %nodefaultdtor zld_batch;
+
+/* dtype names: the bindings whose records are raw bytes (Lua, Go) take
+ * little-endian names only (zr_dtype_from_name); Python, which converts
+ * numpy arrays, also reads the byte order (its own glue). */
+%ignore zrs_dtype_from_name;
+%inline %{
+int zr_dtype_from_name(const char *name, zrs_dtype *out)
+{
+    return zrs_dtype_from_name(name, out, NULL);
+}
+%}
 
 %include "zrengine.h"
 %include "zrstore.h"

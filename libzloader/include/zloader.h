@@ -91,6 +91,40 @@ typedef struct zld_flip {
     double p;           /* probability a record is flipped, 0..1 */
 } zld_flip;
 
+/* What a stream's records are, as a flip needs to know: the kind, the
+ * dtype and (dense) the item shape, ndim values of shape (ndim <=
+ * ZRS_MAX_NDIM). zld_items_from_store fills one from an open store,
+ * zld_items_from_concat from a concatenation; a binding whose stream is
+ * something else fills the fields itself. */
+typedef struct zld_items {
+    zrs_kind kind;
+    zrs_dtype dtype;
+    size_t ndim;
+    uint64_t shape[ZRS_MAX_NDIM];
+} zld_items;
+
+/* ZR_EINVAL for NULL arguments. */
+ZLD_API int zld_items_from_store(zrs_store *store, zld_items *out);
+ZLD_API int zld_items_from_concat(const zrs_concat *concat, zld_items *out);
+
+/* The flip of probability p on stream `stream` of a loader, whose records
+ * `items` describes, into *out: width = the item shape's last dimension,
+ * elem_size = the dtype's itemsize. `label` names the stream in errors
+ * (e.g. "stream 'image'"); NULL names it by position ("stream 2").
+ * ZR_EINVAL (detail "flip: <label> ..." naming the rule) for a ragged
+ * stream, scalar records (no axis to flip), an itemsize other than 1, 2,
+ * 4 or 8, or p outside [0, 1] (NaN included). */
+ZLD_API int zld_flip_resolve(const zld_items *items, size_t stream, const char *label, double p,
+                             zld_flip *out);
+
+/* Flip resolution by stream name: the stream called `name` among
+ * names[0..nstreams) (items[s] describes stream s), resolved as
+ * zld_flip_resolve does with the label "stream '<name>'". ZR_EINVAL for
+ * an unknown name (the detail lists the streams' names) or the reasons
+ * above. Every binding resolves its users' {name: p} flips here. */
+ZLD_API int zld_flip_by_name(const char *const *names, const zld_items *items, size_t nstreams,
+                             const char *name, double p, zld_flip *out);
+
 /* Loader options. Start from ZLD_OPTIONS_INIT and change what you need.
  * A caller of an older version is still accepted: its struct ends where
  * that version's fields end, and every later field takes its default
@@ -202,12 +236,28 @@ typedef struct zld_options {
 /* num_workers: no worker threads, the consumer builds each batch. */
 #define ZLD_WORKERS_NONE (~0u)
 
+/* The largest values zld_create accepts (ZR_EINVAL naming the option and
+ * its limit beyond them): num_workers up to ZLD_MAX_WORKERS threads (or
+ * ZLD_WORKERS_NONE), prefetch up to ZLD_MAX_PREFETCH batches, readahead
+ * up to ZLD_MAX_READAHEAD steps (or ZLD_READAHEAD_AUTO). */
+#define ZLD_MAX_WORKERS 4096u
+#define ZLD_MAX_PREFETCH 65536u
+#define ZLD_MAX_READAHEAD 65536u
+
 #define ZLD_OPTIONS_VERSION 7
 #define ZLD_READAHEAD_AUTO (~0u)
 #define ZLD_BUCKET_WINDOW_DEFAULT 64u
 #define ZLD_OPTIONS_INIT \
     { ZLD_OPTIONS_VERSION, 256, ZSM_CYCLIC, 0, 0, 0, 1, 0, 0, ZLD_READAHEAD_AUTO, 0, 0, 0, 0, NULL, 0, 0, \
       NULL, 0, NULL, NULL, 0, 0, 0, ZSM_PACK_BEST_FIT, 0, 0, ZSM_PACK_SPLIT }
+
+/* Fill *opts with the defaults of options `version` (what ZLD_OPTIONS_INIT
+ * gives, for a binding or a caller that cannot use a positional
+ * initializer): version set, every field of that version at its default,
+ * nothing past that version's fields written (so a caller compiled against
+ * an older header, whose struct ends there, passes its own version).
+ * ZR_EINVAL for a NULL opts or a version outside 1..ZLD_OPTIONS_VERSION. */
+ZLD_API int zld_options_init(zld_options *opts, int version);
 
 /* ------------------------------------------------------------- streams */
 

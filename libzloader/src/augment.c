@@ -9,6 +9,7 @@
  */
 #include "zld_augment.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -106,4 +107,98 @@ void zld_flip_records(const zld_flip *f, const uint8_t *mask, unsigned char *dat
         for (uint64_t off = 0; off < record_size; off += row)
             rev(rec + off, f->width);
     }
+}
+
+/* ------------------------------------------- flips resolved for a binding */
+
+static int fill_items(zrs_kind kind, zrs_dtype dtype, const uint64_t *shape, size_t nd,
+                      zld_items *out)
+{
+    memset(out, 0, sizeof *out);
+    out->kind = kind;
+    out->dtype = dtype;
+    if (kind != ZRS_DENSE || shape == NULL) nd = 0;
+    out->ndim = nd > ZRS_MAX_NDIM ? ZRS_MAX_NDIM : nd;
+    if (out->ndim > 0) memcpy(out->shape, shape, out->ndim * sizeof *shape);
+    return ZR_OK;
+}
+
+int zld_items_from_store(zrs_store *store, zld_items *out)
+{
+    if (store == NULL || out == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_items_from_store: %s is NULL",
+                            store == NULL ? "store" : "out");
+    return fill_items(zrs_get_kind(store), zrs_get_dtype(store), zrs_item_shape(store),
+                      zrs_item_ndim(store), out);
+}
+
+int zld_items_from_concat(const zrs_concat *concat, zld_items *out)
+{
+    if (concat == NULL || out == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_items_from_concat: %s is NULL",
+                            concat == NULL ? "concat" : "out");
+    return fill_items(zrs_concat_kind(concat), zrs_concat_dtype(concat),
+                      zrs_concat_item_shape(concat), zrs_concat_item_ndim(concat), out);
+}
+
+int zld_flip_resolve(const zld_items *items, size_t stream, const char *label, double p,
+                     zld_flip *out)
+{
+    char pos[40];
+    if (label == NULL) {
+        snprintf(pos, sizeof pos, "stream %zu", stream);
+        label = pos;
+    }
+    if (items == NULL || out == NULL)
+        return zr_set_error(ZR_EINVAL, "flip: %s: %s is NULL", label,
+                            items == NULL ? "items" : "out");
+    if (items->kind != ZRS_DENSE)
+        return zr_set_error(ZR_EINVAL, "flip: %s is ragged; only dense records can be flipped",
+                            label);
+    if (items->ndim == 0 || items->ndim > ZRS_MAX_NDIM)
+        return zr_set_error(ZR_EINVAL, "flip: %s holds scalar records (no axis to flip)", label);
+    size_t item = zrs_dtype_itemsize(items->dtype);
+    if (item != 1 && item != 2 && item != 4 && item != 8) {
+        const char *dt = zrs_dtype_str(items->dtype);
+        return zr_set_error(ZR_EINVAL, "flip: %s has dtype %s (itemsize %zu); flips need an "
+                            "itemsize of 1, 2, 4 or 8", label, dt ? dt : "(unknown)", item);
+    }
+    if (!(p >= 0.0 && p <= 1.0))
+        return zr_set_error(ZR_EINVAL, "flip: the probability of %s must be in [0, 1], got %g",
+                            label, p);
+    out->stream = stream;
+    out->width = items->shape[items->ndim - 1];
+    out->elem_size = (uint32_t)item;
+    out->p = p;
+    return ZR_OK;
+}
+
+int zld_flip_by_name(const char *const *names, const zld_items *items, size_t nstreams,
+                     const char *name, double p, zld_flip *out)
+{
+    if (names == NULL || items == NULL || name == NULL || out == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_flip_by_name: %s is NULL",
+                            names == NULL ? "names" : items == NULL ? "items"
+                                                    : name == NULL  ? "name" : "out");
+    for (size_t s = 0; s < nstreams; s++) {
+        if (names[s] != NULL && strcmp(names[s], name) == 0) {
+            char label[96];
+            snprintf(label, sizeof label, "stream '%.80s'", name);
+            return zld_flip_resolve(&items[s], s, label, p, out);
+        }
+    }
+    /* "loader: flip: unknown stream 'y' (streams: 'x', 'b')", the list
+     * bounded so that many streams cannot flood the detail. */
+    char list[512];
+    size_t len = 0;
+    list[0] = '\0';
+    for (size_t s = 0; s < nstreams && len < sizeof list - 1; s++) {
+        int n = snprintf(list + len, sizeof list - len, "%s'%.80s'", s ? ", " : "",
+                         names[s] ? names[s] : "");
+        if (n < 0) break;
+        len += (size_t)n;
+    }
+    if (len >= sizeof list - 1) memcpy(list + sizeof list - 5, "...", 4);
+    return zr_set_error(ZR_EINVAL, "loader: flip: unknown stream '%.80s' (streams: %s)", name,
+                        list);
 }

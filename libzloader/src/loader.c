@@ -18,6 +18,7 @@
 #include "zloader.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -940,6 +941,31 @@ static int check_streams(const zld_stream *streams, size_t nstreams, zld_plan *p
     return ZR_OK;
 }
 
+int zld_options_init(zld_options *opts, int version)
+{
+    if (opts == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_options_init: opts is NULL");
+    /* Where each version's fields end. */
+    _Static_assert(ZLD_OPTIONS_VERSION == 7, "a new options version: add where its fields end");
+    static const size_t ends[ZLD_OPTIONS_VERSION + 1] = {
+        0,
+        offsetof(zld_options, readahead),      /* 1 */
+        offsetof(zld_options, pass),           /* 2 */
+        offsetof(zld_options, bucket_lengths), /* 3 */
+        offsetof(zld_options, flips),          /* 4 */
+        offsetof(zld_options, names),          /* 5 */
+        offsetof(zld_options, pack),           /* 6 */
+        sizeof(zld_options),                   /* 7 */
+    };
+    if (version < 1 || version > ZLD_OPTIONS_VERSION)
+        return zr_set_error(ZR_EINVAL, "zld_options_init: options version %d, expected 1 to %d",
+                            version, ZLD_OPTIONS_VERSION);
+    const zld_options init = ZLD_OPTIONS_INIT;
+    memcpy(opts, &init, ends[version]);
+    opts->version = version;
+    return ZR_OK;
+}
+
 /* Phase 2a: a caller's options, field by field up to its version (an
  * older caller's struct ends before the later fields), every later field
  * at its ZLD_OPTIONS_INIT default. The only place that reads
@@ -1144,6 +1170,15 @@ static int plan_limits(zld_plan *p, const zld_stream *streams)
         int rc = zld_flips_check(o->flips, o->nflips, streams, p->nstreams);
         if (rc != ZR_OK) return rc;
     }
+    if (o->num_workers > ZLD_MAX_WORKERS && o->num_workers != ZLD_WORKERS_NONE)
+        return zr_set_error(ZR_EINVAL, "zld_create: num_workers must be <= %u (or "
+                            "ZLD_WORKERS_NONE), got %u", ZLD_MAX_WORKERS, o->num_workers);
+    if (o->prefetch > ZLD_MAX_PREFETCH)
+        return zr_set_error(ZR_EINVAL, "zld_create: prefetch must be <= %u batches, got %u",
+                            ZLD_MAX_PREFETCH, o->prefetch);
+    if (o->readahead > ZLD_MAX_READAHEAD && o->readahead != ZLD_READAHEAD_AUTO)
+        return zr_set_error(ZR_EINVAL, "zld_create: readahead must be <= %u steps (or "
+                            "ZLD_READAHEAD_AUTO), got %u", ZLD_MAX_READAHEAD, o->readahead);
     if (o->resume_flags & ~ZLD_RESUME_ALLOW_GROWN)
         return zr_set_error(ZR_EINVAL, "zld_create: unknown resume_flags 0x%x",
                             o->resume_flags & ~ZLD_RESUME_ALLOW_GROWN);

@@ -75,6 +75,17 @@ typedef enum zrs_dtype {
 
 /* Parse numpy's dtype string; ZR_EINVAL naming the string otherwise. */
 ZRS_API int zrs_dtype_parse(const char *str, zrs_dtype *out);
+/* A dtype by any of its numpy-style names, the one parser every binding
+ * uses: numpy's dtype string ("<f4", "|u1"), the type's name ("float32",
+ * "uint8", "bool", "complex128"), its code without a byte order ("f4",
+ * "u1", "b1", "c16") or with one ('<' little-endian, '|' not applicable
+ * (one-byte types), '=' this machine's order, '>' big-endian). Records are
+ * stored little-endian: a big-endian name (or '=' on a big-endian
+ * machine) is accepted only when big_endian is not NULL, which then says
+ * 1 (the caller converts its data) or 0; with big_endian NULL it is
+ * ZR_EINVAL. ZR_EINVAL naming the string and listing the accepted names
+ * for anything else. */
+ZRS_API int zrs_dtype_from_name(const char *name, zrs_dtype *out, int *big_endian);
 /* numpy's dtype string; NULL for an invalid value. Static storage. */
 ZRS_API const char *zrs_dtype_str(zrs_dtype dtype);
 /* Bytes per element; 0 for an invalid value. */
@@ -275,6 +286,25 @@ ZRS_API int zrs_gather_ragged(zrs_store *s, const int64_t *index,
 ZRS_API int zrs_ragged_decode(const void *record, uint64_t size,
                               zrs_dtype dtype, size_t *ndim, uint64_t *dims,
                               uint64_t *payload_offset);
+
+/* Encode: the inverse of zrs_ragged_decode. One record of `dtype` with
+ * shape dims[0..ndim) (ndim <= ZRS_MAX_NDIM; 0 for a scalar record, a dim
+ * may be 0) packs as [u64le ndim][u64le dims][payload] in
+ * ZRS_RAGGED_PREFIX_SIZE(ndim) + itemsize * prod(dims) bytes.
+ * zrs_ragged_encoded_size gives that size in *size. zrs_ragged_encode
+ * writes the record into dst (dst_capacity bytes, caller-owned; at least
+ * the encoded size), the payload copied from `payload` (payload_size
+ * bytes, which must be itemsize * prod(dims): the elements in C order,
+ * little-endian; may be NULL when 0), and the size in *written (may be
+ * NULL). Bindings pack records for zrs_append_ragged through these two.
+ * ZR_EINVAL for an unknown dtype, ndim > ZRS_MAX_NDIM, NULL arguments, a
+ * size that overflows 64 bits, a payload_size that does not match the
+ * shape, or a dst too small (each naming the sizes). */
+ZRS_API int zrs_ragged_encoded_size(zrs_dtype dtype, size_t ndim, const uint64_t *dims,
+                                    uint64_t *size);
+ZRS_API int zrs_ragged_encode(zrs_dtype dtype, size_t ndim, const uint64_t *dims,
+                              const void *payload, uint64_t payload_size, void *dst,
+                              uint64_t dst_capacity, uint64_t *written);
 
 /* Bytes of the [ndim][dims] prefix for a record of `ndim` dims. */
 #define ZRS_RAGGED_PREFIX_SIZE(ndim) (8u * (1u + (uint64_t)(ndim)))

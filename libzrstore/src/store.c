@@ -195,6 +195,60 @@ int zrs_ragged_decode(const void *record, uint64_t size, zrs_dtype dtype,
     return ZR_OK;
 }
 
+int zrs_ragged_encoded_size(zrs_dtype dtype, size_t ndim, const uint64_t *dims, uint64_t *size)
+{
+    if (size == NULL || (dims == NULL && ndim > 0))
+        return zr_set_error(ZR_EINVAL, "ragged_encode: NULL %s", size == NULL ? "size" : "dims");
+    uint64_t expect = zrs_dtype_itemsize(dtype);
+    if (expect == 0)
+        return zr_set_error(ZR_EINVAL, "ragged_encode: unknown dtype value %d", (int)dtype);
+    if (ndim > ZRS_MAX_NDIM)
+        return zr_set_error(ZR_EINVAL, "ragged_encode: %zu dims, at most %d", ndim, ZRS_MAX_NDIM);
+    int overflow = 0;
+    for (size_t j = 0; j < ndim; j++) {
+        if (expect != 0 && dims[j] > UINT64_MAX / expect)
+            overflow = 1;
+        else
+            expect *= dims[j];
+    }
+    uint64_t prefix = ZRS_RAGGED_PREFIX_SIZE(ndim);
+    if (overflow || expect > UINT64_MAX - prefix)
+        return zr_set_error(ZR_EINVAL, "ragged_encode: a record of %zu dims whose size "
+                            "overflows 64 bits", ndim);
+    *size = prefix + expect;
+    return ZR_OK;
+}
+
+int zrs_ragged_encode(zrs_dtype dtype, size_t ndim, const uint64_t *dims, const void *payload,
+                      uint64_t payload_size, void *dst, uint64_t dst_capacity, uint64_t *written)
+{
+    uint64_t need = 0;
+    int rc = zrs_ragged_encoded_size(dtype, ndim, dims, &need);
+    if (rc != ZR_OK)
+        return rc;
+    uint64_t prefix = ZRS_RAGGED_PREFIX_SIZE(ndim);
+    if (payload_size != need - prefix)
+        return zr_set_error(ZR_EINVAL, "ragged_encode: record of shape with %" PRIu64
+                            " elements needs %" PRIu64 " bytes of data, got %" PRIu64,
+                            (need - prefix) / zrs_dtype_itemsize(dtype), need - prefix,
+                            payload_size);
+    if (dst == NULL || (payload == NULL && need > prefix))
+        return zr_set_error(ZR_EINVAL, "ragged_encode: NULL %s", dst == NULL ? "dst" : "payload");
+    if (dst_capacity < need)
+        return zr_set_error(ZR_EINVAL, "ragged_encode: the record needs %" PRIu64
+                            " bytes, dst holds %" PRIu64, need, dst_capacity);
+    unsigned char *p = dst;
+    for (size_t j = 0; j <= ndim; j++) {
+        uint64_t v = j == 0 ? (uint64_t)ndim : dims[j - 1];
+        for (int b = 0; b < 8; b++) p[8 * j + (size_t)b] = (unsigned char)(v >> (8 * b));
+    }
+    if (need > prefix)
+        memcpy(p + prefix, payload, (size_t)(need - prefix));
+    if (written != NULL)
+        *written = need;
+    return ZR_OK;
+}
+
 /* ------------------------------------------------------ create / open */
 
 static int create_store(zrs_store **out, const char *path, zrs_identity *id,

@@ -170,6 +170,16 @@ static void test_concat_dense(void **state)
     assert_int_equal(zrs_concat_length(c), total);
     assert_int_equal(zrs_concat_count(c), MAXSHARDS);
     assert_int_equal(zrs_concat_record_size(c), 256);
+    /* A concatenation described for flips as its shards are. */
+    zld_items ci, si;
+    zld_flip fl;
+    assert_int_equal(zld_items_from_concat(c, &ci), ZR_OK);
+    assert_int_equal(zld_items_from_store(st[0], &si), ZR_OK);
+    assert_memory_equal(&ci, &si, sizeof ci);
+    assert_int_equal(ci.kind, ZRS_DENSE);
+    assert_int_equal(zld_flip_resolve(&ci, 0, NULL, 0.5, &fl), ZR_OK);
+    assert_int_equal(fl.width * fl.elem_size * (256 / (fl.width * fl.elem_size)), 256);
+    assert_int_equal(zld_items_from_concat(NULL, &ci), ZR_EINVAL);
     assert_int_equal(zrs_concat_offset(c, 3), 101);
     assert_int_equal(zrs_concat_offset(c, MAXSHARDS), total);
     assert_int_equal(zrs_concat_kind(c), ZRS_DENSE);

@@ -1527,6 +1527,149 @@ static void test_flip_errors(void **state)
     zld_close(l);
 }
 
+/* zld_options_init gives ZLD_OPTIONS_INIT for the current version, and
+ * for an older version writes nothing past that version's fields. */
+static void test_options_init(void **state)
+{
+    fixture *f = *state;
+    const zld_options want = ZLD_OPTIONS_INIT;
+    zld_options o;
+    memset(&o, 0xA5, sizeof o);
+    assert_int_equal(zld_options_init(&o, ZLD_OPTIONS_VERSION), ZR_OK);
+    assert_int_equal(o.version, ZLD_OPTIONS_VERSION);
+    assert_int_equal(o.batch_size, 256);
+    assert_int_equal(o.mode, ZSM_CYCLIC);
+    assert_int_equal(o.world_size, 1);
+    assert_int_equal(o.readahead, ZLD_READAHEAD_AUTO);
+    assert_null(o.flips);
+    assert_null(o.names);
+    assert_int_equal(o.pack_policy, ZSM_PACK_BEST_FIT);
+    assert_int_equal(o.pack_overlong, ZSM_PACK_SPLIT);
+    assert_true(o.seed == want.seed && o.start_step == want.start_step && o.rank == want.rank &&
+                o.num_workers == want.num_workers && o.prefetch == want.prefetch &&
+                o.pass == want.pass && o.bucket_lengths == want.bucket_lengths &&
+                o.nflips == want.nflips && o.resume == want.resume && o.pack == want.pack &&
+                o.pack_length == want.pack_length && o.even_batches == want.even_batches);
+    /* Version 1: its struct ends before readahead. */
+    unsigned char raw[sizeof(zld_options)];
+    memset(raw, 0xA5, sizeof raw);
+    assert_int_equal(zld_options_init((zld_options *)raw, 1), ZR_OK);
+    assert_int_equal(((zld_options *)raw)->version, 1);
+    assert_int_equal(((zld_options *)raw)->batch_size, 256);
+    for (size_t k = offsetof(zld_options, readahead); k < sizeof raw; k++)
+        assert_int_equal(raw[k], 0xA5);
+    /* Options from it start a loader. */
+    zld_options v1 = *(zld_options *)raw;
+    v1.batch_size = 8;
+    v1.num_workers = 1;
+    zld_loader *l = NULL;
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, &v1), ZR_OK);
+    zld_close(l);
+    assert_int_equal(zld_options_init(&o, 0), ZR_EINVAL);
+    zt_assert_mentions(zr_last_error(), "options version 0, expected 1 to 7");
+    assert_int_equal(zld_options_init(&o, ZLD_OPTIONS_VERSION + 1), ZR_EINVAL);
+    assert_int_equal(zld_options_init(NULL, 1), ZR_EINVAL);
+}
+
+/* Every loader limit is zld_create's: beyond ZLD_MAX_WORKERS,
+ * ZLD_MAX_PREFETCH or ZLD_MAX_READAHEAD the detail names the option and
+ * its limit; at the limits (and ZLD_WORKERS_NONE, ZLD_READAHEAD_AUTO) a
+ * loader starts. */
+static void test_limits(void **state)
+{
+    fixture *f = *state;
+    static const struct { unsigned workers, prefetch, readahead; const char *msg; } bad[] = {
+        {ZLD_MAX_WORKERS + 1, 1, 0, "num_workers must be <= 4096"},
+        {1, ZLD_MAX_PREFETCH + 1, 0, "prefetch must be <= 65536"},
+        {1, 1, ZLD_MAX_READAHEAD + 1, "readahead must be <= 65536"},
+        {ZLD_WORKERS_NONE - 1, 1, 0, "num_workers"},
+        {1, ZLD_WORKERS_NONE, 0, "prefetch"},
+        {1, 1, ZLD_READAHEAD_AUTO - 1, "readahead"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        zld_options o = opts(8, ZSM_CYCLIC, 0, bad[k].workers, bad[k].prefetch);
+        o.readahead = bad[k].readahead;
+        zld_loader *l = (zld_loader *)&l;
+        assert_int_equal(zld_create(&l, f->s, NSTREAMS, &o), ZR_EINVAL);
+        assert_null(l);
+        if (strstr(zr_last_error(), bad[k].msg) == NULL) fail_msg("%zu: %s", k, zr_last_error());
+    }
+    static const struct { unsigned workers, prefetch, readahead; } good[] = {
+        {2, ZLD_MAX_PREFETCH, ZLD_MAX_READAHEAD},
+        {ZLD_WORKERS_NONE, 0, ZLD_READAHEAD_AUTO},
+        {1, 1, ZLD_READAHEAD_AUTO},
+    };
+    for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
+        zld_options o = opts(8, ZSM_CYCLIC, 0, good[k].workers, good[k].prefetch);
+        o.readahead = good[k].readahead;
+        zld_loader *l = NULL;
+        assert_int_equal(zld_create(&l, f->s, NSTREAMS, &o), ZR_OK);
+        zld_batch *b = NULL;
+        assert_int_equal(zld_next(l, &b), ZR_OK);
+        check_batch_content(b, 8);
+        zld_batch_free(b);
+        zld_close(l);
+    }
+}
+
+/* Flip resolution by stream name (what every binding calls): the stream
+ * found by its name, width and elem_size from its item shape and dtype;
+ * ZR_EINVAL naming the stream and the rule otherwise. */
+static void test_flip_by_name(void **state)
+{
+    fixture *f = *state; /* dense u32[2], dense f64 scalar, ragged i32 */
+    zld_items items[NSTREAMS];
+    for (int s = 0; s < NSTREAMS; s++) assert_int_equal(zld_items_from_store(f->s[s], &items[s]), ZR_OK);
+    assert_int_equal(items[0].kind, ZRS_DENSE);
+    assert_int_equal(items[0].ndim, 1);
+    assert_int_equal(items[2].kind, ZRS_RAGGED);
+    const char *names[NSTREAMS] = {"pairs", "scalar", "tokens"};
+    zld_flip fl = {99, 0, 0, 0.0};
+    assert_int_equal(zld_flip_by_name(names, items, NSTREAMS, "pairs", 0.25, &fl), ZR_OK);
+    assert_int_equal(fl.stream, 0);
+    assert_int_equal(fl.width, 2);
+    assert_int_equal(fl.elem_size, 4);
+    assert_true(fl.p == 0.25);
+    static const struct { const char *name; double p; const char *msg; } bad[] = {
+        {"image", 0.5, "loader: flip: unknown stream 'image' (streams: 'pairs', 'scalar', 'tokens')"},
+        {"tokens", 0.5, "flip: stream 'tokens' is ragged; only dense records can be flipped"},
+        {"scalar", 0.5, "flip: stream 'scalar' holds scalar records (no axis to flip)"},
+        {"pairs", 1.5, "flip: the probability of stream 'pairs' must be in [0, 1], got 1.5"},
+        {"pairs", -0.5, "must be in [0, 1]"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        assert_int_equal(zld_flip_by_name(names, items, NSTREAMS, bad[k].name, bad[k].p, &fl),
+                         ZR_EINVAL);
+        if (strstr(zr_last_error(), bad[k].msg) == NULL) fail_msg("%zu: %s", k, zr_last_error());
+    }
+    assert_int_equal(zld_flip_by_name(names, items, NSTREAMS, "pairs", NAN, &fl), ZR_EINVAL);
+    assert_int_equal(zld_flip_by_name(NULL, items, NSTREAMS, "pairs", 0.5, &fl), ZR_EINVAL);
+    assert_int_equal(zld_items_from_store(NULL, &items[0]), ZR_EINVAL);
+    /* By position: the label says "stream N"; an itemsize flips cannot handle. */
+    zld_items c16 = {ZRS_DENSE, ZRS_COMPLEX128, 2, {3, 5}};
+    assert_int_equal(zld_flip_resolve(&c16, 4, NULL, 0.5, &fl), ZR_EINVAL);
+    zt_assert_mentions(zr_last_error(), "stream 4 has dtype <c16 (itemsize 16)");
+    zld_items f2 = {ZRS_DENSE, ZRS_FLOAT16, 2, {3, 5}};
+    assert_int_equal(zld_flip_resolve(&f2, 4, "stream 'img'", 1.0, &fl), ZR_OK);
+    assert_int_equal(fl.stream, 4);
+    assert_int_equal(fl.width, 5);
+    assert_int_equal(fl.elem_size, 2);
+    /* What it resolves, zld_create accepts: the u32[2] pairs swap. */
+    assert_int_equal(zld_flip_by_name(names, items, NSTREAMS, "pairs", 1.0, &fl), ZR_OK);
+    zld_options o = opts(8, ZSM_CYCLIC, 0, 1, 1);
+    o.flips = &fl;
+    o.nflips = 1;
+    zld_loader *l = NULL;
+    assert_int_equal(zld_create(&l, f->s, NSTREAMS, &o), ZR_OK);
+    zld_batch *b = NULL;
+    assert_int_equal(zld_next(l, &b), ZR_OK);
+    const uint32_t *d = zld_batch_data(b, 0, NULL);
+    const uint64_t *idx = zld_batch_indices(b);
+    for (uint64_t i = 0; i < 8; i++) assert_int_equal(d[2 * i], idx[i] * 7 + 1);
+    zld_batch_free(b);
+    zld_close(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1539,6 +1682,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_buffers_reused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_buffers_outlive_close, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_options_init, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flip_by_name, setup, teardown),
         cmocka_unit_test_setup_teardown(test_worker_error_surfaces, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_on_full_queue, setup, teardown),
         cmocka_unit_test(test_generic_streams),

@@ -38,6 +38,10 @@ T.test("append and gather errors", function()
   T.raises("^EINVAL: append_ragged: record 0 of shape with 3 elements needs 12 bytes of data, got 8",
            r.append, r, { { shape = { 3 }, data = "12345678" } })
   T.raises("^EINVAL: append_ragged: record 1 needs shape", r.append, r, { { shape = { 1 }, data = "1234" }, { data = "x" } })
+  T.raises("^EINVAL: append_ragged: record 1 of shape with 0 elements needs 0 bytes of data, got 4",
+           r.append, r, { { shape = { 1 }, data = "1234" }, { shape = { 0, 2 }, data = "1234" } })
+  T.raises("^EINVAL: append_ragged: record 0: ragged_encode: a record of 1 dims whose size overflows 64 bits",
+           r.append, r, { { shape = { 1 << 62 }, data = "" } })
   T.raises("^EINVAL", r.gather_into, r, zr.buffer(4), { 0 })
   T.eq(#r, 0)
 end)

@@ -92,6 +92,19 @@ T.test("unknown loader options are refused", function()
   T.eq(l2:step(), 1)
 end)
 
+T.test("the loader's limits are the C library's, named with the option", function()
+  local d, r = stores()
+  local _d <close> = d
+  local _r <close> = r
+  T.raises("^EINVAL: zld_create: num_workers must be <= 4096", zr.loader, { d }, { batch_size = 2, num_workers = 4097 })
+  T.raises("^EINVAL: zld_create: prefetch must be <= 65536 batches, got 65537", zr.loader, { d },
+           { batch_size = 2, num_workers = 1, prefetch = 65537 })
+  T.raises("^EINVAL: zld_create: readahead must be <= 65536 steps", zr.loader, { d }, { batch_size = 2, readahead = 65537 })
+  T.raises("^EINVAL: field 'num_workers' must fit in 32 bits", zr.loader, { d }, { batch_size = 2, num_workers = 1 << 40 })
+  local l <close> = zr.loader({ d }, { batch_size = 2, num_workers = 1, prefetch = 65536, readahead = 65536 })
+  l:next()
+end)
+
 T.test("errors name a stream by its key", function()
   local d, r = stores()
   local _d <close> = d

@@ -30,6 +30,7 @@ import os
 
 import numpy as np
 
+from . import _zr
 from .zrecord import DICT_TIERS, DenseStore, RaggedStore
 
 # Records per append slice: about this many bytes of decoded values.
@@ -322,23 +323,12 @@ def _row_of(i, offsets):
 def _pack(values, dims, eoff):
     """Ragged records ``[u64le ndim][u64le dims][payload]`` from each row's
     dims and its values ``values[eoff[r]:eoff[r+1]]``: (packed uint8,
-    bounds uint64), built with whole-array operations."""
+    bounds uint64), packed natively (zrs_ragged_encode)."""
     rows, nd = dims.shape
-    isz = values.dtype.itemsize
-    head = 8 * (1 + nd)
-    payload = np.diff(eoff) * isz
-    bounds = np.zeros(rows + 1, dtype=np.uint64)
-    np.cumsum(payload + head, out=bounds[1:])
-    packed = np.empty(int(bounds[-1]), dtype=np.uint8)
-    heads = np.empty((rows, 1 + nd), dtype="<u8")
-    heads[:, 0] = nd
-    heads[:, 1:] = dims
-    at = bounds[:-1].astype(np.int64)[:, None] + np.arange(head, dtype=np.int64)
-    is_head = np.zeros(packed.size, dtype=bool)
-    is_head[at.reshape(-1)] = True
-    packed[at.reshape(-1)] = heads.view(np.uint8).reshape(-1)
-    packed[~is_head] = values.view(np.uint8).reshape(-1)
-    return packed, bounds
+    return _zr.zrs_ragged_encode_rows(np.ascontiguousarray(values),
+                                      np.ascontiguousarray(dims, dtype=np.uint64),
+                                      np.ascontiguousarray(eoff, dtype=np.uint64), nd,
+                                      values.dtype.str)
 
 
 def column_specs(schema, columns=None, shapes=None, ragged=()):

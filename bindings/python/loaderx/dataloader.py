@@ -494,33 +494,25 @@ _PARAMS = ("streams", "batch_size", "mode", "seed", "num_workers", "prefetch", "
 
 
 def _flips(flip, names, stores):
-    """``flip={name: p}`` as [(name, stream index, width, itemsize, p)]."""
+    """``flip={name: p}`` as [(name, stream index, width, itemsize, p)]; the
+    streams are found and checked natively (zld_flip_by_name)."""
     if flip is None:
         return []
     if not hasattr(flip, "items"):
         raise TypeError("flip must be a dict {stream name: probability}")
+    labels = [str(n) for n in names]
+    items = [None if isinstance(s, RaggedStore) or getattr(s, "ragged", False)
+             or getattr(s, "item_shape", None) is None
+             else (np.dtype(s.dtype).str, tuple(s.item_shape)) for s in stores]
     out = []
     for name, p in flip.items():
-        if name not in names:
-            raise ValueError(f"flip: unknown stream {name!r} (streams: {names})")
-        k = names.index(name)
-        s = stores[k]
-        shape = getattr(s, "item_shape", None)
-        if isinstance(s, RaggedStore) or getattr(s, "ragged", False) or shape is None:
-            raise ValueError(f"flip: stream {name!r} is ragged; only dense records can be flipped")
-        if len(shape) == 0:
-            raise ValueError(f"flip: stream {name!r} holds scalar records (no axis to flip)")
-        itemsize = np.dtype(s.dtype).itemsize
-        if itemsize not in (1, 2, 4, 8):
-            raise ValueError(f"flip: stream {name!r} has dtype {s.dtype} (itemsize {itemsize}); "
-                             "flips need an itemsize of 1, 2, 4 or 8")
         try:
             p = float(p)
         except (TypeError, ValueError):
+            _zr.zld_flip_by_name(labels, items, str(name), 0.0)  # an unknown stream first
             raise TypeError(f"flip: the probability of {name!r} must be a number, got {p!r}") from None
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"flip: the probability of {name!r} must be in [0, 1], got {p}")
-        out.append((name, k, int(shape[-1]), itemsize, p))
+        k, width, itemsize = _zr.zld_flip_by_name(labels, items, str(name), p)
+        out.append((name, k, width, itemsize, p))
     return out
 
 

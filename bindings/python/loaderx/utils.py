@@ -44,11 +44,9 @@ def _sample_store(store, budget):
         return [arr[j] for j in range(arr.shape[0])]
     # Ragged: train on the physical records ([ndim][dims][payload]), the
     # bytes the codec will compress.
-    out = []
-    for r in store[idx]:
-        head = np.array((r.ndim,) + r.shape, dtype="<u8").view(np.uint8)
-        out.append(np.concatenate([head, _record_bytes(r)]))
-    return out
+    recs = [np.require(r, requirements="C") for r in store[idx]]
+    packed, bounds = _zr.zrs_ragged_encode(recs, store._dtype.str)
+    return [packed[int(bounds[j]):int(bounds[j + 1])] for j in range(len(recs))]
 
 
 def _sample_sequence(seq, budget):

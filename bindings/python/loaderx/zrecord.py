@@ -131,15 +131,15 @@ def _normalize_dtype(dtype):
         raise TypeError("dtype is required, got None (numpy would read None as float64); "
                         "pass the records' dtype, e.g. np.float32 or '<f4'")
     try:
-        dt = np.dtype(dtype)
+        dt = np.dtype(dtype)  # numpy's objects and spellings, as numpy reads them
     except TypeError as exc:
         raise ValueError(f"unsupported dtype {dtype!r}: {exc}") from None
-    if dt.fields is None and dt.subdtype is None and dt.kind in "biufc":
-        le = dt.newbyteorder("<")
-        if le.str in DTYPES:
-            return le
-    raise ValueError(f"unsupported dtype {dtype!r} ({dt.str}); expected one of "
-                     f"{', '.join(np.dtype(d).name for d in DTYPES)}")
+    try:  # the set and the byte order: the one C rule (zrs_dtype_from_name)
+        code, _big_endian = _zr.zrs_dtype_from_name(dt.str)
+    except ValueError:
+        raise ValueError(f"unsupported dtype {dtype!r} ({dt.str}); expected one of "
+                         f"{', '.join(np.dtype(d).name for d in DTYPES)}") from None
+    return np.dtype(_zr.zrs_dtype_str(code))
 
 
 def _as_store_order(arr, want):
@@ -969,26 +969,18 @@ class RaggedStore(_Store):
                 "(records is an iterable of records); use append([arr]) to append it as one "
                 "record, or append(list(arr)) to append one scalar record per element")
         dt = self._dtype
-        parts = []
-        sizes = []
+        arrays = []
         for j, r in enumerate(records):
             a = r if isinstance(r, np.ndarray) else np.asarray(r)
             a = _as_store_order(a, dt)
             if a.dtype != dt:
                 raise ValueError(f"append: record {j}: expected dtype {dt.str} ({dt.name}), "
                                  f"got {a.dtype.str} ({a.dtype.name})")
-            if a.ndim > _MAX_NDIM:
-                raise ValueError(f"append: record {j} has {a.ndim} dims, at most {_MAX_NDIM}")
-            head = np.array((a.ndim,) + a.shape, dtype="<u8").view(np.uint8)
-            body = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-            parts.append(head)
-            parts.append(body)
-            sizes.append(head.size + body.size)
-        if not sizes:
+            arrays.append(np.require(a, requirements="C"))  # keeps 0-d records 0-d
+        if not arrays:
             return len(self) if h is None else int(_zr.zrs_length(h))
-        packed = np.concatenate(parts)
-        bounds = np.zeros(len(sizes) + 1, dtype=np.uint64)
-        np.cumsum(np.asarray(sizes, dtype=np.uint64), out=bounds[1:])
+        # Packed natively (zrs_ragged_encode), which checks each shape.
+        packed, bounds = _zr.zrs_ragged_encode(arrays, dt.str)
         return self._append_packed(packed, bounds)
 
     def _append_packed(self, packed, bounds):
