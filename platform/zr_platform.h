@@ -52,6 +52,10 @@ int zrp_pwrite_all(zrp_file f, const void *buf, size_t len, uint64_t offset);
 int zrp_file_size(zrp_file f, uint64_t *out);
 int zrp_truncate(zrp_file f, uint64_t size);
 int zrp_fsync(zrp_file f);
+/* Start writing a byte range's dirty pages to the device without waiting
+ * for it (Linux; a no-op elsewhere). A hint that lets a later zrp_fsync
+ * find less to write; it makes nothing durable. 0 or a negative errno. */
+int zrp_start_writeback(zrp_file f, uint64_t offset, uint64_t len);
 
 /* Readahead hint for a byte range (no-op where unsupported). */
 int zrp_advise_willneed(zrp_file f, uint64_t offset, uint64_t len);

@@ -7,6 +7,9 @@
  * Linux and macOS (readahead hint, durable flush, CPU affinity) are chosen
  * here by __APPLE__ / __linux__.
  */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* sync_file_range */
+#endif
 #include "zr_platform.h"
 
 #include <errno.h>
@@ -339,6 +342,23 @@ int zrp_fsync(zrp_file f)
     if (rc == 0)
         FP_FD_EVENT(ZRP_EV_FSYNC, (int)f.fd, 0, NULL, 0);
     return rc;
+}
+
+int zrp_start_writeback(zrp_file f, uint64_t offset, uint64_t len)
+{
+#if defined(__linux__)
+    /* Starts write-out of the range's dirty pages and returns; waits only
+     * when the device's queue is full. No durability is implied: only a
+     * later fsync vouches for the data. */
+    int rc;
+    do {
+        rc = sync_file_range((int)f.fd, (off_t)offset, (off_t)len, SYNC_FILE_RANGE_WRITE);
+    } while (rc < 0 && errno == EINTR);
+    return rc < 0 ? neg_errno() : 0;
+#else
+    (void)f, (void)offset, (void)len;
+    return 0;
+#endif
 }
 
 int zrp_map_readonly(zrp_file f, uint64_t len, void **out)
