@@ -114,6 +114,15 @@ def load():
     return os.getloadavg()[0]
 
 
+def measure(workloads=("vision", "blocks"), methods=tuple(METHODS), repeats=5, vision_n=2500,
+            blocks_n=200_000, dir=None):
+    """run() with keyword options; returns its results dict (per workload:
+    MiB/s of every method and repeat, the per-repeat ratios, the loads)."""
+    return run(argparse.Namespace(workload=",".join(workloads), methods=",".join(methods),
+                                  repeats=repeats, vision_n=vision_n, blocks_n=blocks_n,
+                                  dir=dir, json=None))
+
+
 def run(args):
     methods = args.methods.split(",")
     base = args.dir or tempfile.mkdtemp(prefix="zr_bench_write_")
