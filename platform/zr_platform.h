@@ -66,6 +66,11 @@ int zrp_advise_willneed(zrp_file f, uint64_t offset, uint64_t len);
  * temporary mapping of the range). -ENOTSUP where the OS cannot tell
  * (Windows); other negative values when the range cannot be mapped. */
 int zrp_resident(zrp_file f, uint64_t offset, uint64_t len, uint64_t *resident, uint64_t *pages);
+/* The same count over `len` bytes at `addr` of a file mapping the caller
+ * already holds (zrp_map_readonly): no mapping is made or removed, so no
+ * other thread of the process pays a TLB flush. -ENOTSUP where the OS
+ * cannot tell (Windows). */
+int zrp_resident_mapped(const void *addr, uint64_t len, uint64_t *resident, uint64_t *pages);
 
 /* Read-only shared mapping of `len` bytes of `f` from offset 0, into
  * *out. `len` is a fixed reservation and may exceed the file's size: the

@@ -269,6 +269,14 @@ int zrp_advise_willneed(zrp_file f, uint64_t offset, uint64_t len)
     return 0;
 }
 
+int zrp_resident_mapped(const void *addr, uint64_t len, uint64_t *resident, uint64_t *pages)
+{
+    /* As zrp_resident: not visible here. */
+    (void)addr, (void)len;
+    *resident = *pages = 0;
+    return -ENOTSUP;
+}
+
 int zrp_resident(zrp_file f, uint64_t offset, uint64_t len, uint64_t *resident, uint64_t *pages)
 {
     /* The file cache's residency is not visible to a process here (the
