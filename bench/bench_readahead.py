@@ -258,7 +258,8 @@ def read_all(path):
 
 def child(args):
     """One timed run, inside the throttled cgroup (joined before any read)."""
-    _write(os.path.join(args.cgroup, "cgroup.procs"), str(os.getpid()))
+    if args.cgroup:
+        _write(os.path.join(args.cgroup, "cgroup.procs"), str(os.getpid()))
     from loaderx.dataloader import DataLoader
     from loaderx.zrecord import DenseStore
     ra = None if args.child_readahead < 0 else args.child_readahead
@@ -278,14 +279,15 @@ def child(args):
 
 
 def timed(opt, throttle, store, readahead, seed, steps=None):
-    b0, n0 = throttle.counters()
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--cgroup", throttle.path,
+    b0, n0 = throttle.counters() if throttle else (0, 0)
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--cgroup",
+           throttle.path if throttle else "",
            "--store", store, "--child-readahead", str(readahead), "--seed", str(seed),
            "--batch", str(opt["batch"]), "--steps", str(steps or opt["steps"]),
            "--workers", str(opt["workers"]), "--prefetch", str(opt["prefetch"])]
     out = _run(cmd).stdout
     r = json.loads(out)
-    b1, n1 = throttle.counters()
+    b1, n1 = throttle.counters() if throttle else (0, 0)
     r["device_mib"] = (b1 - b0) / 2**20
     r["device_ios"] = n1 - n0
     return r
@@ -300,6 +302,43 @@ def _label(ra):
 def _summary(vals):
     return {"median": statistics.median(vals), "min": min(vals), "max": max(vals),
             "runs": vals}
+
+
+def measure_warm(log=print, **options):
+    """Only the warm-cache comparison, without a device or a throttle (no
+    root needed): a store in opt["dir"] read into the page cache, then
+    `repeats` rounds of one child per setting in turn (none, readahead N,
+    auto), each `warm_steps` steps. Returns per setting the batches/s of
+    every round and, per setting, its ratio to none round by round."""
+    opt = dict(DEFAULTS, **options)
+    settings = [0] + [int(r) for r in opt["readahead"] if int(r) > 0] + [-1]
+    n = (opt["mib"] << 20) // opt["record"]
+    store = os.path.join(opt["dir"], "warm-store")
+    shutil.rmtree(store, ignore_errors=True)
+    os.makedirs(opt["dir"], exist_ok=True)
+    try:
+        log(f"building {opt['mib']} MiB store ({n} x {opt['record']} B) in {opt['dir']}")
+        build(store, n, opt["record"])
+        read_all(store)
+        res = {"store_mib": opt["mib"], "warm_steps": opt["warm_steps"],
+               "repeats": opt["repeats"], "warm": {}, "vs_none": {}, "loadavg": []}
+        runs = {ra: [] for ra in settings}
+        for rep in range(opt["repeats"]):
+            order = settings[rep % len(settings):] + settings[:rep % len(settings)]
+            for ra in order:
+                runs[ra].append(timed(opt, None, store, ra, seed=1 + rep,
+                                      steps=opt["warm_steps"])["batches_per_s"])
+            res["loadavg"].append(os.getloadavg()[0])
+        for ra in settings:
+            res["warm"][_label(ra)] = runs[ra]
+            per = [a / b for a, b in zip(runs[ra], runs[0])]
+            res["vs_none"][_label(ra)] = per
+            log(f"warm  {_label(ra):13s} median {statistics.median(runs[ra]):8.0f} batches/s  "
+                f"vs none: median {statistics.median(per):.3f}x [{min(per):.3f}..{max(per):.3f}]")
+        log(f"load average after each round: {', '.join(f'{x:.1f}' for x in res['loadavg'])}")
+        return res
+    finally:
+        shutil.rmtree(store, ignore_errors=True)
 
 
 def measure(log=print, **options):
@@ -450,6 +489,9 @@ def main():
     ap.add_argument("--warm-steps", type=int, default=DEFAULTS["warm_steps"],
                     help="steps of each warm-cache run")
     ap.add_argument("--no-warm", action="store_true", help="skip the warm-cache runs")
+    ap.add_argument("--warm-only", action="store_true",
+                    help="only the warm-cache runs, on a store in --dir (no device, no "
+                    "throttle, no root), the settings alternating round by round")
     ap.add_argument("--json", default=None, help="also write the results here")
     # The timed child (internal).
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -460,6 +502,15 @@ def main():
     args = ap.parse_args()
     if args.child:
         child(args)
+        return
+    if args.warm_only:
+        res = measure_warm(dir=args.dir, mib=args.mib, record=args.record, batch=args.batch,
+                           workers=args.workers, prefetch=args.prefetch,
+                           readahead=[int(x) for x in args.readahead.split(",") if x],
+                           repeats=args.repeats, warm_steps=args.warm_steps)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(res, f, indent=1)
         return
     res = measure(dir=args.dir, mib=args.mib, record=args.record, batch=args.batch,
                   steps=args.steps, workers=args.workers, prefetch=args.prefetch,

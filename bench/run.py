@@ -43,12 +43,14 @@ FULL = {"vision_n": 2500, "vision_batches": 50, "token_n": 200_000, "token_batch
         "batch": 256, "limit_mib": 256, "sampler_s": 1.0, "loader_batches": 40,
         "bind_n": 1024, "bind_rounds": 100, "bind_calls": 100_000, "loader_rounds": 2,
         "hf_runs": 10, "small_n": 1_000_000, "small_batch": 20_000, "small_batches": 50,
-        "scale": scale.FULL}
+        "scale": scale.FULL, "il_vision_n": 1000, "il_batches": 40, "il_rounds": 5,
+        "write_repeats": 5}
 QUICK = {"vision_n": 40, "vision_batches": 3, "token_n": 2000, "token_batches": 3,
          "batch": 16, "limit_mib": 16, "sampler_s": 0.02, "loader_batches": 3,
          "bind_n": 256, "bind_rounds": 3, "bind_calls": 2000, "loader_rounds": 1,
          "hf_runs": 2, "small_n": 20_000, "small_batch": 2000, "small_batches": 3,
-         "scale": scale.QUICK}
+         "scale": scale.QUICK, "il_vision_n": 40, "il_batches": 3, "il_rounds": 2,
+         "write_repeats": 1}
 
 # The small-row workload measures per-record overhead against numpy's own
 # fancy index: the peers that store one record per key or chunk would spend
@@ -160,6 +162,85 @@ def side_by_side(wl, backend, workdir, limit_mibs, rounds=3):
         shutil.rmtree(path, ignore_errors=True)
     return {"workload": wl.name, "backend": backend.name, "rounds": rounds,
             "gather_mibs": ours, "limit_mibs": limit, "share": ours / limit}
+
+
+def interleaved(cfg, workdir):
+    """The second read method, beside the tables' one pass per store: the
+    zrecord-raw store's `store[idx]` (a fresh array each call) and numpy's
+    `arr[idx]` on `np.load(mmap_mode="r")`, both written and validated
+    first, then timed batch by batch in turn (which goes first alternates
+    every batch), so both start every batch from the same cache state and
+    meet the same load; `il_rounds` passes over `il_batches` random batches.
+    Dense vision uses `il_vision_n` records (1,000: a store small enough to
+    stay cached, as a user's first epochs over a small set), the token
+    blocks and small rows the tables' counts. Per workload: the ratio of
+    each pass (numpy's time / ours), its median and range."""
+    from backends.numpy_mmap import NpyMmap
+    from backends.zrecord import Zrecord
+    tok, _ = prepare.load()
+    specs = [("vision_dense", lambda: Workload(
+                 "vision_dense", "", "dense", vision_dense(cfg["il_vision_n"]), cfg["batch"],
+                 cfg["il_batches"])),
+             ("token_blocks", lambda: Workload(
+                 "token_blocks", "", "dense", token_blocks(tok, cfg["token_n"]), cfg["batch"],
+                 cfg["il_batches"])),
+             ("small_rows", lambda: Workload(
+                 "small_rows", "", "dense", small_rows(cfg["small_n"]), cfg["small_batch"],
+                 cfg["il_batches"]))]
+    out = {}
+    for name, make in specs:
+        wl = make()
+        pair = [Zrecord("raw"), NpyMmap()]
+        paths = []
+        try:
+            for b in pair:
+                path = os.path.join(workdir, f"{name}-interleaved-{b.name}")
+                shutil.rmtree(path, ignore_errors=True)
+                os.makedirs(path)
+                paths.append(path)
+                b.write(path, wl)
+                b.open(path, wl)
+                sweep_and_validate(b, wl)
+            ratios, mibs = [], ([], [])
+            nbytes = sum(wl.plan_bytes(p) for p in wl.plans)
+            for _ in range(cfg["il_rounds"]):
+                t = [0.0, 0.0]
+                for k, idx in enumerate(wl.plans):
+                    for j in ((0, 1) if k % 2 == 0 else (1, 0)):
+                        t0 = time.perf_counter()
+                        pair[j].gather(idx)
+                        t[j] += time.perf_counter() - t0
+                ratios.append(t[1] / t[0])
+                mibs[0].append(nbytes / MiB / t[0])
+                mibs[1].append(nbytes / MiB / t[1])
+        finally:
+            for b in pair:
+                try:
+                    b.close()
+                except Exception:  # noqa: BLE001 - never opened
+                    pass
+            for path in paths:
+                shutil.rmtree(path, ignore_errors=True)
+        r = out[name] = {"records": wl.n, "record_bytes": int(wl.data[0].nbytes),
+                         "batches": len(wl.plans), "batch": int(len(wl.plans[0])),
+                         "rounds": cfg["il_rounds"], "ratios": ratios,
+                         "ratio": float(np.median(ratios)), "zrecord_mibs": mibs[0],
+                         "npy_mibs": mibs[1], "load": os.getloadavg()[0]}
+        log(f"  interleaved {name}: zrecord-raw store[idx] vs numpy memmap arr[idx]: median "
+            f"{r['ratio']:.2f}x [{min(ratios):.2f}..{max(ratios):.2f}] over {len(ratios)} "
+            f"passes (load {r['load']:.1f})")
+        del wl
+    return out
+
+
+def writes(cfg, workdir):
+    """The write goals, side by side (bench/bench_write.py, every method in
+    turn, repeat by repeat)."""
+    import bench_write
+    q = cfg is QUICK
+    return bench_write.measure(repeats=cfg["write_repeats"],
+                               vision_n=cfg["vision_n"] if q else 2500,
+                               blocks_n=cfg["token_n"], dir=os.path.join(workdir, "writes"))
 
 
 # ---------------------------------------------------------------- workloads
@@ -485,8 +566,14 @@ def main():
                     "temporary directory with --quick)")
     ap.add_argument("--workdir", default=None, help="scratch directory for the stores")
     ap.add_argument("--json", default=None, help="also write the raw results here")
+    ap.add_argument("--only", default=None, metavar="SECTIONS",
+                    help="run only these sections, comma-separated: 'writes' (the write "
+                    "goals, bench/bench_write.py) and/or 'interleaved' (the second read "
+                    "method); prints their goal rows and writes --json, not the report")
     args = ap.parse_args()
     cfg = QUICK if args.quick else FULL
+    if args.only:
+        return run_only(cfg, args)
     out = args.out or (tempfile.mkdtemp(prefix="bench-out-") if args.quick
                        else os.path.join(ROOT, "docs"))
     workdir = args.workdir or tempfile.mkdtemp(prefix="loaderx-bench-",
@@ -517,6 +604,31 @@ def main():
     log(f"done in {res['elapsed_s']:.0f} s: {os.path.join(out, 'BENCHMARKS.md')}")
 
 
+def run_only(cfg, args):
+    sections = set(args.only.split(","))
+    unknown = sections - {"writes", "interleaved"}
+    if unknown:
+        raise SystemExit(f"bench: --only: unknown section(s) {sorted(unknown)}")
+    workdir = args.workdir or tempfile.mkdtemp(prefix="loaderx-bench-")
+    os.makedirs(workdir, exist_ok=True)
+    res = {"quick": args.quick, "machine": machine(), "tables": []}
+    try:
+        if "writes" in sections:
+            log("writes: append vs np.save, np.save + fsync and zstd's own compression")
+            res["writes"] = writes(cfg, workdir)
+        if "interleaved" in sections:
+            log("interleaved reads")
+            res["interleaved"] = interleaved(cfg, workdir)
+    finally:
+        if not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    for g, thr, v, ok, margin in report.new_goals(res):
+        print(f"{g} | {thr} | {v} | {'yes' if ok else 'no' if ok is not None else '-'}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+
+
 def measure_all(cfg, chosen, workdir, exclude, quick):
     t_start = time.perf_counter()
     res = {"quick": quick, "config": cfg, "machine": machine(), "excluded": sorted(exclude)}
@@ -524,6 +636,10 @@ def measure_all(cfg, chosen, workdir, exclude, quick):
     res["memcpy"] = {"1t": memcpy_limit(cfg["limit_mib"], 1),
                      "all": memcpy_limit(cfg["limit_mib"], os.cpu_count() or 1)}
     res["tables"], _ = run_stores(cfg, chosen, workdir)
+    log("writes: append vs np.save, np.save + fsync and zstd's own compression")
+    res["writes"] = writes(cfg, workdir)
+    log("interleaved reads")
+    res["interleaved"] = interleaved(cfg, workdir)
     log("scale: time per record against batch size and record size")
     res["scale"] = scale.run(cfg["scale"], workdir, log)
     log("sampler")

@@ -52,6 +52,10 @@ int zrp_pwrite_all(zrp_file f, const void *buf, size_t len, uint64_t offset);
 int zrp_file_size(zrp_file f, uint64_t *out);
 int zrp_truncate(zrp_file f, uint64_t size);
 int zrp_fsync(zrp_file f);
+/* Start writing a byte range's dirty pages to the device without waiting
+ * for it (Linux; a no-op elsewhere). A hint that lets a later zrp_fsync
+ * find less to write; it makes nothing durable. 0 or a negative errno. */
+int zrp_start_writeback(zrp_file f, uint64_t offset, uint64_t len);
 
 /* Readahead hint for a byte range (no-op where unsupported). */
 int zrp_advise_willneed(zrp_file f, uint64_t offset, uint64_t len);
@@ -62,6 +66,11 @@ int zrp_advise_willneed(zrp_file f, uint64_t offset, uint64_t len);
  * temporary mapping of the range). -ENOTSUP where the OS cannot tell
  * (Windows); other negative values when the range cannot be mapped. */
 int zrp_resident(zrp_file f, uint64_t offset, uint64_t len, uint64_t *resident, uint64_t *pages);
+/* The same count over `len` bytes at `addr` of a file mapping the caller
+ * already holds (zrp_map_readonly): no mapping is made or removed, so no
+ * other thread of the process pays a TLB flush. -ENOTSUP where the OS
+ * cannot tell (Windows). */
+int zrp_resident_mapped(const void *addr, uint64_t len, uint64_t *resident, uint64_t *pages);
 
 /* Read-only shared mapping of `len` bytes of `f` from offset 0, into
  * *out. `len` is a fixed reservation and may exceed the file's size: the

@@ -7,6 +7,9 @@
  * Linux and macOS (readahead hint, durable flush, CPU affinity) are chosen
  * here by __APPLE__ / __linux__.
  */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* sync_file_range */
+#endif
 #include "zr_platform.h"
 
 #include <errno.h>
@@ -341,6 +344,23 @@ int zrp_fsync(zrp_file f)
     return rc;
 }
 
+int zrp_start_writeback(zrp_file f, uint64_t offset, uint64_t len)
+{
+#if defined(__linux__)
+    /* Starts write-out of the range's dirty pages and returns; waits only
+     * when the device's queue is full. No durability is implied: only a
+     * later fsync vouches for the data. */
+    int rc;
+    do {
+        rc = sync_file_range((int)f.fd, (off_t)offset, (off_t)len, SYNC_FILE_RANGE_WRITE);
+    } while (rc < 0 && errno == EINTR);
+    return rc < 0 ? neg_errno() : 0;
+#else
+    (void)f, (void)offset, (void)len;
+    return 0;
+#endif
+}
+
 int zrp_map_readonly(zrp_file f, uint64_t len, void **out)
 {
     *out = NULL;
@@ -392,6 +412,45 @@ int zrp_advise_willneed(zrp_file f, uint64_t offset, uint64_t len)
 #endif
 }
 
+/* Pages in memory of [p, p + span) (page-aligned p): mincore's vector,
+ * counted. */
+static int count_resident(void *p, uint64_t span, uint64_t n, uint64_t *resident, uint64_t *pages)
+{
+    unsigned char small[256];
+    unsigned char *vec = n <= sizeof small ? small : malloc((size_t)n);
+    int rc = 0;
+    if (vec == NULL) {
+        rc = -ENOMEM;
+    } else if (mincore(p, (size_t)span, (void *)vec) < 0) {
+        rc = neg_errno();
+    } else {
+        uint64_t in = 0;
+        for (uint64_t i = 0; i < n; i++)
+            in += vec[i] & 1u;
+        *resident = in;
+        *pages = n;
+    }
+    if (vec != small)
+        free(vec);
+    return rc;
+}
+
+int zrp_resident_mapped(const void *addr, uint64_t len, uint64_t *resident, uint64_t *pages)
+{
+    *resident = *pages = 0;
+    long ps = sysconf(_SC_PAGESIZE);
+    if (ps <= 0)
+        return -ENOTSUP;
+    if (len == 0)
+        return 0;
+    uintptr_t a = (uintptr_t)addr, lo = a / (uintptr_t)ps * (uintptr_t)ps;
+    uint64_t span = (uint64_t)(a - lo) + len;
+    uint64_t n = (span + (uint64_t)ps - 1) / (uint64_t)ps;
+    if (span > (uint64_t)SIZE_MAX)
+        return -EOVERFLOW;
+    return count_resident((void *)lo, span, n, resident, pages);
+}
+
 int zrp_resident(zrp_file f, uint64_t offset, uint64_t len, uint64_t *resident, uint64_t *pages)
 {
     *resident = *pages = 0;
@@ -411,22 +470,7 @@ int zrp_resident(zrp_file f, uint64_t offset, uint64_t len, uint64_t *resident, 
     void *p = mmap(NULL, (size_t)span, PROT_READ, MAP_SHARED, (int)f.fd, (off_t)lo);
     if (p == MAP_FAILED)
         return neg_errno();
-    unsigned char small[256];
-    unsigned char *vec = n <= sizeof small ? small : malloc((size_t)n);
-    int rc = 0;
-    if (vec == NULL) {
-        rc = -ENOMEM;
-    } else if (mincore(p, (size_t)span, (void *)vec) < 0) {
-        rc = neg_errno();
-    } else {
-        uint64_t in = 0;
-        for (uint64_t i = 0; i < n; i++)
-            in += vec[i] & 1u;
-        *resident = in;
-        *pages = n;
-    }
-    if (vec != small)
-        free(vec);
+    int rc = count_resident(p, span, n, resident, pages);
     (void)munmap(p, (size_t)span);
     return rc;
 }

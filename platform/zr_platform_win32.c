@@ -252,12 +252,29 @@ int zrp_advise_hugepages(void *p, size_t len)
     return -ENOTSUP;
 }
 
+int zrp_start_writeback(zrp_file f, uint64_t offset, uint64_t len)
+{
+    /* No range write-out without waiting for it here (FlushFileBuffers
+     * waits for the whole file); the cache manager's lazy writer starts
+     * write-out by itself. */
+    (void)f, (void)offset, (void)len;
+    return 0;
+}
+
 int zrp_advise_willneed(zrp_file f, uint64_t offset, uint64_t len)
 {
     /* No readahead hint for unmapped files on Windows; the cache manager
      * reads ahead on sequential access by itself. */
     (void)f, (void)offset, (void)len;
     return 0;
+}
+
+int zrp_resident_mapped(const void *addr, uint64_t len, uint64_t *resident, uint64_t *pages)
+{
+    /* As zrp_resident: not visible here. */
+    (void)addr, (void)len;
+    *resident = *pages = 0;
+    return -ENOTSUP;
 }
 
 int zrp_resident(zrp_file f, uint64_t offset, uint64_t len, uint64_t *resident, uint64_t *pages)

@@ -143,7 +143,14 @@ ZRE_API int zre_resident_fraction(zre_engine *e, double *fraction)
             uint64_t lo = at - base;
             uint64_t len = size - lo < RESIDENT_WINDOW_BYTES ? size - lo : RESIDENT_WINDOW_BYTES;
             uint64_t r = 0, p = 0;
-            int prc = zrp_resident(ent->f, lo, len, &r, &p);
+            /* Through the handle's own mapping where it has one: mincore
+             * alone, where a temporary mapping costs an mmap and a munmap
+             * whose TLB flush reaches every thread of the process (the
+             * loader re-decides its readahead this way while its workers
+             * gather). */
+            int prc = ent->map ? zrp_resident_mapped(ent->map + lo, len, &r, &p) : -ENOTSUP;
+            if (prc == -ENOTSUP)
+                prc = zrp_resident(ent->f, lo, len, &r, &p);
             if (prc < 0) {
                 rc = zr_set_error(prc == -ENOTSUP ? ZR_EUNSUPPORTED : ZR_EIO,
                                   "resident_fraction: %s chunk %" PRIu64 ": %s", e->path, c,

@@ -62,6 +62,31 @@ static int place(zre_engine *e, zre_pos *at, uint64_t size, uint64_t index, zre_
     return ZR_OK;
 }
 
+/* Write-out of appended payload starts every this many bytes of a chunk. */
+#define WRITEBACK_BYTES ((uint64_t)8 << 20)
+
+/* Start the device writing payload behind the appends, so that the sync
+ * which makes them durable (sync(), close) finds most of it written
+ * already and the disk works while the caller produces the next records.
+ * Only a hint: it makes nothing durable and its failure is ignored (a
+ * write-out error reaches the next fsync of the file all the same). */
+static void start_writeback(zre_engine *e, zre_pos where, uint64_t n)
+{
+    zre_pos *from = &e->writeback_from;
+    if (from->chunk != where.chunk || from->offset > where.offset) {
+        /* A new chunk: the rest of the previous one (0: to its end). */
+        if (from->chunk < where.chunk)
+            (void)zrp_start_writeback(zre_fdtab_get(&e->chunks, from->chunk), from->offset, 0);
+        *from = where;
+    }
+    uint64_t end = (uint64_t)where.offset + n;
+    if (end - from->offset >= WRITEBACK_BYTES) {
+        (void)zrp_start_writeback(zre_fdtab_get(&e->chunks, where.chunk), from->offset,
+                                  end - from->offset);
+        from->offset = (uint32_t)end;
+    }
+}
+
 /* Write `n` bytes that start at `where` in its chunk. */
 static int write_run(zre_engine *e, zre_pos where, const unsigned char *p, uint64_t n)
 {
@@ -71,6 +96,7 @@ static int write_run(zre_engine *e, zre_pos where, const unsigned char *p, uint6
                             "failed: %s", n, e->path, where.chunk, where.offset, zr_os_strerror(prc));
     /* The mapped read path checks records against this size. */
     zre_fdtab_grow(&e->chunks, where.chunk, (uint64_t)where.offset + n);
+    start_writeback(e, where, n);
     return ZR_OK;
 }
 

@@ -323,6 +323,9 @@ struct zre_engine {
      * header copy holds the last commit (meta.c). */
     zre_pos tail;
     zre_state synced;
+    /* Where payload written since the last write-out hint begins (append.c):
+     * a hint only, never a statement about durability. */
+    zre_pos writeback_from;
     uint64_t meta_seq;
     bool meta_legacy;  /* meta.zr is a 32-byte header of an older version */
     zrp_mutex writer;  /* single writer: append, sync, stats snapshot */
