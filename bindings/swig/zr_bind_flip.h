@@ -13,6 +13,7 @@
 #define ZR_BIND_FLIP_H
 
 #include <zloader.h>
+#include <zrerror_sys.h>
 
 /* Loader options with room for their flips and stream labels: what a
  * binding builds from its language's options before zld_create, which
