@@ -37,25 +37,12 @@
 #include <zloader.h>
 #include "zr_bind_flip.h"
 
-/* Name of the status code, for the "<CODE>: <detail>" error strings. */
+/* Name of the status code, for the "<CODE>: <detail>" error strings: the
+ * C table's (zr_status_name), "ERROR" for a code outside it. */
 static const char *zr_lua_code_name(int status)
 {
-    switch (status) {
-    case ZR_EINVAL: return "EINVAL";
-    case ZR_ENOMEM: return "ENOMEM";
-    case ZR_EIO: return "EIO";
-    case ZR_EBUSY: return "EBUSY";
-    case ZR_EEXIST: return "EEXIST";
-    case ZR_ENOTSTORE: return "ENOTSTORE";
-    case ZR_ERANGE: return "ERANGE";
-    case ZR_ECORRUPT: return "ECORRUPT";
-    case ZR_ETOOBIG: return "ETOOBIG";
-    case ZR_EUNSUPPORTED: return "EUNSUPPORTED";
-    case ZR_ECLOSED: return "ECLOSED";
-    case ZR_ESTATE: return "ESTATE";
-    case ZR_EINTR: return "EINTR";
-    default: return "ERROR";
-    }
+    const char *name = status < 0 ? zr_status_name(status) : NULL;
+    return name ? name : "ERROR";
 }
 
 /* Push the error string for a negative status (detail from this thread's

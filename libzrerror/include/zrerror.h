@@ -66,7 +66,7 @@ typedef enum zr_status {
 /* The number of statuses: ZR_OK down to ZR_STATUS_LAST, every value in
  * between used. Bindings walk 0, -1, ..., ZR_STATUS_LAST to build their
  * tables. */
-#define ZR_STATUS_LAST ZR_EINTR
+#define ZR_STATUS_LAST (-13) /* ZR_EINTR */
 #define ZR_STATUS_COUNT 14
 
 /* Short fixed text for a status ("store is busy", ...); "unknown error"
