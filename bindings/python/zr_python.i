@@ -446,27 +446,6 @@ static PyObject *zr_py_u64_array_copy(const uint64_t *src, uint64_t n)
     $result = SWIG_Py_Void();
 }
 
-/* zsampler does not depend on zrengine, so it sets no detail message:
- * say what failed here instead. */
-%typemap(out) int zsm_validate {
-    if ($1 < 0) {
-        PyErr_SetString(PyExc_ValueError,
-                        "zsm_validate: invalid sampler configuration (need length >= 1, "
-                        "batch_size >= 1, world_size >= 1, rank < world_size, a known mode, "
-                        "and for cyclic batch_size * world_size <= length)");
-        SWIG_fail;
-    }
-    $result = SWIG_Py_Void();
-}
-%typemap(out) int zsm_mode_parse {
-    if ($1 < 0) {
-        PyErr_SetString(PyExc_ValueError,
-                        "zsm_mode_parse: unknown sampler mode (expected 'sequential', 'iid' or 'cyclic')");
-        SWIG_fail;
-    }
-    $result = SWIG_Py_Void();
-}
-
 /* Predicates return a plain truth value, not a status. */
 %typemap(out) int zrs_is_readonly, int zre_is_readonly { $result = PyBool_FromLong($1); }
 

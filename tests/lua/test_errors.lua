@@ -112,10 +112,11 @@ T.test("empty appends", function()
   T.eq(#s, 1); T.eq(#r, 1)
 end)
 
-T.test("sampler errors name the mode", function()
-  T.raises("mode 'cyclic'", zr.sampler, { length = 3, batch_size = 4 })
-  T.raises("mode 'sequential'", zr.sampler, { length = 0, batch_size = 1, mode = "sequential" })
-  T.raises("mode 'iid'", zr.raw.sampler_indices, { length = 0, batch_size = 1, mode = 1 }, 0)
+T.test("sampler errors name the parameter and its value (the C library's detail)", function()
+  T.raises("^EINVAL: zsm_validate: cyclic mode needs length >= batch_size %* world_size, got length 3 < 4",
+           zr.sampler, { length = 3, batch_size = 4 })
+  T.raises("^EINVAL: zsm_validate: length is 0", zr.sampler, { length = 0, batch_size = 1, mode = "sequential" })
+  T.raises("^EINVAL: zsm_validate: length is 0", zr.raw.sampler_indices, { length = 0, batch_size = 1, mode = 1 }, 0)
   T.raises("^EINVAL: sampler: unknown option 'size' %(valid options: length, batch_size, mode, seed, rank, world_size%)",
            zr.sampler, { length = 3, size = 1 })
 end)
