@@ -26,7 +26,8 @@
  * copy in meta.zr. A reader trusts only what meta.zr says is committed.
  * sync, close, delete and compact return with every record durable.
  *
- * Errors: functions return 0 (ZR_OK) or a negative zr_status. The calling
+ * Errors: functions return 0 (ZR_OK) or a negative zr_status (zrerror.h,
+ * the error module every library shares). The calling
  * thread's detail message, zr_last_error(), then says what and where, and
  * zr_last_errno() the OS error number behind it (0 if none). Nothing here
  * prints or aborts.
