@@ -817,14 +817,8 @@ int zr_py_zsm_indices(const zsm_config *cfg, uint64_t step, void *dst, uint64_t 
         return zr_set_error(ZR_EINVAL, "zsm_indices: dst holds %llu bytes, batch_size %llu needs %llu",
                             (unsigned long long)dst_capacity, (unsigned long long)cfg->batch_size,
                             (unsigned long long)cfg->batch_size * 8ull);
-    if (zsm_indices(cfg, step, (uint64_t *)dst) < 0)
-        return zr_set_error(ZR_EINVAL,
-                            "zsm_indices: invalid sampler configuration: length %llu, batch_size %llu, "
-                            "mode %d, rank %u, world_size %u (need length >= 1, batch_size >= 1, "
-                            "rank < world_size, and for cyclic batch_size * world_size <= length)",
-                            (unsigned long long)cfg->length, (unsigned long long)cfg->batch_size,
-                            (int)cfg->mode, (unsigned)cfg->rank, (unsigned)cfg->world_size);
-    return 0;
+    /* libzsampler's detail names the bad parameter and its value */
+    return zsm_indices(cfg, step, (uint64_t *)dst) < 0 ? ZR_EINVAL : 0;
 }
 
 /* zrs_codec_auto over `count` records in the buffer `data`: dense
