@@ -129,24 +129,36 @@ static int global_batch(const zsm_config *cfg, uint64_t *g)
     return ZSM_OK;
 }
 
+/* The rules an endless sampler and a pass share: length, batch_size and
+ * world_size >= 1, rank < world_size, and G = batch_size * world_size
+ * within 64 bits (*g). The detail names `fn`, the parameter and its value. */
+static int check_geometry(const char *fn, uint64_t length, uint64_t batch_size, uint32_t rank,
+                          uint32_t world_size, uint64_t *g)
+{
+    uint64_t hi;
+    if (length == 0) return zr_set_error(ZSM_EINVAL, "%s: length is 0 (need >= 1)", fn);
+    if (batch_size == 0) return zr_set_error(ZSM_EINVAL, "%s: batch_size is 0 (need >= 1)", fn);
+    if (world_size == 0) return zr_set_error(ZSM_EINVAL, "%s: world_size is 0 (need >= 1)", fn);
+    if (rank >= world_size)
+        return zr_set_error(ZSM_EINVAL, "%s: rank %" PRIu32 " is not below world_size %" PRIu32, fn,
+                            rank, world_size);
+    *g = mul128(batch_size, (uint64_t)world_size, &hi);
+    if (hi != 0)
+        return zr_set_error(ZSM_EINVAL, "%s: batch_size %" PRIu64 " * world_size %" PRIu32
+                            " exceeds 2^64 - 1", fn, batch_size, world_size);
+    return ZSM_OK;
+}
+
 int zsm_validate(const zsm_config *cfg)
 {
-    uint64_t g;
+    uint64_t g = 0;
     if (cfg == NULL) return zr_set_error(ZSM_EINVAL, "zsm_validate: config is NULL");
-    if (cfg->length == 0) return zr_set_error(ZSM_EINVAL, "zsm_validate: length is 0 (need >= 1)");
-    if (cfg->batch_size == 0)
-        return zr_set_error(ZSM_EINVAL, "zsm_validate: batch_size is 0 (need >= 1)");
-    if (cfg->world_size == 0)
-        return zr_set_error(ZSM_EINVAL, "zsm_validate: world_size is 0 (need >= 1)");
-    if (cfg->rank >= cfg->world_size)
-        return zr_set_error(ZSM_EINVAL, "zsm_validate: rank %" PRIu32 " is not below world_size %" PRIu32,
-                            cfg->rank, cfg->world_size);
     if (zsm_mode_name(cfg->mode) == NULL)
         return zr_set_error(ZSM_EINVAL, "zsm_validate: mode %d is not a sampling mode "
                             "(sequential, iid, cyclic)", (int)cfg->mode);
-    if (global_batch(cfg, &g) != ZSM_OK)
-        return zr_set_error(ZSM_EINVAL, "zsm_validate: batch_size %" PRIu64 " * world_size %" PRIu32
-                            " exceeds 2^64 - 1", cfg->batch_size, cfg->world_size);
+    if (check_geometry("zsm_validate", cfg->length, cfg->batch_size, cfg->rank, cfg->world_size,
+                       &g) != ZSM_OK)
+        return ZSM_EINVAL;
     if (cfg->mode == ZSM_CYCLIC && g > cfg->length)
         return zr_set_error(ZSM_EINVAL, "zsm_validate: cyclic mode needs length >= batch_size * "
                             "world_size, got length %" PRIu64 " < %" PRIu64, cfg->length, g);
@@ -331,21 +343,9 @@ int zsm_indices(const zsm_config *cfg, uint64_t step, uint64_t *out)
 
 int zsm_pass_validate(const zsm_pass *p)
 {
-    uint64_t hi;
+    uint64_t g = 0;
     if (p == NULL) return zr_set_error(ZSM_EINVAL, "zsm_pass_validate: pass is NULL");
-    if (p->length == 0) return zr_set_error(ZSM_EINVAL, "zsm_pass_validate: length is 0 (need >= 1)");
-    if (p->batch_size == 0)
-        return zr_set_error(ZSM_EINVAL, "zsm_pass_validate: batch_size is 0 (need >= 1)");
-    if (p->world_size == 0)
-        return zr_set_error(ZSM_EINVAL, "zsm_pass_validate: world_size is 0 (need >= 1)");
-    if (p->rank >= p->world_size)
-        return zr_set_error(ZSM_EINVAL, "zsm_pass_validate: rank %" PRIu32
-                            " is not below world_size %" PRIu32, p->rank, p->world_size);
-    (void)mul128(p->batch_size, (uint64_t)p->world_size, &hi);
-    if (hi != 0)
-        return zr_set_error(ZSM_EINVAL, "zsm_pass_validate: batch_size %" PRIu64 " * world_size %" PRIu32
-                            " exceeds 2^64 - 1", p->batch_size, p->world_size);
-    return ZSM_OK;
+    return check_geometry("zsm_pass_validate", p->length, p->batch_size, p->rank, p->world_size, &g);
 }
 
 /* floor(r_total * k / w) exactly, for k <= w < 2^32: the remainder part
