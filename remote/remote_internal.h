@@ -11,6 +11,7 @@
 #include "zr_platform.h"
 #include "zr_remote.h"
 #include "zrengine.h"
+#include "zrerror_sys.h"
 
 /* ------------------------------------------------------------- config */
 

@@ -31,7 +31,7 @@
  *   ZR_REMOTE_RETRIES       attempts after the first (default 5)
  *   ZR_REMOTE_CONNECT_TIMEOUT, ZR_REMOTE_READ_TIMEOUT   seconds (10, 30)
  *
- * Errors: 0 or a negative zr_status (zrengine.h) with zr_last_error()
+ * Errors: 0 or a negative zr_status (zrerror.h) with zr_last_error()
  * naming the object URL and what happened (HTTP status, curl's message,
  * expected against got). Nothing prints or aborts.
  */

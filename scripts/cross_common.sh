@@ -15,17 +15,17 @@ ALL=(linux-x64-gnu linux-arm64-gnu linux-x64-musl linux-arm64-musl
      windows-x64 windows-arm64 macos-x64 macos-arm64)
 
 # Our shared libraries, by base name.
-LIBS=(zsampler zrengine zrstore zmrec zloader)
+LIBS=(zrerror zsampler zrengine zrstore zmrec zloader)
 # Exported names allowed in our shared libraries: the prefixed APIs and the
 # <lib>_version / <lib>_version_string functions.
-EXPORT_OK='^_?(zre_|zrs_|zsm_|zld_|zmr_|zr_|zrengine_version|zrstore_version|zsampler_version|zloader_version|zmrec_version)'
+EXPORT_OK='^_?(zre_|zrs_|zsm_|zld_|zmr_|zr_|zrerror_version|zrengine_version|zrstore_version|zsampler_version|zloader_version|zmrec_version)'
 EXPORT_BAD='^_?(ZSTD_|ZDICT_|HUF_|FSE_|mdb_|json_|msgpack_|lh_|array_list_|printbuf_|_cmocka|mock_)'
 # DLLs a Windows artifact may import: the system's (UCRT through its
 # api-ms-win-crt-* sets, kernel32, advapi32 for json-c's seed), ours, and
 # for the Python extension the stable ABI's python3.dll (never a
 # version-specific python3XY.dll), and for the Lua module lua54.dll (the
 # DLL of Lua's own Windows build, which the interpreter loading it provides).
-DLL_OK='^(kernel32|advapi32|ntdll|bcrypt|ucrtbase|api-ms-win-[a-z0-9-]+|lib(zsampler|zrengine|zrstore|zmrec|zloader)(-[0-9]+)?|python3|lua54)\.dll$'
+DLL_OK='^(kernel32|advapi32|ntdll|bcrypt|ucrtbase|api-ms-win-[a-z0-9-]+|lib(zrerror|zsampler|zrengine|zrstore|zmrec|zloader)(-[0-9]+)?|python3|lua54)\.dll$'
 
 # The toolchain: cross_setup.sh has installed it; name zig and SWIG for the
 # cross files.

@@ -52,7 +52,7 @@ allowed = {"loaderx", "numpy", "pytest", "iniconfig", "packaging", "pluggy", "py
 extra = [n for n in names if n not in allowed]
 assert not extra, f"unexpected packages beside the wheel: {extra}"
 assert md.version("loaderx") == loaderx.__version__, (md.version("loaderx"), loaderx.__version__)
-assert sorted(loaderx.native_versions()) == ["zloader", "zmrec", "zrengine", "zrstore", "zsampler"]
+assert sorted(loaderx.native_versions()) == ["zloader", "zmrec", "zrengine", "zrerror", "zrstore", "zsampler"]
 want = os.environ.get("ZR_WHEEL_SITE")
 assert want is None or os.path.realpath(loaderx.__file__).startswith(os.path.realpath(want)), loaderx.__file__
 print(f"wheel-test: loaderx {loaderx.__version__} on Python {sys.version.split()[0]} "

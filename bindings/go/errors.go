@@ -8,11 +8,12 @@ import (
 	"loaderx.invalid/zrecord/internal/zrcore"
 )
 
-// Status is a loaderx-in-C status code (zr_status in zrengine.h): 0 or
+// Status is a loaderx-in-C status code (zr_status in zrerror.h): 0 or
 // negative.
 type Status int
 
-// The status codes an Error can carry.
+// The status codes an Error can carry: the values of zrerror.h (a test
+// checks each against the C table).
 const (
 	StatusInvalid     Status = -1  // a bad argument: wrong size, dtype, shape
 	StatusNoMemory    Status = -2  // an allocation failed
@@ -29,22 +30,33 @@ const (
 	StatusInterrupted Status = -13 // stopped early on request; the store is intact
 )
 
+// Name is the C name of the status without its ZR_ prefix ("EINVAL"), or
+// "" for a code outside the table.
+func (s Status) Name() string { return zrcore.Zr_status_name(int(s)) }
+
+// String is the C library's short text for the status (zr_strerror).
+func (s Status) String() string { return zrcore.Zr_strerror(int(s)) }
+
+// sentinel is the errors.Is target for a status: its text is the C
+// library's zr_strerror.
+func sentinel(s Status) *Error { return &Error{Code: s, Msg: s.String()} }
+
 // Sentinel errors for errors.Is: errors.Is(err, zrecord.ErrRange) is true
 // for any *Error with that status.
 var (
-	ErrInvalid     = &Error{Code: StatusInvalid, Msg: "invalid argument"}
-	ErrNoMemory    = &Error{Code: StatusNoMemory, Msg: "out of memory"}
-	ErrIO          = &Error{Code: StatusIO, Msg: "I/O error"}
-	ErrBusy        = &Error{Code: StatusBusy, Msg: "store is busy"}
-	ErrExist       = &Error{Code: StatusExist, Msg: "path already exists"}
-	ErrNotStore    = &Error{Code: StatusNotStore, Msg: "not a store"}
-	ErrRange       = &Error{Code: StatusRange, Msg: "index out of range"}
-	ErrCorrupt     = &Error{Code: StatusCorrupt, Msg: "store is corrupt"}
-	ErrTooBig      = &Error{Code: StatusTooBig, Msg: "record too big"}
-	ErrUnsupported = &Error{Code: StatusUnsupported, Msg: "unsupported"}
-	ErrClosed      = &Error{Code: StatusClosed, Msg: "closed"}
-	ErrState       = &Error{Code: StatusState, Msg: "pipeline failed earlier"}
-	ErrInterrupted = &Error{Code: StatusInterrupted, Msg: "interrupted"}
+	ErrInvalid     = sentinel(StatusInvalid)
+	ErrNoMemory    = sentinel(StatusNoMemory)
+	ErrIO          = sentinel(StatusIO)
+	ErrBusy        = sentinel(StatusBusy)
+	ErrExist       = sentinel(StatusExist)
+	ErrNotStore    = sentinel(StatusNotStore)
+	ErrRange       = sentinel(StatusRange)
+	ErrCorrupt     = sentinel(StatusCorrupt)
+	ErrTooBig      = sentinel(StatusTooBig)
+	ErrUnsupported = sentinel(StatusUnsupported)
+	ErrClosed      = sentinel(StatusClosed)
+	ErrState       = sentinel(StatusState)
+	ErrInterrupted = sentinel(StatusInterrupted)
 )
 
 // Error is a failure reported by the C libraries: the status code and

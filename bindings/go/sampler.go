@@ -82,13 +82,13 @@ func (s *Sampler) Indices(step uint64) ([]uint64, error) {
 	c.SetMode(zrcore.Enum_SS_zsm_mode(s.cfg.Mode))
 	c.SetRank(uint(s.cfg.Rank))
 	c.SetWorld_size(uint(s.cfg.WorldSize))
-	if zrcore.Zsm_validate(c) < 0 {
-		return nil, errorf(StatusInvalid, "sampler: invalid configuration %+v (need Length >= 1, "+
-			"BatchSize >= 1, Rank < WorldSize, a known Mode, and for Cyclic BatchSize*WorldSize <= Length)", s.cfg)
+	// The C library's detail names the parameter and its value.
+	if err := callAs("zrecord.Sampler.Indices", func() int { return zrcore.Zsm_validate(c) }); err != nil {
+		return nil, err
 	}
 	out := make([]uint64, s.cfg.BatchSize)
-	if zrcore.Zsm_indices(c, step, out) < 0 {
-		return nil, errorf(StatusInvalid, "sampler: invalid configuration %+v", s.cfg)
+	if err := callAs("zrecord.Sampler.Indices", func() int { return zrcore.Zsm_indices(c, step, out) }); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -38,25 +38,12 @@
 #include "zr_bind_options.h"
 #include "zr_bind_loader.h"
 
-/* Name of the status code, for the "<CODE>: <detail>" error strings. */
+/* Name of the status code, for the "<CODE>: <detail>" error strings: the
+ * C table's (zr_status_name), "ERROR" for a code outside it. */
 static const char *zr_lua_code_name(int status)
 {
-    switch (status) {
-    case ZR_EINVAL: return "EINVAL";
-    case ZR_ENOMEM: return "ENOMEM";
-    case ZR_EIO: return "EIO";
-    case ZR_EBUSY: return "EBUSY";
-    case ZR_EEXIST: return "EEXIST";
-    case ZR_ENOTSTORE: return "ENOTSTORE";
-    case ZR_ERANGE: return "ERANGE";
-    case ZR_ECORRUPT: return "ECORRUPT";
-    case ZR_ETOOBIG: return "ETOOBIG";
-    case ZR_EUNSUPPORTED: return "EUNSUPPORTED";
-    case ZR_ECLOSED: return "ECLOSED";
-    case ZR_ESTATE: return "ESTATE";
-    case ZR_EINTR: return "EINTR";
-    default: return "ERROR";
-    }
+    const char *name = status < 0 ? zr_status_name(status) : NULL;
+    return name ? name : "ERROR";
 }
 
 /* Push the error string for a negative status (detail from this thread's
@@ -641,22 +628,6 @@ ZR_LUA_INT_IN(zrs_dict_tier, 0)
         SWIG_fail;
     }
 %}
-/* zsampler depends on nothing and so sets no detail: say it here. */
-%typemap(out) int zsm_validate %{
-    if ($1 < 0) {
-        lua_pushstring(L, "EINVAL: zsm_validate: invalid sampler configuration (need length >= 1, "
-                          "batch_size >= 1, world_size >= 1, rank < world_size, a known mode, "
-                          "and for cyclic batch_size * world_size <= length)");
-        SWIG_fail;
-    }
-%}
-%typemap(out) int zsm_mode_parse %{
-    if ($1 < 0) {
-        lua_pushstring(L, "EINVAL: zsm_mode_parse: unknown sampler mode (expected 'sequential', 'iid' or 'cyclic')");
-        SWIG_fail;
-    }
-%}
-
 /* Predicates returning 0/1, not a status. */
 %typemap(out) int zrs_is_readonly, int zre_is_readonly %{ lua_pushboolean(L, $1 > 0); SWIG_arg++; %}
 /* zld_failed: failed (boolean), then the failing step (integer or nil). */
@@ -1388,11 +1359,7 @@ int zr_lua_sampler_indices(lua_State *L)
     if (zr_lua_sampler_config(L, 1, &cfg) < 0 || zr_lua_get_u64(L, 2, "sampler_indices: step", &step) < 0)
         return lua_error(L);
     if (zsm_validate(&cfg) < 0)
-        return zr_lua_raise(L, "EINVAL: sampler: invalid configuration: length %I, batch_size %I, mode '%s', "
-                             "rank %d, world_size %d (need length >= 1, batch_size >= 1, world_size >= 1, rank < world_size, "
-                             "and for cyclic batch_size * world_size <= length)",
-                          (lua_Integer)cfg.length, (lua_Integer)cfg.batch_size, zsm_mode_name(cfg.mode),
-                          (int)cfg.rank, (int)cfg.world_size);
+        return zr_lua_fail(L, ZR_EINVAL); /* the detail names the parameter and value */
     if (cfg.batch_size > (uint64_t)INT32_MAX)
         return zr_lua_raise(L, "EINVAL: sampler: batch_size %I too large for a Lua table", (lua_Integer)cfg.batch_size);
     uint64_t *out = (uint64_t *)malloc((size_t)cfg.batch_size * sizeof *out);

@@ -441,27 +441,6 @@ static PyObject *zr_py_u64_array_copy(const uint64_t *src, uint64_t n)
     $result = SWIG_Py_Void();
 }
 
-/* zsampler does not depend on zrengine, so it sets no detail message:
- * say what failed here instead. */
-%typemap(out) int zsm_validate {
-    if ($1 < 0) {
-        PyErr_SetString(PyExc_ValueError,
-                        "zsm_validate: invalid sampler configuration (need length >= 1, "
-                        "batch_size >= 1, world_size >= 1, rank < world_size, a known mode, "
-                        "and for cyclic batch_size * world_size <= length)");
-        SWIG_fail;
-    }
-    $result = SWIG_Py_Void();
-}
-%typemap(out) int zsm_mode_parse {
-    if ($1 < 0) {
-        PyErr_SetString(PyExc_ValueError,
-                        "zsm_mode_parse: unknown sampler mode (expected 'sequential', 'iid' or 'cyclic')");
-        SWIG_fail;
-    }
-    $result = SWIG_Py_Void();
-}
-
 /* Predicates return a plain truth value, not a status. */
 %typemap(out) int zrs_is_readonly, int zre_is_readonly { $result = PyBool_FromLong($1); }
 
@@ -930,14 +909,8 @@ int zr_py_zsm_indices(const zsm_config *cfg, uint64_t step, void *dst, uint64_t 
         return zr_set_error(ZR_EINVAL, "zsm_indices: dst holds %llu bytes, batch_size %llu needs %llu",
                             (unsigned long long)dst_capacity, (unsigned long long)cfg->batch_size,
                             (unsigned long long)cfg->batch_size * 8ull);
-    if (zsm_indices(cfg, step, (uint64_t *)dst) < 0)
-        return zr_set_error(ZR_EINVAL,
-                            "zsm_indices: invalid sampler configuration: length %llu, batch_size %llu, "
-                            "mode %d, rank %u, world_size %u (need length >= 1, batch_size >= 1, "
-                            "rank < world_size, and for cyclic batch_size * world_size <= length)",
-                            (unsigned long long)cfg->length, (unsigned long long)cfg->batch_size,
-                            (int)cfg->mode, (unsigned)cfg->rank, (unsigned)cfg->world_size);
-    return 0;
+    /* libzsampler's detail names the bad parameter and its value */
+    return zsm_indices(cfg, step, (uint64_t *)dst) < 0 ? ZR_EINVAL : 0;
 }
 
 /* zrs_codec_auto over `count` records in the buffer `data`: dense

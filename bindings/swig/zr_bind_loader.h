@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zloader.h>
+#include <zrerror_sys.h>
 
 /* The keys a pack-mode batch adds after its streams, in the order of the
  * batch's parts (nstreams + ZLD_PACK_SEGMENT_IDS, ...). Each is int32. */

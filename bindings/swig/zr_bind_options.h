@@ -8,6 +8,7 @@
 #define ZR_BIND_OPTIONS_H
 
 #include <zloader.h>
+#include <zrerror_sys.h>
 
 /* Loader options with room for their flips and stream labels: what a
  * binding builds from its language's options before zld_create, which

@@ -14,6 +14,7 @@
 #define ZR_BIND_SHARDS_H
 
 #include <zloader.h>
+#include <zrerror_sys.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -9,12 +9,14 @@
 
 %{
 #include <zloader.h>
+#include <zrerror_sys.h>
 %}
 
 /* Fixed-width integer types (uint64_t, ...) as the target language's ints. */
 %include <stdint.i>
 
 /* Export macros mean nothing to the wrapper generator. */
+#define ZRERR_API
 #define ZRE_API
 #define ZRS_API
 #define ZSM_API
@@ -22,6 +24,9 @@
 
 /* Variadic and "for the layers above the engine" only. */
 %ignore zr_set_error;
+/* A printf format from a script is a format-string hazard: the bindings
+ * add context in their own language. */
+%ignore zr_error_context;
 
 /* The store's files by role: `zr info`'s view; the bindings report space
  * through zre_get_stats. */
@@ -153,6 +158,7 @@ int zr_dtype_from_name(const char *name, zrs_dtype *out)
 }
 %}
 
+%include "zrerror.h"
 %include "zrengine.h"
 %include "zrstore.h"
 %include "zsampler.h"

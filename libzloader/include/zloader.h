@@ -32,7 +32,7 @@
  * buffer has been returned. zld_free accepts only buffers from
  * zld_batch_detach (or NULL), never memory from malloc.
  *
- * Errors: 0 or a negative zr_status (zrengine.h) with zr_last_error().
+ * Errors: 0 or a negative zr_status (zrerror.h) with zr_last_error().
  * An error in a worker (a failed gather) is returned by the consumer's next
  * zld_next as ZR_ESTATE, with a detail naming the step and the cause; the
  * loader then stops. The streams are borrowed: they must stay open until

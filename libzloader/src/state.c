@@ -909,11 +909,10 @@ static int read_schedule(json_object *fp, zld_plan *p, uint64_t step, uint64_t s
 
 /* -------------------------------------------------------- fingerprint */
 
-static int check_fingerprint(json_object *fp, const zld_stream *streams, uint64_t step,
-                             diffs *d, reader *r)
+/* The fingerprint's version and keys. */
+static int check_fp_header(json_object *fp, reader *r)
 {
     static const char *const keys[] = {"version", "streams", "pass", "bucket", "schedule", NULL};
-    zld_plan *p = d->p;
     uint64_t version;
     if (!json_object_is_type(fp, json_type_object))
         return malformed(r, "'fingerprint' is not an object");
@@ -922,76 +921,106 @@ static int check_fingerprint(json_object *fp, const zld_stream *streams, uint64_
     if (version != STATE_VERSION)
         return malformed(r, "state version %" PRIu64 ", this library reads version %d", version,
                          STATE_VERSION);
-    if (only_keys(fp, "the fingerprint", keys, r) < 0)
-        return -1;
+    return only_keys(fp, "the fingerprint", keys, r);
+}
+
+/* The saved streams against the loader's, and their one length (*saved).
+ * 1 when the number of streams differs (noted; nothing more to compare). */
+static int check_fp_streams(json_object *fp, const zld_stream *streams, uint64_t *saved,
+                            diffs *d, reader *r)
+{
+    zld_plan *p = d->p;
     json_object *arr = field(fp, "streams");
     if (arr == NULL || !json_object_is_type(arr, json_type_array))
         return malformed(r, "the fingerprint's 'streams' is not an array");
     size_t n = json_object_array_length(arr);
     if (n != p->nstreams) {
         differ(d, "%zu streams in the state, %zu now", n, p->nstreams);
-        return 0;
+        return 1;
     }
-    uint64_t saved = 0;
+    *saved = 0;
     for (size_t k = 0; k < n; k++) {
         uint64_t len;
         if (check_stream(json_object_array_get_idx(arr, k), streams, k, &len, d, r) < 0)
             return -1;
-        if (k > 0 && len != saved)
+        if (k > 0 && len != *saved)
             return malformed(r, "the saved streams have unequal lengths");
-        saved = len;
+        *saved = len;
     }
-    /* Pass options. */
+    return 0;
+}
+
+/* Pass options. */
+static int check_fp_pass(json_object *fp, diffs *d, reader *r)
+{
+    zld_plan *p = d->p;
     json_object *ps = field(fp, "pass");
     if ((ps != NULL) != p->finite) {
         differ(d, ps ? "the state is of a finite pass, the loader is endless"
                      : "the state is of an endless loader, the loader is a finite pass");
-    } else if (ps != NULL) {
-        int shuffle, drop_last, even = 0;
-        uint64_t epoch;
-        if (!json_object_is_type(ps, json_type_object) ||
-            as_bool(field(ps, "shuffle"), "shuffle", &shuffle, r) < 0 ||
-            as_bool(field(ps, "drop_last"), "drop_last", &drop_last, r) < 0 ||
-            opt_u64(ps, "epoch", &epoch, r) != 1 ||
-            (field(ps, "even_batches") && as_bool(field(ps, "even_batches"), "even_batches",
-                                                  &even, r) < 0))
-            return r->bad[0] ? -1 : malformed(r, "'pass' lacks shuffle, drop_last or epoch");
-        if (even != p->even)
-            differ(d, "pass even_batches: %s in the state, %s now", even ? "true" : "false",
-                   p->even ? "true" : "false");
-        if (shuffle != p->pass.shuffle)
-            differ(d, "pass shuffle: %s in the state, %s now", shuffle ? "true" : "false",
-                   p->pass.shuffle ? "true" : "false");
-        if (drop_last != p->pass.drop_last)
-            differ(d, "pass drop_last: %s in the state, %s now", drop_last ? "true" : "false",
-                   p->pass.drop_last ? "true" : "false");
-        if (epoch != p->pass.epoch)
-            differ(d, "pass epoch: %" PRIu64 " in the state, %" PRIu64 " now", epoch,
-                   p->pass.epoch);
+        return 0;
     }
-    /* Bucket lengths: the saved digest covers the first `count`. */
+    if (ps == NULL)
+        return 0;
+    int shuffle = 0, drop_last = 0, even = 0;
+    uint64_t epoch = 0;
+    if (!json_object_is_type(ps, json_type_object) ||
+        as_bool(field(ps, "shuffle"), "shuffle", &shuffle, r) < 0 ||
+        as_bool(field(ps, "drop_last"), "drop_last", &drop_last, r) < 0 ||
+        opt_u64(ps, "epoch", &epoch, r) != 1 ||
+        (field(ps, "even_batches") && as_bool(field(ps, "even_batches"), "even_batches",
+                                              &even, r) < 0))
+        return r->bad[0] ? -1 : malformed(r, "'pass' lacks shuffle, drop_last or epoch");
+    if (even != p->even)
+        differ(d, "pass even_batches: %s in the state, %s now", even ? "true" : "false",
+               p->even ? "true" : "false");
+    if (shuffle != p->pass.shuffle)
+        differ(d, "pass shuffle: %s in the state, %s now", shuffle ? "true" : "false",
+               p->pass.shuffle ? "true" : "false");
+    if (drop_last != p->pass.drop_last)
+        differ(d, "pass drop_last: %s in the state, %s now", drop_last ? "true" : "false",
+               p->pass.drop_last ? "true" : "false");
+    if (epoch != p->pass.epoch)
+        differ(d, "pass epoch: %" PRIu64 " in the state, %" PRIu64 " now", epoch,
+               p->pass.epoch);
+    return 0;
+}
+
+/* Bucket lengths: the saved digest covers the first `count`. */
+static int check_fp_bucket(json_object *fp, diffs *d, reader *r)
+{
+    zld_plan *p = d->p;
     json_object *bk = field(fp, "bucket");
     if ((bk != NULL) != p->bucket) {
         differ(d, bk ? "the state is length-bucketed, the loader is not"
                      : "the loader is length-bucketed, the state is not");
-    } else if (bk != NULL) {
-        uint64_t count;
-        const char *was;
-        if (opt_u64(bk, "count", &count, r) != 1 ||
-            as_string(field(bk, "lengths"), "lengths", 0, &was, r) < 0)
-            return r->bad[0] ? -1 : malformed(r, "'bucket' has no 'count'");
-        char t[17];
-        if (count > p->opt.bucket_count) {
-            differ(d, "bucket lengths: %" PRIu64 " in the state, %" PRIu64 " given now", count,
-                   p->opt.bucket_count);
-        } else {
-            snprintf(t, sizeof t, "%016" PRIx64, lengths_id(p->opt.bucket_lengths, count));
-            if (strcmp(t, was) != 0)
-                differ(d, "bucket lengths: the lengths of the first %" PRIu64 " records differ "
-                       "from the state's", count);
-        }
+        return 0;
     }
-    /* The streams' length, and from it the schedule. */
+    if (bk == NULL)
+        return 0;
+    uint64_t count = 0;
+    const char *was = "";
+    if (opt_u64(bk, "count", &count, r) != 1 ||
+        as_string(field(bk, "lengths"), "lengths", 0, &was, r) < 0)
+        return r->bad[0] ? -1 : malformed(r, "'bucket' has no 'count'");
+    char t[17];
+    if (count > p->opt.bucket_count) {
+        differ(d, "bucket lengths: %" PRIu64 " in the state, %" PRIu64 " given now", count,
+               p->opt.bucket_count);
+    } else {
+        snprintf(t, sizeof t, "%016" PRIx64, lengths_id(p->opt.bucket_lengths, count));
+        if (strcmp(t, was) != 0)
+            differ(d, "bucket lengths: the lengths of the first %" PRIu64 " records differ "
+                   "from the state's", count);
+    }
+    return 0;
+}
+
+/* The streams' length against the saved one, and from it the schedule
+ * (continued on grown data when that is allowed). */
+static int check_fp_length(json_object *fp, uint64_t step, uint64_t saved, diffs *d, reader *r)
+{
+    zld_plan *p = d->p;
     if (read_schedule(fp, p, step, saved, r) < 0)
         return -1;
     if (p->length < saved) {
@@ -1012,6 +1041,23 @@ static int check_fingerprint(json_object *fp, const zld_stream *streams, uint64_
              saved, p->length);
     }
     return 0;
+}
+
+/* The saved fingerprint against the loader: header, streams, pass options,
+ * bucket lengths, then length and schedule. -1 for a malformed state (r
+ * says why); 0 otherwise, each difference noted in d. */
+static int check_fingerprint(json_object *fp, const zld_stream *streams, uint64_t step,
+                             diffs *d, reader *r)
+{
+    uint64_t saved = 0;
+    if (check_fp_header(fp, r) < 0)
+        return -1;
+    int st = check_fp_streams(fp, streams, &saved, d, r);
+    if (st != 0)
+        return st < 0 ? -1 : 0;
+    if (check_fp_pass(fp, d, r) < 0 || check_fp_bucket(fp, d, r) < 0)
+        return -1;
+    return check_fp_length(fp, step, saved, d, r);
 }
 
 int zld__state_resume(zld_plan *p, const zld_stream *streams)

@@ -7,6 +7,7 @@
 #define ZLD_AUGMENT_H
 
 #include "zloader.h"
+#include "zrerror_sys.h"
 
 /* ZR_EINVAL (with the detail set) unless every flip names a distinct dense
  * stream whose records are whole rows of width * elem_size bytes, with a

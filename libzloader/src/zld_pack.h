@@ -7,6 +7,7 @@
 #define ZLD_PACK_H
 
 #include "zloader.h"
+#include "zrerror_sys.h"
 
 /* What pack mode needs of the loader's options, resolved. */
 typedef struct zld_pack_setup {

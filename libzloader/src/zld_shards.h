@@ -6,6 +6,7 @@
 #define ZLD_SHARDS_H
 
 #include "zloader.h"
+#include "zrerror_sys.h"
 
 /* For the adaptive readahead: 1 with *bytes = the stored bytes behind a
  * concatenation or mixture stream (shards.c), *resident their share in the

@@ -7,6 +7,7 @@
 #define ZLD_STATE_H
 
 #include "zloader.h"
+#include "zrerror_sys.h"
 #include "zld_pack.h"
 
 /* The index space the sampler draws from, by step: steps [from, next

@@ -16,10 +16,10 @@
  * padding to 8 | payload of raw little-endian column buffers at 8-aligned
  * offsets.
  *
- * Errors: functions return ZMR_OK (0) or a negative zmr_status; the numeric
- * values are those of zr_status in zrengine.h, so both layers speak one
- * convention, but libzmrec depends on LMDB and json-c only. The failing call
- * leaves a detail for its thread, zmr_last_error(), naming the key and the
+ * Errors: functions return ZMR_OK (0) or a negative zmr_status, the
+ * zr_status of zrerror.h (libzmrec depends on libzrerror, LMDB and json-c
+ * only, not on the engine). The failing call leaves a detail for its
+ * thread, zr_last_error() (also zmr_last_error()), naming the key and the
  * rule ("f/0000000000000007: column atoms/x: offset 12 is not a multiple of
  * 8"). Nothing prints, aborts or exits.
  *
@@ -34,6 +34,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "zrerror.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,24 +71,25 @@ ZMR_API const char *zmrec_version(void);
 
 /* ================================================================ errors */
 
-typedef enum zmr_status {
-    ZMR_OK = 0,
-    ZMR_EINVAL = -1,        /* a bad argument (caller's data refused)      */
-    ZMR_ENOMEM = -2,        /* an allocation failed                        */
-    ZMR_EIO = -3,           /* LMDB / the OS refused a file operation      */
-    ZMR_EBUSY = -4,         /* the environment is locked                   */
-    ZMR_EEXIST = -5,        /* create: the path already exists             */
-    ZMR_ENOTCOLL = -6,      /* open: not an mrec-lmdb collection           */
-    ZMR_ERANGE = -7,        /* a record / frame / block / column not there */
-    ZMR_ECORRUPT = -8,      /* stored bytes break a rule of the layout     */
-    ZMR_EUNSUPPORTED = -10, /* a version this library does not read        */
-    ZMR_ESTATE = -12        /* call out of order (writer after failure...) */
-} zmr_status;
+/* The statuses are zrerror.h's (one table for every loaderx-in-C library);
+ * the ZMR_ names are aliases kept for this library's callers. */
+typedef zr_status zmr_status;
+#define ZMR_OK ZR_OK
+#define ZMR_EINVAL ZR_EINVAL             /* a bad argument (caller's data refused)      */
+#define ZMR_ENOMEM ZR_ENOMEM             /* an allocation failed                        */
+#define ZMR_EIO ZR_EIO                   /* LMDB / the OS refused a file operation      */
+#define ZMR_EBUSY ZR_EBUSY               /* the environment is locked                   */
+#define ZMR_EEXIST ZR_EEXIST             /* create: the path already exists             */
+#define ZMR_ENOTCOLL ZR_ENOTSTORE        /* open: not an mrec-lmdb collection           */
+#define ZMR_ERANGE ZR_ERANGE             /* a record / frame / block / column not there */
+#define ZMR_ECORRUPT ZR_ECORRUPT         /* stored bytes break a rule of the layout     */
+#define ZMR_EUNSUPPORTED ZR_EUNSUPPORTED /* a version this library does not read        */
+#define ZMR_ESTATE ZR_ESTATE             /* call out of order (writer after failure...) */
 
-/* The calling thread's detail for its last failure ("" if none). Valid
- * until the thread's next failing libzmrec call. */
+/* zr_last_error() and zr_strerror(status) under this library's prefix:
+ * the detail is the one every loaderx-in-C library shares, so a failure
+ * here reads the same through either name. */
 ZMR_API const char *zmr_last_error(void);
-/* A fixed short text for a status ("corrupt", ...). */
 ZMR_API const char *zmr_strerror(int status);
 /* Free memory this library handed out (encoded frames, JSON texts). */
 ZMR_API void zmr_free(void *p);

@@ -19,55 +19,24 @@ const char *zmrec_version(void)
         ZMREC_VERSION_PATCH);
 }
 
-static _Thread_local char err_detail[1024];
-
 zmr_status zmr_err(zmr_status st, const char *fmt, ...)
 {
-    /* formatted aside first: an argument may be the detail itself
-     * (re-raising a detail under another status) */
-    char tmp[sizeof err_detail];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    zr_set_errorv(st, fmt, ap);
     va_end(ap);
-    memcpy(err_detail, tmp, sizeof tmp);
     return st;
 }
 
 zmr_status zmr_err_prefix(zmr_status st, const char *prefix)
 {
-    char tmp[sizeof err_detail];
-    size_t n = strlen(prefix);
-    memcpy(tmp, err_detail, sizeof tmp);
-    if (n > sizeof err_detail / 2)
-        n = sizeof err_detail / 2;
-    memcpy(err_detail, prefix, n);
-    err_detail[n] = ':';
-    err_detail[n + 1] = ' ';
-    memcpy(err_detail + n + 2, tmp, sizeof err_detail - n - 3);
-    err_detail[sizeof err_detail - 1] = '\0';
+    zr_error_context("%s", prefix);
     return st;
 }
 
-const char *zmr_last_error(void) { return err_detail; }
+const char *zmr_last_error(void) { return zr_last_error(); }
 
-const char *zmr_strerror(int status)
-{
-    switch (status) {
-    case ZMR_OK: return "ok";
-    case ZMR_EINVAL: return "invalid argument";
-    case ZMR_ENOMEM: return "out of memory";
-    case ZMR_EIO: return "I/O error";
-    case ZMR_EBUSY: return "busy";
-    case ZMR_EEXIST: return "already exists";
-    case ZMR_ENOTCOLL: return "not an mrec-lmdb collection";
-    case ZMR_ERANGE: return "out of range";
-    case ZMR_ECORRUPT: return "corrupt";
-    case ZMR_EUNSUPPORTED: return "unsupported version";
-    case ZMR_ESTATE: return "invalid state";
-    default: return "unknown status";
-    }
-}
+const char *zmr_strerror(int status) { return zr_strerror(status); }
 
 void zmr_free(void *p) { free(p); }
 

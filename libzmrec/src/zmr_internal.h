@@ -7,6 +7,7 @@
 #include <json-c/json.h>
 
 #include "zmrec.h"
+#include "zrerror_sys.h"
 
 #define ZMR_HIDDEN __attribute__((visibility("hidden")))
 /* printf checks; on mingw those of the CRT printf in use. */

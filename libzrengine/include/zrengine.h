@@ -26,7 +26,8 @@
  * copy in meta.zr. A reader trusts only what meta.zr says is committed.
  * sync, close, delete and compact return with every record durable.
  *
- * Errors: functions return 0 (ZR_OK) or a negative zr_status. The calling
+ * Errors: functions return 0 (ZR_OK) or a negative zr_status (zrerror.h,
+ * the error module every library shares). The calling
  * thread's detail message, zr_last_error(), then says what and where, and
  * zr_last_errno() the OS error number behind it (0 if none). Nothing here
  * prints or aborts.
@@ -61,6 +62,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "zrerror.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -91,62 +94,9 @@ ZRE_API const char *zrengine_version_string(void);
 
 /* ================================================================ errors */
 
-/* The one status enum shared by every loaderx-in-C library. */
-typedef enum zr_status {
-    ZR_OK = 0,
-    ZR_EINVAL = -1,       /* a bad argument: wrong size, dtype, shape, NULL */
-    ZR_ENOMEM = -2,       /* an allocation failed */
-    ZR_EIO = -3,          /* the operating system refused a file operation */
-    ZR_EBUSY = -4,        /* the store is locked by another handle/process */
-    ZR_EEXIST = -5,       /* create: the path already exists */
-    ZR_ENOTSTORE = -6,    /* open: the path is not a store, or is malformed */
-    ZR_ERANGE = -7,       /* an index is out of range */
-    ZR_ECORRUPT = -8,     /* stored bytes are inconsistent or fail to decode */
-    ZR_ETOOBIG = -9,      /* a record over ZRE_RECORD_MAX bytes */
-    ZR_EUNSUPPORTED = -10,/* an operation this handle or build cannot do */
-    ZR_ECLOSED = -11,     /* the object was closed or shut down */
-    ZR_ESTATE = -12,      /* an error earlier in a pipeline (see detail) */
-    ZR_EINTR = -13        /* stopped early by zre_interrupt; the store is intact */
-} zr_status;
-
-/* Short fixed text for a status ("store is busy", ...). Static storage. */
-ZRE_API const char *zr_strerror(int status);
-
-/* The calling thread's detail message for its most recent failure, e.g.
- * "gather: index 70000 out of range for store of 60000 records".
- * Valid until the same thread's next failing call; never free. Returns ""
- * when nothing failed yet on this thread. */
-ZRE_API const char *zr_last_error(void);
-
-/* The operating-system error number (errno: ENOSPC, EACCES, ENOENT...)
- * behind the calling thread's most recent failure, or 0 when that failure
- * did not come from the OS (a bad argument, a damaged file). Bindings use
- * it to raise their language's OS error kinds. */
-ZRE_API int zr_last_errno(void);
-
-/* Set the calling thread's detail message (printf-style) and return
- * `status`. For the layers above the engine; not for general use. The
- * OS errno of the failure (zr_last_errno) is the one last passed to
- * zr_os_strerror on this thread since the previous zr_set_error, else 0. */
-ZRE_API int zr_set_error(int status, const char *fmt, ...)
-#if defined(__MINGW_PRINTF_FORMAT) /* mingw: the checks of the CRT printf in use */
-    __attribute__((format(__MINGW_PRINTF_FORMAT, 2, 3)))
-#elif defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-/* strerror(-neg_errno) for a message argument, remembering the errno for
- * the zr_set_error call it is an argument of. `neg_errno` is a platform
- * status (-errno); a non-OS status gives a fixed text and no errno. For
- * the layers above the engine; not for general use. */
-ZRE_API const char *zr_os_strerror(int neg_errno);
-
-/* Check a path handed in by a language binding: `len` is the length the
- * language knows (its string may hold bytes past a NUL that C would cut
- * at). ZR_EINVAL, naming `what`, for an embedded NUL or an empty path;
- * ZR_OK otherwise. Every binding calls it for every path argument. */
-ZRE_API int zr_check_path(const char *path, size_t len, const char *what);
+/* The status enum (zr_status), zr_strerror, zr_status_name, zr_last_error,
+ * zr_last_errno and zr_error_context come from zrerror.h, the error module
+ * every loaderx-in-C library shares. */
 
 /* ================================================================ codecs */
 

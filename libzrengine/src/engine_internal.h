@@ -31,6 +31,7 @@
 
 #include "zr_platform.h"
 #include "zrengine.h"
+#include "zrerror_sys.h"
 #include "pool.h"
 
 /* Format geometry. The public limits are the format; these internal copies
@@ -243,7 +244,7 @@ static inline void zre_fdtab_grow(zre_fdtab *t, uint64_t id, uint64_t end)
 
 /* A remote read failed; its status is zre_remote_status() and its message
  * the thread's current error (zr_os_strerror returns it). */
-#define ZRE_EREMOTE (-100100)
+#define ZRE_EREMOTE ZR_OS_EDETAIL
 int zre_remote_status(void);
 int zre_remote_pread(struct zrr_obj *o, void *buf, size_t len, uint64_t off);
 

@@ -229,6 +229,82 @@ static const char *escape_bytes(const char *p, size_t n, size_t max_in, char *ou
 #define QUOTE_MAX 20
 
 /* Fill id from the map; -1 with a reason on anything unexpected. */
+/* The value of 'dtype': one of the dtype strings. */
+static int read_dtype(const msgpack_object *v, zrs_identity *id, char *why)
+{
+    if (v->type != MSGPACK_OBJECT_STR) {
+        snprintf(why, ZRS_WHY_MAX, "'dtype' is a %s, expected str", type_name(v->type));
+        return -1;
+    }
+    for (int d = 0; d < ZRS_DTYPE_COUNT; d++) {
+        if (str_is(v, zrs_dtype_str((zrs_dtype)d))) {
+            id->dtype = (zrs_dtype)d;
+            return 0;
+        }
+    }
+    char q[4 * QUOTE_MAX + 4];
+    snprintf(why, ZRS_WHY_MAX, "unsupported dtype '%s'",
+             escape_bytes(v->via.str.ptr, v->via.str.size, QUOTE_MAX, q));
+    return -1;
+}
+
+/* The value of 'item_shape': at most ZRS_MAX_NDIM non-negative ints. */
+static int read_shape(const msgpack_object *v, zrs_identity *id, char *why)
+{
+    if (v->type != MSGPACK_OBJECT_ARRAY) {
+        snprintf(why, ZRS_WHY_MAX, "'item_shape' is a %s, expected array", type_name(v->type));
+        return -1;
+    }
+    if (v->via.array.size > ZRS_MAX_NDIM) {
+        snprintf(why, ZRS_WHY_MAX, "'item_shape' has %" PRIu32 " dims, at most %d allowed",
+                 v->via.array.size, ZRS_MAX_NDIM);
+        return -1;
+    }
+    id->ndim = v->via.array.size;
+    for (uint32_t j = 0; j < v->via.array.size; j++) {
+        const msgpack_object *d = &v->via.array.ptr[j];
+        if (d->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+            snprintf(why, ZRS_WHY_MAX,
+                     "item_shape[%" PRIu32 "] is a %s, expected a "
+                     "non-negative int", j, type_name(d->type));
+            return -1;
+        }
+        id->shape[j] = d->via.u64;
+    }
+    return 0;
+}
+
+/* The value of 'uuid': the 36-character text form. */
+static int read_uuid(const msgpack_object *v, zrs_identity *id, char *why)
+{
+    if (v->type != MSGPACK_OBJECT_STR) {
+        snprintf(why, ZRS_WHY_MAX, "'uuid' is a %s, expected str", type_name(v->type));
+        return -1;
+    }
+    if (zrs_uuid_parse(v->via.str.ptr, v->via.str.size, id->uuid) != ZR_OK) {
+        char q[4 * QUOTE_MAX + 4];
+        snprintf(why, ZRS_WHY_MAX, "'uuid' is '%s', expected 36 characters "
+                 "8-4-4-4-12 of lowercase hex digits",
+                 escape_bytes(v->via.str.ptr, v->via.str.size, QUOTE_MAX, q));
+        return -1;
+    }
+    id->has_uuid = 1;
+    return 0;
+}
+
+/* Mark key `name` seen; -1 (saying so) when it was seen before. */
+static int first_time(int *seen, const char *name, char *why)
+{
+    if (*seen) {
+        snprintf(why, ZRS_WHY_MAX, "duplicate key '%s'", name);
+        return -1;
+    }
+    *seen = 1;
+    return 0;
+}
+
+/* The identity map: str keys 'dtype' (required), 'item_shape' (dense
+ * stores) and 'uuid', each once, and nothing else. */
 static int read_map(const msgpack_object *root, zrs_identity *id, char *why)
 {
     if (root->type != MSGPACK_OBJECT_MAP) {
@@ -241,88 +317,27 @@ static int read_map(const msgpack_object *root, zrs_identity *id, char *why)
     for (uint32_t i = 0; i < m->size; i++) {
         const msgpack_object *k = &m->ptr[i].key;
         const msgpack_object *v = &m->ptr[i].val;
+        int rc;
         if (k->type != MSGPACK_OBJECT_STR) {
             snprintf(why, ZRS_WHY_MAX, "map key %" PRIu32 " is a %s, expected str",
                      i, type_name(k->type));
             return -1;
         }
         if (str_is(k, KEY_DTYPE)) {
-            if (have_dtype) {
-                snprintf(why, ZRS_WHY_MAX, "duplicate key 'dtype'");
-                return -1;
-            }
-            have_dtype = 1;
-            if (v->type != MSGPACK_OBJECT_STR) {
-                snprintf(why, ZRS_WHY_MAX, "'dtype' is a %s, expected str",
-                         type_name(v->type));
-                return -1;
-            }
-            int found = 0;
-            for (int d = 0; d < ZRS_DTYPE_COUNT && !found; d++) {
-                if (str_is(v, zrs_dtype_str((zrs_dtype)d))) {
-                    id->dtype = (zrs_dtype)d;
-                    found = 1;
-                }
-            }
-            if (!found) {
-                char q[4 * QUOTE_MAX + 4];
-                snprintf(why, ZRS_WHY_MAX, "unsupported dtype '%s'",
-                         escape_bytes(v->via.str.ptr, v->via.str.size, QUOTE_MAX, q));
-                return -1;
-            }
+            rc = first_time(&have_dtype, "dtype", why) < 0 ? -1 : read_dtype(v, id, why);
         } else if (str_is(k, KEY_SHAPE)) {
-            if (have_shape) {
-                snprintf(why, ZRS_WHY_MAX, "duplicate key 'item_shape'");
-                return -1;
-            }
-            have_shape = 1;
-            if (v->type != MSGPACK_OBJECT_ARRAY) {
-                snprintf(why, ZRS_WHY_MAX, "'item_shape' is a %s, expected array",
-                         type_name(v->type));
-                return -1;
-            }
-            if (v->via.array.size > ZRS_MAX_NDIM) {
-                snprintf(why, ZRS_WHY_MAX,
-                         "'item_shape' has %" PRIu32 " dims, at most %d allowed",
-                         v->via.array.size, ZRS_MAX_NDIM);
-                return -1;
-            }
-            id->ndim = v->via.array.size;
-            for (uint32_t j = 0; j < v->via.array.size; j++) {
-                const msgpack_object *d = &v->via.array.ptr[j];
-                if (d->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
-                    snprintf(why, ZRS_WHY_MAX,
-                             "item_shape[%" PRIu32 "] is a %s, expected a "
-                             "non-negative int", j, type_name(d->type));
-                    return -1;
-                }
-                id->shape[j] = d->via.u64;
-            }
+            rc = first_time(&have_shape, "item_shape", why) < 0 ? -1 : read_shape(v, id, why);
         } else if (str_is(k, KEY_UUID)) {
-            if (have_uuid) {
-                snprintf(why, ZRS_WHY_MAX, "duplicate key 'uuid'");
-                return -1;
-            }
-            have_uuid = 1;
-            if (v->type != MSGPACK_OBJECT_STR) {
-                snprintf(why, ZRS_WHY_MAX, "'uuid' is a %s, expected str", type_name(v->type));
-                return -1;
-            }
-            if (zrs_uuid_parse(v->via.str.ptr, v->via.str.size, id->uuid) != ZR_OK) {
-                char q[4 * QUOTE_MAX + 4];
-                snprintf(why, ZRS_WHY_MAX, "'uuid' is '%s', expected 36 characters "
-                         "8-4-4-4-12 of lowercase hex digits",
-                         escape_bytes(v->via.str.ptr, v->via.str.size, QUOTE_MAX, q));
-                return -1;
-            }
-            id->has_uuid = 1;
+            rc = first_time(&have_uuid, "uuid", why) < 0 ? -1 : read_uuid(v, id, why);
         } else {
             char q[4 * QUOTE_MAX + 4];
             snprintf(why, ZRS_WHY_MAX,
                      "unexpected key '%s' (only 'dtype', 'item_shape' and 'uuid' "
                      "are allowed)", escape_bytes(k->via.str.ptr, k->via.str.size, QUOTE_MAX, q));
-            return -1;
+            rc = -1;
         }
+        if (rc < 0)
+            return -1;
     }
     if (!have_dtype) {
         snprintf(why, ZRS_WHY_MAX, "no 'dtype' key");

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "zrstore.h"
+#include "zrerror_sys.h"
 
 /* A store's type identity: what store.zr says, plus the derived record
  * width (dense only; 0 for ragged). */

@@ -1,6 +1,6 @@
 /*
  * zsampler.h - libzsampler, index generation for an endless, step-based
- * training loop. Depends on nothing.
+ * training loop. Depends on libzrerror only (its error detail).
  *
  * Every mode is a pure function of (seed, step): zsm_indices(cfg, step)
  * needs none of the steps before it, so resuming a run is a seek.
@@ -20,14 +20,19 @@
  * [r*batch_size, (r+1)*batch_size) of the global batch of G indices for the
  * step, so the ranks together behave as one sampler of batch G.
  *
- * Errors: functions return 0 or ZSM_EINVAL (-1, the same value as
- * ZR_EINVAL in zrengine.h). Nothing prints, allocates or keeps state.
+ * Errors: functions return 0 or ZSM_EINVAL (an alias of ZR_EINVAL in
+ * zrerror.h). A failure sets the thread's detail, zr_last_error(), naming
+ * the function, the bad parameter and its value ("zsm_validate: rank 4 is
+ * not below world_size 4"). Nothing prints or allocates; the detail is
+ * the only state.
  */
 #ifndef ZSAMPLER_H
 #define ZSAMPLER_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "zrerror.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,8 +68,9 @@ ZSM_API const char *zsampler_version_string(void);
  * kernel. Static string, never NULL. */
 ZSM_API const char *zsm_simd(void);
 
-#define ZSM_OK 0
-#define ZSM_EINVAL (-1)
+/* The statuses this library returns: aliases of zrerror.h's. */
+#define ZSM_OK ZR_OK
+#define ZSM_EINVAL ZR_EINVAL
 
 typedef enum zsm_mode {
     ZSM_SEQUENTIAL = 0,

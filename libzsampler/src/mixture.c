@@ -18,10 +18,12 @@
  * w uses about w of the positions of each of its own batches); sequential
  * positions advance as the source's window does, with the same thinning.
  */
+#include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
 
 #include "zsampler.h"
+#include "zrerror_sys.h"
 
 /* Per-source seeds are the mixture seed plus (k + 1) times this odd
  * constant (the golden ratio), the source draws use the seed itself; the
@@ -33,26 +35,38 @@
 
 int zsm_mixture_validate(const zsm_mixture *m)
 {
-    if (m == NULL || m->nsources == 0 || m->nsources > ZSM_MIXTURE_MAX_SOURCES ||
-        m->weights == NULL || m->lengths == NULL || m->modes == NULL)
-        return ZSM_EINVAL;
-    if (m->batch_size == 0 || m->world_size == 0 || m->rank >= m->world_size)
-        return ZSM_EINVAL;
-    if (m->batch_size > (uint64_t)UINT32_MAX / m->world_size)
-        return ZSM_EINVAL; /* the global batch G must fit 32 bits */
+#define MIX_FAIL(...) zr_set_error(ZSM_EINVAL, "zsm_mixture_validate: " __VA_ARGS__)
+    if (m == NULL) return MIX_FAIL("mixture is NULL");
+    if (m->nsources == 0 || m->nsources > ZSM_MIXTURE_MAX_SOURCES)
+        return MIX_FAIL("nsources %" PRIu32 " is not in 1..%u", m->nsources, ZSM_MIXTURE_MAX_SOURCES);
+    if (m->weights == NULL || m->lengths == NULL || m->modes == NULL)
+        return MIX_FAIL("%s is NULL", m->weights == NULL ? "weights"
+                                      : m->lengths == NULL ? "lengths" : "modes");
+    if (m->batch_size == 0) return MIX_FAIL("batch_size is 0 (need >= 1)");
+    if (m->world_size == 0) return MIX_FAIL("world_size is 0 (need >= 1)");
+    if (m->rank >= m->world_size)
+        return MIX_FAIL("rank %" PRIu32 " is not below world_size %" PRIu32, m->rank, m->world_size);
+    if (m->batch_size > (uint64_t)UINT32_MAX / m->world_size) /* G must fit 32 bits */
+        return MIX_FAIL("batch_size %" PRIu64 " * world_size %" PRIu32 " exceeds 2^32 - 1",
+                        m->batch_size, m->world_size);
     const uint64_t g = m->batch_size * m->world_size;
     double total = 0.0;
     for (uint32_t k = 0; k < m->nsources; k++) {
         double w = m->weights[k];
         if (!(w > 0.0) || !isfinite(w))
-            return ZSM_EINVAL;
+            return MIX_FAIL("weights[%" PRIu32 "] is %g (need > 0 and finite)", k, w);
         total += w;
-        if (m->lengths[k] == 0 || zsm_mode_name(m->modes[k]) == NULL)
-            return ZSM_EINVAL;
+        if (m->lengths[k] == 0)
+            return MIX_FAIL("lengths[%" PRIu32 "] is 0 (need >= 1)", k);
+        if (zsm_mode_name(m->modes[k]) == NULL)
+            return MIX_FAIL("modes[%" PRIu32 "] is %d, not a sampling mode", k, (int)m->modes[k]);
         if (m->modes[k] == ZSM_CYCLIC && m->lengths[k] < g)
-            return ZSM_EINVAL;
+            return MIX_FAIL("source %" PRIu32 " is cyclic with length %" PRIu64
+                            " < batch_size * world_size %" PRIu64, k, m->lengths[k], g);
     }
-    return isfinite(total) ? ZSM_OK : ZSM_EINVAL;
+    if (!isfinite(total)) return MIX_FAIL("the sum of the weights is not finite");
+    return ZSM_OK;
+#undef MIX_FAIL
 }
 
 /* The source whose cumulative weight interval holds the draw u. The sums

@@ -11,7 +11,10 @@
  * fit: the rows' free room indexes a hierarchical bitmap with a stack of
  * rows per value, so the tightest row is a find-next-set-bit away).
  */
+#include <inttypes.h>
+
 #include "zsampler.h"
+#include "zrerror_sys.h"
 #include "zsm_internal.h"
 
 #include <stdlib.h>
@@ -81,12 +84,23 @@ int zsm_pack_overlong_parse(const char *name, zsm_pack_overlong *out)
 
 int zsm_pack_validate(const zsm_pack *p)
 {
-    if (p == NULL || p->lengths == NULL) return ZSM_EINVAL;
-    if (p->ndocs == 0 || p->ndocs >= (UINT64_C(1) << 63)) return ZSM_EINVAL;
-    if (p->row_length == 0 || p->row_length > ZSM_PACK_MAX_LENGTH) return ZSM_EINVAL;
-    if (p->window == 0 || p->window > ZSM_PACK_MAX_WINDOW) return ZSM_EINVAL;
-    if (zsm_pack_policy_name(p->policy) == NULL) return ZSM_EINVAL;
-    if (zsm_pack_overlong_name(p->overlong) == NULL) return ZSM_EINVAL;
+    if (p == NULL) return zr_set_error(ZSM_EINVAL, "zsm_pack_validate: pack is NULL");
+    if (p->lengths == NULL) return zr_set_error(ZSM_EINVAL, "zsm_pack_validate: lengths is NULL");
+    if (p->ndocs == 0 || p->ndocs >= (UINT64_C(1) << 63))
+        return zr_set_error(ZSM_EINVAL, "zsm_pack_validate: ndocs %" PRIu64 " is not in 1..2^63 - 1",
+                            p->ndocs);
+    if (p->row_length == 0 || p->row_length > ZSM_PACK_MAX_LENGTH)
+        return zr_set_error(ZSM_EINVAL, "zsm_pack_validate: row_length %" PRIu64 " is not in 1..%u",
+                            p->row_length, ZSM_PACK_MAX_LENGTH);
+    if (p->window == 0 || p->window > ZSM_PACK_MAX_WINDOW)
+        return zr_set_error(ZSM_EINVAL, "zsm_pack_validate: window %" PRIu64 " is not in 1..%u",
+                            p->window, ZSM_PACK_MAX_WINDOW);
+    if (zsm_pack_policy_name(p->policy) == NULL)
+        return zr_set_error(ZSM_EINVAL, "zsm_pack_validate: policy %d is not a packing policy",
+                            (int)p->policy);
+    if (zsm_pack_overlong_name(p->overlong) == NULL)
+        return zr_set_error(ZSM_EINVAL, "zsm_pack_validate: overlong %d is not an overlong rule "
+                            "(split, truncate, drop)", (int)p->overlong);
     return ZSM_OK;
 }
 

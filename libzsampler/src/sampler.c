@@ -11,6 +11,7 @@
 #include "zsampler.h"
 #include "zsm_internal.h"
 
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,14 +54,16 @@ int zsm__name_eq(const char *a, const char *b)
 int zsm_mode_parse(const char *name, zsm_mode *out)
 {
     static const zsm_mode modes[] = {ZSM_SEQUENTIAL, ZSM_IID, ZSM_CYCLIC};
-    if (name == NULL || out == NULL) return ZSM_EINVAL;
+    if (name == NULL || out == NULL)
+        return zr_set_error(ZSM_EINVAL, "zsm_mode_parse: %s is NULL", name == NULL ? "name" : "out");
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         if (zsm__name_eq(name, zsm_mode_name(modes[i]))) {
             *out = modes[i];
             return ZSM_OK;
         }
     }
-    return ZSM_EINVAL;
+    return zr_set_error(ZSM_EINVAL, "zsm_mode_parse: unknown mode \"%.64s\" (sequential, iid, cyclic)",
+                        name);
 }
 
 /* ------------------------------------------------------------ arithmetic */
@@ -126,16 +129,39 @@ static int global_batch(const zsm_config *cfg, uint64_t *g)
     return ZSM_OK;
 }
 
+/* The rules an endless sampler and a pass share: length, batch_size and
+ * world_size >= 1, rank < world_size, and G = batch_size * world_size
+ * within 64 bits (*g). The detail names `fn`, the parameter and its value. */
+static int check_geometry(const char *fn, uint64_t length, uint64_t batch_size, uint32_t rank,
+                          uint32_t world_size, uint64_t *g)
+{
+    uint64_t hi;
+    if (length == 0) return zr_set_error(ZSM_EINVAL, "%s: length is 0 (need >= 1)", fn);
+    if (batch_size == 0) return zr_set_error(ZSM_EINVAL, "%s: batch_size is 0 (need >= 1)", fn);
+    if (world_size == 0) return zr_set_error(ZSM_EINVAL, "%s: world_size is 0 (need >= 1)", fn);
+    if (rank >= world_size)
+        return zr_set_error(ZSM_EINVAL, "%s: rank %" PRIu32 " is not below world_size %" PRIu32, fn,
+                            rank, world_size);
+    *g = mul128(batch_size, (uint64_t)world_size, &hi);
+    if (hi != 0)
+        return zr_set_error(ZSM_EINVAL, "%s: batch_size %" PRIu64 " * world_size %" PRIu32
+                            " exceeds 2^64 - 1", fn, batch_size, world_size);
+    return ZSM_OK;
+}
+
 int zsm_validate(const zsm_config *cfg)
 {
-    uint64_t g;
-    if (cfg == NULL) return ZSM_EINVAL;
-    if (cfg->length == 0 || cfg->batch_size == 0 || cfg->world_size == 0)
+    uint64_t g = 0;
+    if (cfg == NULL) return zr_set_error(ZSM_EINVAL, "zsm_validate: config is NULL");
+    if (zsm_mode_name(cfg->mode) == NULL)
+        return zr_set_error(ZSM_EINVAL, "zsm_validate: mode %d is not a sampling mode "
+                            "(sequential, iid, cyclic)", (int)cfg->mode);
+    if (check_geometry("zsm_validate", cfg->length, cfg->batch_size, cfg->rank, cfg->world_size,
+                       &g) != ZSM_OK)
         return ZSM_EINVAL;
-    if (cfg->rank >= cfg->world_size) return ZSM_EINVAL;
-    if (zsm_mode_name(cfg->mode) == NULL) return ZSM_EINVAL;
-    if (global_batch(cfg, &g) != ZSM_OK) return ZSM_EINVAL;
-    if (cfg->mode == ZSM_CYCLIC && g > cfg->length) return ZSM_EINVAL;
+    if (cfg->mode == ZSM_CYCLIC && g > cfg->length)
+        return zr_set_error(ZSM_EINVAL, "zsm_validate: cyclic mode needs length >= batch_size * "
+                            "world_size, got length %" PRIu64 " < %" PRIu64, cfg->length, g);
     return ZSM_OK;
 }
 
@@ -300,7 +326,8 @@ static void run_cyclic(const zsm_config *cfg, uint64_t g, uint64_t step,
 int zsm_indices(const zsm_config *cfg, uint64_t step, uint64_t *out)
 {
     uint64_t g = 0;
-    if (out == NULL || zsm_validate(cfg) != ZSM_OK) return ZSM_EINVAL;
+    if (out == NULL) return zr_set_error(ZSM_EINVAL, "zsm_indices: out is NULL");
+    if (zsm_validate(cfg) != ZSM_OK) return ZSM_EINVAL;
     (void)global_batch(cfg, &g); /* cannot fail once validated */
     switch (cfg->mode) {
     case ZSM_SEQUENTIAL: run_sequential(cfg, g, step, out); break;
@@ -316,12 +343,9 @@ int zsm_indices(const zsm_config *cfg, uint64_t step, uint64_t *out)
 
 int zsm_pass_validate(const zsm_pass *p)
 {
-    uint64_t hi;
-    if (p == NULL || p->length == 0 || p->batch_size == 0 || p->world_size == 0)
-        return ZSM_EINVAL;
-    if (p->rank >= p->world_size) return ZSM_EINVAL;
-    (void)mul128(p->batch_size, (uint64_t)p->world_size, &hi);
-    return hi != 0 ? ZSM_EINVAL : ZSM_OK;
+    uint64_t g = 0;
+    if (p == NULL) return zr_set_error(ZSM_EINVAL, "zsm_pass_validate: pass is NULL");
+    return check_geometry("zsm_pass_validate", p->length, p->batch_size, p->rank, p->world_size, &g);
 }
 
 /* floor(r_total * k / w) exactly, for k <= w < 2^32: the remainder part
@@ -356,8 +380,12 @@ uint64_t zsm_pass_steps(const zsm_pass *p)
 
 int zsm_pass_indices(const zsm_pass *p, uint64_t step, uint64_t *out, uint64_t *count)
 {
-    if (out == NULL || count == NULL || zsm_pass_validate(p) != ZSM_OK) return ZSM_EINVAL;
-    if (step >= zsm_pass_steps(p)) return ZSM_EINVAL;
+    if (out == NULL || count == NULL)
+        return zr_set_error(ZSM_EINVAL, "zsm_pass_indices: %s is NULL", out == NULL ? "out" : "count");
+    if (zsm_pass_validate(p) != ZSM_OK) return ZSM_EINVAL;
+    if (step >= zsm_pass_steps(p))
+        return zr_set_error(ZSM_EINVAL, "zsm_pass_indices: step %" PRIu64 " is past the pass's end "
+                            "(%" PRIu64 " steps)", step, zsm_pass_steps(p));
     const uint64_t g = p->batch_size * (uint64_t)p->world_size;
     uint64_t pos, n;
     if (step < p->length / g) {

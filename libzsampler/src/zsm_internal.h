@@ -9,6 +9,8 @@
 
 #include <stdint.h>
 
+#include "zrerror_sys.h"
+
 /* The counter stride (2^64 / golden ratio, odd) and the two multipliers of
  * the 64-bit finalizer (SplitMix64's): mix64(z) is
  *   z ^= z >> 30; z *= MIX_M1; z ^= z >> 27; z *= MIX_M2; z ^= z >> 31. */

@@ -37,6 +37,7 @@
 #include "zr_test_util.h"
 #include "zrengine.h"
 #include "zrstore.h"
+#include "zrerror_sys.h"
 
 /* ------------------------------------------------------------- records */
 

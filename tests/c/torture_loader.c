@@ -22,6 +22,7 @@
 
 #include "zr_platform.h"
 #include "zr_test_util.h"
+#include "zrerror_sys.h"
 
 #define N 1000u       /* records per stream */
 #define NSTREAMS 3

@@ -21,6 +21,7 @@
 #include <zloader.h>
 
 #include "zr_test_util.h"
+#include "zrerror_sys.h"
 
 typedef zt_dir fixture;
 

@@ -116,10 +116,11 @@ T.test("empty appends", function()
   T.eq(#s, 1); T.eq(#r, 1)
 end)
 
-T.test("sampler errors name the mode", function()
-  T.raises("mode 'cyclic'", zr.sampler, { length = 3, batch_size = 4 })
-  T.raises("mode 'sequential'", zr.sampler, { length = 0, batch_size = 1, mode = "sequential" })
-  T.raises("mode 'iid'", zr.raw.sampler_indices, { length = 0, batch_size = 1, mode = 1 }, 0)
+T.test("sampler errors name the parameter and its value (the C library's detail)", function()
+  T.raises("^EINVAL: zsm_validate: cyclic mode needs length >= batch_size %* world_size, got length 3 < 4",
+           zr.sampler, { length = 3, batch_size = 4 })
+  T.raises("^EINVAL: zsm_validate: length is 0", zr.sampler, { length = 0, batch_size = 1, mode = "sequential" })
+  T.raises("^EINVAL: zsm_validate: length is 0", zr.raw.sampler_indices, { length = 0, batch_size = 1, mode = 1 }, 0)
   T.raises("^EINVAL: sampler: unknown option 'size' %(valid options: length, batch_size, mode, seed, rank, world_size%)",
            zr.sampler, { length = 3, size = 1 })
 end)
@@ -131,6 +132,28 @@ T.test("paths with an embedded NUL are refused, not cut short", function()
   zr.create_dense(base, "uint8", { 1 }, "raw"):close()
   T.raises("^EINVAL: .*embedded NUL", zr.open, base .. "\0/x")
   T.raises("^EINVAL: .*embedded NUL", zr.open, base .. "\0/x", { readonly = true })
+end)
+
+T.test("codes and names are the C table's", function()
+  local raw = zr.raw
+  local n = 0
+  for s = 0, raw.ZR_STATUS_LAST, -1 do
+    local name = raw.zr_status_name(s)
+    T.ok(type(name) == "string", "zr_status_name(" .. s .. ")")
+    T.eq(raw["ZR_" .. name], s, "ZR_" .. name)
+    T.ok(#raw.zr_strerror(s) > 0 and raw.zr_strerror(s) ~= "unknown error", "zr_strerror(" .. s .. ")")
+    n = n + 1
+  end
+  T.eq(n, raw.ZR_STATUS_COUNT, "statuses in the table")
+  T.eq(raw.zr_status_name(raw.ZR_STATUS_LAST - 1), nil, "a code past the table")
+  -- every ZR_ constant the module exports is in the table
+  for k, v in pairs(raw) do
+    if k:match("^ZR_E") or k == "ZR_OK" then
+      T.eq(raw.zr_status_name(v), k:sub(4), k)
+    end
+  end
+  -- an error's code prefix is the C name, its detail the library's
+  T.raises("^" .. raw.zr_status_name(raw.ZR_ENOTSTORE) .. ": ", zr.open, T.path("missing"))
 end)
 
 T.run()

@@ -103,7 +103,10 @@ T.test("sampler", function()
   T.eq(table.concat(sm:indices(1), ","), table.concat(b, ","), "pure function of step")
   local iid = zr.sampler { length = 3, batch_size = 8, mode = "iid", seed = -1 }
   for _, v in ipairs(iid:indices(5)) do T.ok(v >= 0 and v < 3 and math.type(v) == "integer", "iid range") end
-  T.raises("^EINVAL: .*invalid configuration", zr.sampler, { length = 3, batch_size = 4 })
+  T.raises("^EINVAL: zsm_validate: cyclic mode needs length >= batch_size %* world_size, got length 3 < 4",
+           zr.sampler, { length = 3, batch_size = 4 })
+  T.raises("^EINVAL: zsm_validate: rank 2 is not below world_size 2", zr.sampler,
+           { length = 8, batch_size = 1, rank = 2, world_size = 2 })
   T.raises("^EINVAL: field 'mode'", zr.sampler, { length = 3, batch_size = 1, mode = "random" })
 end)
 

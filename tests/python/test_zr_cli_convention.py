@@ -134,7 +134,8 @@ def test_json_on_every_reporting_command(tmp_path):
     with DenseStore.create(str(big), "uint8", (64,)) as st:
         st.append(np.random.default_rng(1).integers(0, 8, (4000, 64), dtype=np.uint8))
     checks = [
-        (["version"], lambda j: set(j) == {"zrengine", "zrstore", "zsampler", "zloader", "zmrec"}),
+        (["version"], lambda j: set(j) == {"zrengine", "zrstore", "zsampler", "zloader", "zmrec",
+                                           "zrerror"}),
         (["info", path], lambda j: j["records"] == 50 and j["codec"] == "zstd"),
         (["verify", path], lambda j: j["ok"] and j["records"] == 50),
         (["stats", path], lambda j: j["values"]["count"] == 800),
@@ -194,11 +195,12 @@ def test_man_page_and_bash_completion_are_installed():
     assert out.stdout.split("\n")[:2] == ["zstd zstd_dict", "train-dict"], out
 
 
-def test_version_lists_five_libraries():
+def test_version_lists_native_libraries():
     res = zr("version")
     assert res.returncode == OK
     names = [line.split()[0] for line in res.stdout.decode().splitlines()]
-    assert names == ["libzrengine", "libzrstore", "libzsampler", "libzloader", "libzmrec"]
+    assert names == ["libzrengine", "libzrstore", "libzsampler", "libzloader", "libzmrec",
+                     "libzrerror"]
     assert json.loads(zr("version", "--json").stdout)["zrstore"].count(".") == 2
 
 

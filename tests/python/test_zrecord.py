@@ -389,10 +389,24 @@ def test_views_share_one_buffer(ragged8):
 # ---------------------------------------------------------------- errors
 
 def test_status_codes_match_native():
-    for name in ("ZR_OK", "ZR_EINVAL", "ZR_ENOMEM", "ZR_EIO", "ZR_EBUSY", "ZR_EEXIST",
-                 "ZR_ENOTSTORE", "ZR_ERANGE", "ZR_ECORRUPT", "ZR_ETOOBIG",
-                 "ZR_EUNSUPPORTED", "ZR_ECLOSED", "ZR_ESTATE", "ZR_EINTR"):
-        assert getattr(errors, name) == getattr(_zr, name), name
+    # The C table (zrerror.h) walked from ZR_OK down to ZR_STATUS_LAST: each
+    # status has its constant in loaderx.errors with the same value and
+    # name, and (below 0) its exception class; no constant of
+    # loaderx.errors is outside the table.
+    c_names = {}
+    for code in range(0, _zr.ZR_STATUS_LAST - 1, -1):
+        name = _zr.zr_status_name(code)
+        assert name, code
+        assert _zr.zr_strerror(code) not in ("", "unknown error"), code
+        c_names["ZR_" + name] = code
+        assert getattr(errors, "ZR_" + name) == code == getattr(_zr, "ZR_" + name), name
+        if code < 0:
+            assert code in errors._CLASSES, name
+    assert len(c_names) == _zr.ZR_STATUS_COUNT
+    assert _zr.zr_status_name(_zr.ZR_STATUS_LAST - 1) is None
+    py_names = {k: v for k, v in vars(errors).items() if k.startswith("ZR_")}
+    assert py_names == c_names
+    assert set(errors._CLASSES) == {c for c in c_names.values() if c < 0}
 
 
 def test_from_status_mapping():

@@ -43,7 +43,7 @@ static const struct command {
     {"train-dict", zr_cmd_train_dict, "train-dict STORE -o DICT a zstd dictionary (--tier fast|balanced|max)"},
     {"recode", zr_cmd_recode, "recode SRC DST --codec C copy a store into another codec"},
     {"mrec", zr_cmd_mrec, "mrec validate|info|dump|import ...  mrec-lmdb collections"},
-    {"version", cmd_version, "version                  versions of zr's five libraries"},
+    {"version", cmd_version, "version                  versions of zr's native libraries"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -107,11 +107,12 @@ static int cmd_version(int argc, char **argv)
     int st = zr_parse_args(&VERSION, options, argc, argv, &args);
     if (st != ZR_ARGS_GO)
         return st;
-    const char *names[] = {"zrengine", "zrstore", "zsampler", "zloader", "zmrec"};
+    const char *names[] = {"zrengine", "zrstore", "zsampler", "zloader", "zmrec", "zrerror"};
     const char *vers[] = {zrengine_version_string(), zrstore_version_string(),
-                          zsampler_version_string(), zloader_version_string(), zmrec_version()};
+                          zsampler_version_string(), zloader_version_string(), zmrec_version(),
+                          zrerror_version_string()};
     json_object *j = json ? json_object_new_object() : NULL;
-    for (size_t i = 0; i < 5; i++) {
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (json)
             zr_json_str(j, names[i], vers[i]);
         else

@@ -18,10 +18,11 @@ from ._version import __version__
 
 
 def native_versions():
-    """The run-time versions of the five native libraries, as strings:
-    {"zrengine": "0.1.0", "zrstore": ..., "zsampler": ..., "zloader": ...,
-    "zmrec": ...}."""
+    """The run-time versions of the native libraries, as strings:
+    {"zrerror": "0.1.0", "zrengine": ..., "zrstore": ..., "zsampler": ...,
+    "zloader": ..., "zmrec": ...}."""
     return {
+        "zrerror": _zr.zrerror_version_string(),
         "zrengine": _zr.zrengine_version_string(),
         "zrstore": _zr.zrstore_version_string(),
         "zsampler": _zr.zsampler_version_string(),

@@ -41,7 +41,8 @@ closed object follows Python's file objects: ``ValueError``.
 
 import errno
 
-# Values of zr_status in zrengine.h (checked against loaderx._zr by the tests).
+# Values of zr_status in zrerror.h, the C libraries' one status table (a test
+# compares every code and name, and the class table, with loaderx._zr).
 ZR_OK = 0
 ZR_EINVAL = -1
 ZR_ENOMEM = -2
