@@ -12,23 +12,24 @@ import (
 // every C status has its Go constant and sentinel, with the same code,
 // name and zr_strerror text, and no Go constant is outside the table.
 func TestStatusTableMatchesC(t *testing.T) {
-	goStatus := map[string]zrecord.Status{
-		"EINVAL": zrecord.StatusInvalid, "ENOMEM": zrecord.StatusNoMemory,
-		"EIO": zrecord.StatusIO, "EBUSY": zrecord.StatusBusy,
-		"EEXIST": zrecord.StatusExist, "ENOTSTORE": zrecord.StatusNotStore,
-		"ERANGE": zrecord.StatusRange, "ECORRUPT": zrecord.StatusCorrupt,
-		"ETOOBIG": zrecord.StatusTooBig, "EUNSUPPORTED": zrecord.StatusUnsupported,
-		"ECLOSED": zrecord.StatusClosed, "ESTATE": zrecord.StatusState,
-		"EINTR": zrecord.StatusInterrupted,
+	type entry struct {
+		status   zrecord.Status
+		sentinel *zrecord.Error
 	}
-	sentinels := map[string]*zrecord.Error{
-		"EINVAL": zrecord.ErrInvalid, "ENOMEM": zrecord.ErrNoMemory,
-		"EIO": zrecord.ErrIO, "EBUSY": zrecord.ErrBusy,
-		"EEXIST": zrecord.ErrExist, "ENOTSTORE": zrecord.ErrNotStore,
-		"ERANGE": zrecord.ErrRange, "ECORRUPT": zrecord.ErrCorrupt,
-		"ETOOBIG": zrecord.ErrTooBig, "EUNSUPPORTED": zrecord.ErrUnsupported,
-		"ECLOSED": zrecord.ErrClosed, "ESTATE": zrecord.ErrState,
-		"EINTR": zrecord.ErrInterrupted,
+	goStatus := map[string]entry{
+		"EINVAL":       {zrecord.StatusInvalid, zrecord.ErrInvalid},
+		"ENOMEM":       {zrecord.StatusNoMemory, zrecord.ErrNoMemory},
+		"EIO":          {zrecord.StatusIO, zrecord.ErrIO},
+		"EBUSY":        {zrecord.StatusBusy, zrecord.ErrBusy},
+		"EEXIST":       {zrecord.StatusExist, zrecord.ErrExist},
+		"ENOTSTORE":    {zrecord.StatusNotStore, zrecord.ErrNotStore},
+		"ERANGE":       {zrecord.StatusRange, zrecord.ErrRange},
+		"ECORRUPT":     {zrecord.StatusCorrupt, zrecord.ErrCorrupt},
+		"ETOOBIG":      {zrecord.StatusTooBig, zrecord.ErrTooBig},
+		"EUNSUPPORTED": {zrecord.StatusUnsupported, zrecord.ErrUnsupported},
+		"ECLOSED":      {zrecord.StatusClosed, zrecord.ErrClosed},
+		"ESTATE":       {zrecord.StatusState, zrecord.ErrState},
+		"EINTR":        {zrecord.StatusInterrupted, zrecord.ErrInterrupted},
 	}
 	last := zrcore.ZR_STATUS_LAST
 	if n := 1 - last; n != zrcore.ZR_STATUS_COUNT || len(goStatus) != n-1 {
@@ -37,7 +38,8 @@ func TestStatusTableMatchesC(t *testing.T) {
 	}
 	for code := -1; code >= last; code-- {
 		name := zrcore.Zr_status_name(code)
-		st, ok := goStatus[name]
+		en, ok := goStatus[name]
+		st := en.status
 		if !ok {
 			t.Errorf("C status %d (%s) has no Go constant", code, name)
 			continue
@@ -49,7 +51,7 @@ func TestStatusTableMatchesC(t *testing.T) {
 			t.Errorf("Status(%d): Name %q String %q, C: %q %q", code, st.Name(), st.String(),
 				name, zrcore.Zr_strerror(code))
 		}
-		e := sentinels[name]
+		e := en.sentinel
 		if e == nil || int(e.Code) != code || e.Msg != zrcore.Zr_strerror(code) {
 			t.Errorf("sentinel for %s is %+v, want code %d text %q", name, e, code,
 				zrcore.Zr_strerror(code))
