@@ -393,8 +393,9 @@ void zrr_fetch_release(zrr_ctx *c, zrr_ticket *t)
     }
     zrp_mutex_unlock(&c->lock);
     if (free_now)
-        zrr_ticket_free(t);
-    zrr_worker_wake(c);
+        zrr_ticket_free(t); /* nothing queued for it: the worker has nothing to do */
+    else
+        zrr_worker_wake(c); /* to abort the jobs nobody else waits for */
 }
 
 void zrr_prefetch(zrr_ctx *c, const zrr_range *r, size_t n)
@@ -525,6 +526,21 @@ int zrr_pread(zrr_obj *o, void *buf, size_t len, uint64_t off, const volatile in
         len -= (size_t)take;
     }
     return ZR_OK;
+}
+
+const unsigned char *zrr_held_span(zrr_obj *o, uint64_t off, size_t len)
+{
+    if (len == 0 || off > o->size || len > o->size - off)
+        return NULL;
+    const unsigned shift = o->ctx->cfg.block_shift;
+    uint32_t b = (uint32_t)(off >> shift);
+    if ((off + len - 1) >> shift != b)
+        return NULL; /* spans two blocks: the caller copies it with zrr_pread */
+    const zrr_blk *k = &o->blk[b];
+    uint64_t s = atomic_load_explicit(&k->st, memory_order_acquire);
+    if ((s & (ZRR_MAPPED | ZRR_DYING)) != ZRR_MAPPED || (s & ZRR_REFS) == 0)
+        return NULL; /* not in memory, or not held */
+    return k->map + (off - ((uint64_t)b << shift));
 }
 
 double zrr_cached_fraction(zrr_obj *o, unsigned samples)

@@ -98,6 +98,13 @@ int zrr_fetch_wait(zrr_ctx *c, zrr_ticket *ticket);
 void zrr_fetch_release(zrr_ctx *c, zrr_ticket *ticket);
 void zrr_prefetch(zrr_ctx *c, const zrr_range *r, size_t n);
 
+/* The address of bytes [off, off + len) of the object when they lie
+ * inside one block that is in memory (cached and mapped, or kept for its
+ * holders); else NULL. The caller must hold that block (a ticket of
+ * zrr_fetch_start covering the range, not yet released): a held block is
+ * never unmapped, so the address is valid until the release. */
+const unsigned char *zrr_held_span(zrr_obj *o, uint64_t off, size_t len);
+
 /* Cache writes of this ctx that failed (a full disk, an I/O error) since
  * it opened; the blocks were served from memory instead. *msg (may be
  * NULL) gets the first failure's message. */

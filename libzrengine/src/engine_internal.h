@@ -247,6 +247,12 @@ static inline void zre_fdtab_grow(zre_fdtab *t, uint64_t id, uint64_t end)
 #define ZRE_EREMOTE ZR_OS_EDETAIL
 int zre_remote_status(void);
 int zre_remote_pread(struct zrr_obj *o, void *buf, size_t len, uint64_t off);
+/* Where bytes [off, off + len) of the object sit in the node's cache, when
+ * they lie inside one cached block; else NULL (read them with
+ * zre_remote_pread). Only for a caller that holds the block (a gather,
+ * after zre_remote_prepare): the address stays valid until the hold is
+ * released. */
+const unsigned char *zre_remote_span(struct zrr_obj *o, uint64_t off, size_t len);
 
 /* 1 when the entry names an open file (local or remote). */
 static inline int zre_fent_open(const zre_fent *ent)

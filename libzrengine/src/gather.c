@@ -9,7 +9,11 @@
  * decoded (zstd) straight from the mapped N.chunk. Each range is checked
  * against the file size the engine knows before the mapping is touched.
  * A file that could not be mapped is read with pread instead (same checks,
- * same messages). Record locations are not cached in memory: the table can
+ * same messages). A store at a URL has no mapped files, but a gather holds
+ * every cache block its batch reads (zre_remote_prepare), so a record or
+ * table entry inside one block is read in place from the block's mapping
+ * (zre_remote_span), like a mapped file's; one that straddles two blocks
+ * is read with pread. Record locations are not cached in memory: the table can
  * be far larger than RAM would like (16 bytes per record, 2^32+ records),
  * the page cache already keeps hot segments in memory, and reading the
  * file keeps one source of truth that an appending thread updates before
@@ -72,6 +76,7 @@ typedef struct gjob {
 } gjob;
 
 typedef struct gshard {
+    bool held; /* a gather: every remote block it reads is held (zre_remote_prepare) */
     ZSTD_DCtx *dctx;
     unsigned char *stage;
     size_t stage_cap;
@@ -125,6 +130,12 @@ static int read_record(zre_engine *e, gshard *sh, uint64_t idx, const zre_loc *l
         if (end > atomic_load_explicit(&ent->size, memory_order_acquire))
             return read_failed(e, idx, l, ZRP_ESHORT);
         src = ent->map + l->offset;
+    } else if (ent->obj && sh->held) {
+        /* A store at a URL, inside a gather: the record's block is held in
+         * the node's cache, so its bytes are read in place like a mapped
+         * file's (the same checks and decode follow). NULL when the record
+         * straddles two blocks: then it is read with pread below. */
+        src = zre_remote_span(ent->obj, l->offset, l->phys_length);
     }
     if (e->codec == ZRE_CODEC_RAW) {
         if (src) {
@@ -172,7 +183,7 @@ static int read_record(zre_engine *e, gshard *sh, uint64_t idx, const zre_loc *l
 
 static int run_shard(gjob *j, uint64_t lo, uint64_t hi)
 {
-    gshard sh = {0};
+    gshard sh = {.held = true};
     zre_engine *dctx_owner = NULL; /* the engine sh.dctx goes back to */
     unsigned char locs[LOC_RUN * ZRE_LOC_ENTRY_SIZE];
     int rc = ZR_OK;
@@ -226,7 +237,7 @@ static int run_shard(gjob *j, uint64_t lo, uint64_t hi)
 /* ------------------------------------------------- raw fast path
  *
  * Records of raw stores whose table segments and chunks are all mapped
- * are copied in blocks of FAST_BLOCK positions, in three passes: (1) each
+ * (or, for a store at a URL, held in the node's cache) are copied in blocks of FAST_BLOCK positions, in three passes: (1) each
  * position's table entry is located in its mapped N.loc (the segment is
  * looked up once per run of positions in one segment, its bounds checked)
  * and prefetched; (2) every entry is decoded in place and checked, exactly
@@ -297,6 +308,15 @@ static bool fast_locate(const gjob *j, fast_cache *c, uint64_t k, unsigned n,
         const uint64_t idx = j->index[i];
         const uint64_t seg = idx / ZRE_INT_SEG_ENTRIES;
         const uint64_t at = (idx % ZRE_INT_SEG_ENTRIES) * ZRE_LOC_ENTRY_SIZE;
+        if (e->remote) {
+            /* A store at a URL: the entry's block is held in the node's
+             * cache (zre_remote_prepare), read in place. */
+            const zre_fent *f = zre_fdtab_ent(&e->locs, seg);
+            if (!f || !f->obj || !(ent[r] = zre_remote_span(f->obj, at, ZRE_LOC_ENTRY_SIZE)))
+                return false;
+            ZRE_PREFETCH(ent[r]);
+            continue;
+        }
         if (e != c->seg_e || seg != c->seg_id || !c->seg_map) {
             if (!fast_file(&e->locs, seg, &c->seg_map, &c->seg_size))
                 return false;
@@ -312,10 +332,13 @@ static bool fast_locate(const gjob *j, fast_cache *c, uint64_t k, unsigned n,
 }
 
 /* Pass 2: decode and check each entry as read_record does, note where its
- * bytes go, prefetch them. False when an entry cannot be vouched for. */
+ * bytes go, prefetch them. False when an entry cannot be vouched for. A
+ * record of a store at a URL that straddles two cached blocks has no
+ * single address: src[r] is NULL and far[r] its chunk, read with pread at
+ * at[r]. */
 static bool fast_resolve(const gjob *j, fast_cache *c, uint64_t k, unsigned n,
                          const unsigned char *const *ent, const unsigned char **src,
-                         unsigned char **out, uint32_t *len)
+                         unsigned char **out, uint32_t *len, const zre_fent **far, uint32_t *at_off)
 {
     const uint64_t usable = ZRE_CHUNK_USABLE;
     for (unsigned r = 0; r < n; r++) {
@@ -334,6 +357,22 @@ static bool fast_resolve(const gjob *j, fast_cache *c, uint64_t k, unsigned n,
                        logic = zre_get_u32(p + 8), chunk = zre_get_u32(p + 12);
         if (logic != slot || phys != logic || phys == 0)
             return false;
+        if (e->remote) {
+            const zre_fent *f = zre_fdtab_ent(&e->chunks, chunk);
+            if (!f || !f->obj || (uint64_t)offset + phys > usable ||
+                (uint64_t)offset + phys > atomic_load_explicit(&f->size, memory_order_acquire))
+                return false;
+            src[r] = zre_remote_span(f->obj, offset, phys);
+            far[r] = f;
+            at_off[r] = offset;
+            out[r] = j->dst + at;
+            len[r] = phys;
+            if (src[r]) {
+                ZRE_PREFETCH(src[r]);
+                ZRE_PREFETCH(src[r] + phys - 1);
+            }
+            continue;
+        }
         if (e != c->chk_e || chunk != c->chk_id || !c->chk_map) {
             if (!fast_file(&e->chunks, chunk, &c->chk_map, &c->chk_size))
                 return false;
@@ -344,6 +383,7 @@ static bool fast_resolve(const gjob *j, fast_cache *c, uint64_t k, unsigned n,
         if (end > usable || end > c->chk_size)
             return false;
         src[r] = c->chk_map + offset;
+        far[r] = NULL;
         out[r] = j->dst + at;
         len[r] = phys;
         ZRE_PREFETCH(src[r]);
@@ -359,7 +399,8 @@ static bool fast_shard(const gjob *j, uint64_t lo, uint64_t hi)
     const unsigned char *ents[2][FAST_BLOCK];
     const unsigned char *src[FAST_BLOCK];
     unsigned char *out[FAST_BLOCK];
-    uint32_t len[FAST_BLOCK];
+    uint32_t len[FAST_BLOCK], at_off[FAST_BLOCK];
+    const zre_fent *far[FAST_BLOCK];
     fast_cache c = {0};
     unsigned cur = 0;
     uint64_t k = lo;
@@ -369,14 +410,18 @@ static bool fast_shard(const gjob *j, uint64_t lo, uint64_t hi)
     while (n > 0) {
         if (atomic_load_explicit(&((gjob *)j)->failed, memory_order_relaxed))
             return true; /* another shard failed: its error is reported */
-        if (!fast_resolve(j, &c, k, n, ents[cur], src, out, len))
+        if (!fast_resolve(j, &c, k, n, ents[cur], src, out, len, far, at_off))
             return false;
         const uint64_t next = k + n;
         const unsigned nn = hi - next < FAST_BLOCK ? (unsigned)(hi - next) : FAST_BLOCK;
         if (nn > 0 && !fast_locate(j, &c, next, nn, ents[cur ^ 1]))
             return false;
-        for (unsigned r = 0; r < n; r++)
-            copy_record(out[r], src[r], len[r]);
+        for (unsigned r = 0; r < n; r++) {
+            if (src[r])
+                copy_record(out[r], src[r], len[r]);
+            else if (zre_fent_pread(far[r], out[r], len[r], at_off[r]) < 0)
+                return false; /* run_shard reads it again and reports the error */
+        }
         k = next;
         n = nn;
         cur ^= 1;

@@ -7,7 +7,8 @@
  * A remote store has no descriptors, locks or mappings. Each chunk and
  * record-table file is a remote object (HEAD at open gives its size and
  * ETag); reads go through the node's block cache (zrr_pread), so the
- * engine's no-map read path serves them unchanged. This file calls no
+ * engine's no-map read path serves them unchanged; a gather, which holds
+ * its batch's blocks, reads them in place (zre_remote_span). This file calls no
  * other engine file but error.c: files.c, meta.c and open.c build on it;
  * the batch downloads of a gather are remote_fetch.c, uploads push.c.
  *
@@ -54,6 +55,11 @@ int zre_remote_pread(struct zrr_obj *o, void *buf, size_t len, uint64_t off)
 {
     int rc = zrr_pread(o, buf, len, off, thread_stop);
     return rc == 0 ? 0 : rc == ZRP_ESHORT ? ZRP_ESHORT : ZRE_EREMOTE;
+}
+
+const unsigned char *zre_remote_span(struct zrr_obj *o, uint64_t off, size_t len)
+{
+    return zrr_held_span(o, off, len);
 }
 
 int zre_remote_attach(zre_engine *e)
@@ -163,6 +169,14 @@ int zre_remote_pread(struct zrr_obj *o, void *buf, size_t len, uint64_t off)
     (void)len;
     (void)off;
     return ZRE_EREMOTE;
+}
+
+const unsigned char *zre_remote_span(struct zrr_obj *o, uint64_t off, size_t len)
+{
+    (void)o;
+    (void)off;
+    (void)len;
+    return NULL;
 }
 
 int zre_remote_attach(zre_engine *e) { return no_remote("open", e->path); }

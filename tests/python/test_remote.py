@@ -120,6 +120,25 @@ def test_dense_ragged_over_http_match_local(root, nginx, cache):
         check_block_file(p)
 
 
+def test_raw_records_straddling_cache_blocks(tmp_path, cache):
+    """Raw records of 1,000 bytes over 64 KiB cache blocks: most lie inside
+    one block (read in place by the batched copy), some straddle two (read
+    piecewise); every gathered byte matches, in big and small batches."""
+    rng = np.random.default_rng(3)
+    data = rng.integers(0, 256, (700, 1000), dtype=np.uint8)
+    s = DenseStore.create(tmp_path / "srv" / "raw", "u1", (1000,), codec="raw")
+    s.append(data)
+    s.close()
+    with Nginx(tmp_path / "srv") as n, DenseStore.open(f"{n.url}/raw", readonly=True) as remote:
+        straddle = [i for i in range(700) if (i * 1000) // 65536 != (i * 1000 + 999) // 65536]
+        assert straddle, "some records straddle two blocks"
+        idx = rng.permutation(700)
+        np.testing.assert_array_equal(remote[idx], data[idx])
+        np.testing.assert_array_equal(remote[np.array(straddle)], data[straddle])
+        for i in straddle[:5]:
+            np.testing.assert_array_equal(remote[[i, (i + 1) % 700]], data[[i, (i + 1) % 700]])
+
+
 def test_writable_open_of_url_refused(nginx, cache):
     with pytest.raises(NotImplementedError, match="read-only"):
         DenseStore.open(f"{nginx.url}/images")
