@@ -37,6 +37,7 @@
 #include <zloader.h>
 #include "zr_bind_options.h"
 #include "zr_bind_loader.h"
+#include "zr_bind_mrec.h"
 
 /* Name of the status code, for the "<CODE>: <detail>" error strings: the
  * C table's (zr_status_name), "ERROR" for a code outside it. */
@@ -653,6 +654,10 @@ ZR_OUT_HANDLE(zld_batch)
 /* many stores as one dataset (zr_bind_shards.i) */
 ZR_OUT_HANDLE(zrs_concat)
 ZR_OUT_HANDLE(zld_mixture)
+/* molecular record collections (zr_bind_mrec.i) */
+ZR_OUT_HANDLE(zmr_reader)
+ZR_OUT_HANDLE(zmr_writer)
+ZR_OUT_HANDLE(zmr_frame)
 
 %define ZR_OUT_INT(TYPE, NAME)
 %typemap(in, numinputs=0) TYPE *NAME (TYPE tmp = (TYPE)0) %{ $1 = &tmp; %}
@@ -666,6 +671,8 @@ ZR_OUT_INT(uint64_t, dict_bytes)
 ZR_OUT_INT(uint64_t, sample_bytes)
 ZR_OUT_INT(uint64_t, mix_source)
 ZR_OUT_INT(uint64_t, mix_index)
+ZR_OUT_INT(uint64_t, n_frames)
+ZR_OUT_INT(uint64_t, n_atoms)
 
 /* zre_get_stats: a table with the struct's fields. */
 %typemap(in, numinputs=0) zre_stats *out (zre_stats tmp) %{ memset(&tmp, 0, sizeof tmp); $1 = &tmp; %}
@@ -913,6 +920,12 @@ ZR_INDEX_TO_U64(sizes)
 
 %include "zr_core.i"
 %include "zr_bind_shards.i"
+%include "zr_bind_mrec.i"
+/* A record's meta document as a Lua string (zmr_free'd here). */
+%typemap(in, numinputs=0) char **json (char *tmp = NULL) %{ $1 = &tmp; %}
+%typemap(argout) char **json %{ lua_pushstring(L, tmp$argnum); SWIG_arg++; %}
+%typemap(freearg) char **json %{ zmr_free(tmp$argnum); %}
+int zmr_read_record_meta(zmr_reader *r, uint64_t rec, char **json);
 
 %native(buffer) int zr_lua_buffer_new(lua_State *L);
 %native(item_shape) int zr_lua_item_shape(lua_State *L);
@@ -926,6 +939,7 @@ ZR_INDEX_TO_U64(sizes)
 %native(flip_by_name) int zr_lua_flip_by_name(lua_State *L);
 %native(flip_mask) int zr_lua_flip_mask(lua_State *L);
 %native(pad) int zr_lua_pad(lua_State *L);
+%native(mrec_column_data) int zr_lua_mrec_column_data(lua_State *L);
 
 %wrapper %{
 static void *zr_lua_check_handle(lua_State *L, int idx, swig_type_info *ty, const char *what)
@@ -1595,4 +1609,29 @@ int zr_lua_train_dict(lua_State *L)
 
 %header %{
 #include "zrecord_lua.h"
+
+/* mrec_column_data(frame, b, c): column c of block b's bytes as a Lua
+ * string (zr_bind_mrec.h's copy rules: ERANGE for no such column, EINVAL
+ * for a string column). */
+int zr_lua_mrec_column_data(lua_State *L)
+{
+    zmr_frame *f = NULL;
+    lua_Integer b = 0, c = 0;
+    if (!SWIG_IsOK(SWIG_ConvertPtr(L, 1, (void **)&f, SWIGTYPE_p_zmr_frame, 0)) || f == NULL)
+        return zr_lua_raise(L, "EINVAL: mrec_column_data: argument 1 must be a frame");
+    if (zr_lua_get_int(L, 2, "mrec_column_data: block", &b) < 0 ||
+        zr_lua_get_int(L, 3, "mrec_column_data: column", &c) < 0)
+        return lua_error(L);
+    if (b < 0 || c < 0)
+        return zr_lua_raise(L, "ERANGE: mrec_column_data: block %I, column %I", b, c);
+    int rc = zr_bind_mrec_column_check(f, (size_t)b, (size_t)c);
+    if (rc < 0)
+        return zr_lua_fail(L, rc);
+    const void *data = zr_bind_mrec_column_data(f, (size_t)b, (size_t)c);
+    if (data == NULL)
+        return zr_lua_raise(L, "EINVAL: mrec_column_data: column '%s' holds strings, not bytes",
+                            zr_bind_mrec_column_name(f, (size_t)b, (size_t)c));
+    lua_pushlstring(L, (const char *)data, (size_t)zr_bind_mrec_column_nbytes(f, (size_t)b, (size_t)c));
+    return 1;
+}
 %}
