@@ -50,6 +50,8 @@ uint64_t zr_bind_mrec_column_dim(const zmr_frame *f, size_t b, size_t c, size_t 
 uint64_t zr_bind_mrec_column_nbytes(const zmr_frame *f, size_t b, size_t c);
 uint64_t zr_bind_mrec_column_nelem(const zmr_frame *f, size_t b, size_t c);
 const char *zr_bind_mrec_column_string(const zmr_frame *f, size_t b, size_t c, uint64_t k);
+int zr_bind_mrec_column_copy(const zmr_frame *f, size_t b, size_t c, void *dst,
+                             uint64_t dst_capacity);
 
 /* Writing: a collection, its records, their frames. */
 int zmr_writer_create(zmr_writer **out, const char *path, const char *collection_json,
