@@ -129,6 +129,32 @@ func TestMrecWriteThenReadBack(t *testing.T) {
 	}
 }
 
+func TestMrecLongRecordMetaReadsWhole(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.mrec.lmdb")
+	note := strings.Repeat("abcdefghij", 100)
+	w, err := CreateCollection(path, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := &MrecFrame{Blocks: []MrecBlock{{Name: "atoms", Count: 1, Columns: []MrecColumn{
+		{Name: "x", Dtype: "f64", Shape: []uint64{1}, Data: f64Bytes(1)}}}}}
+	if err := w.BeginRecord(`{"note": "`+note+`"}`, one); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := OpenCollection(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m, err := c.RecordMeta(0)
+	if err != nil || len(m) <= 1000 || !strings.Contains(m, `"`+note+`"`) || !strings.HasSuffix(m, "}") {
+		t.Fatalf("long meta %q, %v", m, err)
+	}
+}
+
 func TestMrecCreateRefusesExistingPathAndBadColumns(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "e.mrec.lmdb")
 	writeCollection(t, path)

@@ -673,6 +673,7 @@ ZR_OUT_INT(uint64_t, mix_source)
 ZR_OUT_INT(uint64_t, mix_index)
 ZR_OUT_INT(uint64_t, n_frames)
 ZR_OUT_INT(uint64_t, n_atoms)
+ZR_OUT_INT(uint64_t, meta_size)
 
 /* zre_get_stats: a table with the struct's fields. */
 %typemap(in, numinputs=0) zre_stats *out (zre_stats tmp) %{ memset(&tmp, 0, sizeof tmp); $1 = &tmp; %}
@@ -921,11 +922,6 @@ ZR_INDEX_TO_U64(sizes)
 %include "zr_core.i"
 %include "zr_bind_shards.i"
 %include "zr_bind_mrec.i"
-/* A record's meta document as a Lua string (zmr_free'd here). */
-%typemap(in, numinputs=0) char **json (char *tmp = NULL) %{ $1 = &tmp; %}
-%typemap(argout) char **json %{ lua_pushstring(L, tmp$argnum); SWIG_arg++; %}
-%typemap(freearg) char **json %{ zmr_free(tmp$argnum); %}
-int zmr_read_record_meta(zmr_reader *r, uint64_t rec, char **json);
 
 %native(buffer) int zr_lua_buffer_new(lua_State *L);
 %native(item_shape) int zr_lua_item_shape(lua_State *L);
@@ -939,7 +935,6 @@ int zmr_read_record_meta(zmr_reader *r, uint64_t rec, char **json);
 %native(flip_by_name) int zr_lua_flip_by_name(lua_State *L);
 %native(flip_mask) int zr_lua_flip_mask(lua_State *L);
 %native(pad) int zr_lua_pad(lua_State *L);
-%native(mrec_column_data) int zr_lua_mrec_column_data(lua_State *L);
 
 %wrapper %{
 static void *zr_lua_check_handle(lua_State *L, int idx, swig_type_info *ty, const char *what)
@@ -1609,29 +1604,4 @@ int zr_lua_train_dict(lua_State *L)
 
 %header %{
 #include "zrecord_lua.h"
-
-/* mrec_column_data(frame, b, c): column c of block b's bytes as a Lua
- * string (zr_bind_mrec.h's copy rules: ERANGE for no such column, EINVAL
- * for a string column). */
-int zr_lua_mrec_column_data(lua_State *L)
-{
-    zmr_frame *f = NULL;
-    lua_Integer b = 0, c = 0;
-    if (!SWIG_IsOK(SWIG_ConvertPtr(L, 1, (void **)&f, SWIGTYPE_p_zmr_frame, 0)) || f == NULL)
-        return zr_lua_raise(L, "EINVAL: mrec_column_data: argument 1 must be a frame");
-    if (zr_lua_get_int(L, 2, "mrec_column_data: block", &b) < 0 ||
-        zr_lua_get_int(L, 3, "mrec_column_data: column", &c) < 0)
-        return lua_error(L);
-    if (b < 0 || c < 0)
-        return zr_lua_raise(L, "ERANGE: mrec_column_data: block %I, column %I", b, c);
-    int rc = zr_bind_mrec_column_check(f, (size_t)b, (size_t)c);
-    if (rc < 0)
-        return zr_lua_fail(L, rc);
-    const void *data = zr_bind_mrec_column_data(f, (size_t)b, (size_t)c);
-    if (data == NULL)
-        return zr_lua_raise(L, "EINVAL: mrec_column_data: column '%s' holds strings, not bytes",
-                            zr_bind_mrec_column_name(f, (size_t)b, (size_t)c));
-    lua_pushlstring(L, (const char *)data, (size_t)zr_bind_mrec_column_nbytes(f, (size_t)b, (size_t)c));
-    return 1;
-}
 %}

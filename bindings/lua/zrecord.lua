@@ -1057,7 +1057,14 @@ local function frame_table(f)
             col.strings[k + 1] = raw.zr_bind_mrec_column_string(f, b, c, k) or false
           end
         else
-          col.data = raw.mrec_column_data(f, b, c)
+          local n = raw.zr_bind_mrec_column_nbytes(f, b, c)
+          if n == 0 then
+            col.data = ""
+          else
+            local buf = raw.buffer(n)
+            raw.zr_bind_mrec_column_copy(f, b, c, buf)
+            col.data = buf:tostring()
+          end
         end
         blk.columns[#blk.columns + 1] = col
         blk.column[col.name] = col
@@ -1102,7 +1109,14 @@ function Collection:n_frames() return raw.zmr_n_frames(coll_handle(self)) end
 function Collection:meta_json() return raw.zmr_meta_json(coll_handle(self)) end
 --- Record rec's meta document (JSON text).
 function Collection:record_meta(rec)
-  return raw.zmr_read_record_meta(coll_handle(self), record_index(self, rec))
+  local h, r = coll_handle(self), record_index(self, rec)
+  local buf = raw.buffer(512)
+  local n = raw.zr_bind_mrec_record_meta(h, r, buf)
+  if n > buf:size() then
+    buf = raw.buffer(n)
+    n = raw.zr_bind_mrec_record_meta(h, r, buf)
+  end
+  return buf:tostring():sub(1, n)
 end
 --- Record rec's trajectory length and atom count: {n_frames =, n_atoms =}.
 function Collection:record_info(rec)

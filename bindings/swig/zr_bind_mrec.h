@@ -69,8 +69,7 @@ static inline int zr_bind_mrec_record_info(zmr_reader *r, uint64_t rec, uint64_t
 }
 
 /* Record rec's meta document (UTF-8 JSON) copied into dst when it fits
- * (dst_capacity >= *meta_size; a language with a string out-typemap calls
- * zmr_read_record_meta instead): *meta_size is its length in bytes
+ * (dst_capacity >= *meta_size): *meta_size is its length in bytes
  * either way, so a caller with too small a buffer calls again. */
 static inline int zr_bind_mrec_record_meta(zmr_reader *r, uint64_t rec, void *dst,
                                            uint64_t dst_capacity, uint64_t *meta_size)
@@ -132,13 +131,6 @@ static inline uint64_t zr_bind_mrec_column_nbytes(const zmr_frame *f, size_t b, 
 {
     zmr_column col;
     return zr_bind_mrec_col_(f, b, c, &col) && col.data != NULL ? col.nbytes : 0;
-}
-
-/* The column's bytes, NULL for a string column (owned by the frame). */
-static inline const void *zr_bind_mrec_column_data(const zmr_frame *f, size_t b, size_t c)
-{
-    zmr_column col;
-    return zr_bind_mrec_col_(f, b, c, &col) ? col.data : NULL;
 }
 
 /* A string column's element k (row-major), NULL for a null entry, a

@@ -82,6 +82,20 @@ T.test("write_then_read_back", function()
   T.raises("^ECLOSED: ", function() return c:len() end)
 end)
 
+T.test("long_record_meta_reads_whole", function()
+  local path = T.path("m") .. ".mrec.lmdb"
+  local note = string.rep("abcdefghij", 100)
+  local w = zr.create_collection(path)
+  w:begin_record('{"note": "' .. note .. '"}', { blocks = { { name = "atoms", count = 1, columns = {
+    { name = "x", dtype = "f64", shape = { 1 }, data = f64s(1.0) } } } } })
+  w:commit()
+  local c <close> = zr.open_collection(path)
+  local m = c:record_meta(0)
+  T.ok(#m > 1000, "meta longer than the first buffer")
+  T.ok(m:find('"' .. note .. '"', 1, true), "the whole note")
+  T.ok(m:sub(-1) == "}", "ends the document")
+end)
+
 T.test("create_refuses_an_existing_path", function()
   local path = write_collection(T.path("e") .. ".mrec.lmdb")
   T.raises("^EEXIST: ", zr.create_collection, path)
