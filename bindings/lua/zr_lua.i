@@ -37,6 +37,7 @@
 #include <zloader.h>
 #include "zr_bind_options.h"
 #include "zr_bind_loader.h"
+#include "zr_bind_mrec.h"
 
 /* Name of the status code, for the "<CODE>: <detail>" error strings: the
  * C table's (zr_status_name), "ERROR" for a code outside it. */
@@ -653,6 +654,10 @@ ZR_OUT_HANDLE(zld_batch)
 /* many stores as one dataset (zr_bind_shards.i) */
 ZR_OUT_HANDLE(zrs_concat)
 ZR_OUT_HANDLE(zld_mixture)
+/* molecular record collections (zr_bind_mrec.i) */
+ZR_OUT_HANDLE(zmr_reader)
+ZR_OUT_HANDLE(zmr_writer)
+ZR_OUT_HANDLE(zmr_frame)
 
 %define ZR_OUT_INT(TYPE, NAME)
 %typemap(in, numinputs=0) TYPE *NAME (TYPE tmp = (TYPE)0) %{ $1 = &tmp; %}
@@ -666,6 +671,9 @@ ZR_OUT_INT(uint64_t, dict_bytes)
 ZR_OUT_INT(uint64_t, sample_bytes)
 ZR_OUT_INT(uint64_t, mix_source)
 ZR_OUT_INT(uint64_t, mix_index)
+ZR_OUT_INT(uint64_t, n_frames)
+ZR_OUT_INT(uint64_t, n_atoms)
+ZR_OUT_INT(uint64_t, meta_size)
 
 /* zre_get_stats: a table with the struct's fields. */
 %typemap(in, numinputs=0) zre_stats *out (zre_stats tmp) %{ memset(&tmp, 0, sizeof tmp); $1 = &tmp; %}
@@ -913,6 +921,7 @@ ZR_INDEX_TO_U64(sizes)
 
 %include "zr_core.i"
 %include "zr_bind_shards.i"
+%include "zr_bind_mrec.i"
 
 %native(buffer) int zr_lua_buffer_new(lua_State *L);
 %native(item_shape) int zr_lua_item_shape(lua_State *L);

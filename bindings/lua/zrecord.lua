@@ -1019,4 +1019,203 @@ end
 Loader.__close = function(self) self:close() end
 Loader.__gc = function(self) pcall(Loader.close, self) end
 
+-- ------------------------------------------- molecular record collections
+
+-- A collection of molecular records in one LMDB file (libzmrec). Frames
+-- come back as plain tables, copied out of C:
+--   frame.blocks = { {name =, count =, columns = { col, ... }}, ... }
+--   col = {name =, dtype = "f64" | "i32" | ..., shape = {rows, ...},
+--          data = little-endian bytes (numeric), or strings = {...} (a
+--          string column: row-major, a null entry is false)}
+-- with frame.block[name] and block.column[name] for lookups by name.
+local Collection = {}
+Collection.__index = Collection
+
+local function coll_handle(self)
+  local h = rawget(self, "_h")
+  if h == nil then fail("ECLOSED", "collection %s is closed", self.path) end
+  return h
+end
+
+-- A C frame (zmr_frame *) as a table; frees it.
+local function frame_table(f)
+  local ok, t = pcall(function()
+    local fr = { blocks = {}, block = {} }
+    for b = 0, raw.zmr_frame_nblocks(f) - 1 do
+      local blk = { name = raw.zmr_frame_block_name(f, b), count = raw.zmr_frame_block_count(f, b),
+                    columns = {}, column = {} }
+      for c = 0, raw.zmr_frame_ncolumns(f, b) - 1 do
+        raw.zr_bind_mrec_column_check(f, b, c)
+        local col = { name = raw.zr_bind_mrec_column_name(f, b, c),
+                      dtype = raw.zr_bind_mrec_column_dtype(f, b, c), shape = {} }
+        for k = 0, raw.zr_bind_mrec_column_ndim(f, b, c) - 1 do
+          col.shape[k + 1] = raw.zr_bind_mrec_column_dim(f, b, c, k)
+        end
+        if col.dtype == "string" then
+          col.strings = {}
+          for k = 0, raw.zr_bind_mrec_column_nelem(f, b, c) - 1 do
+            col.strings[k + 1] = raw.zr_bind_mrec_column_string(f, b, c, k) or false
+          end
+        else
+          local n = raw.zr_bind_mrec_column_nbytes(f, b, c)
+          if n == 0 then
+            col.data = ""
+          else
+            local buf = raw.buffer(n)
+            raw.zr_bind_mrec_column_copy(f, b, c, buf)
+            col.data = buf:tostring()
+          end
+        end
+        blk.columns[#blk.columns + 1] = col
+        blk.column[col.name] = col
+      end
+      fr.blocks[#fr.blocks + 1] = blk
+      fr.block[blk.name] = blk
+    end
+    return fr
+  end)
+  raw.zmr_frame_free(f)
+  if not ok then error(t, 0) end
+  return t
+end
+
+local function record_index(self, rec)
+  if math.type(rec) ~= "integer" then
+    fail("EINVAL", "record index must be an integer, got %s", type(rec))
+  end
+  if rec < 0 then rec = rec + raw.zmr_n_records(coll_handle(self)) end
+  if rec < 0 then fail("ERANGE", "%s: record %d out of range", self.path, rec) end
+  return rec
+end
+
+--- Open a collection read-only. opts.nolock = true: no lock file (read-only
+--- media; no writer may run). EIO for a missing path, ENOTSTORE for a file
+--- that is not a collection, ECORRUPT for a damaged one.
+function M.open_collection(path, opts)
+  check_path(path)
+  if opts ~= nil and type(opts) ~= "table" then
+    fail("EINVAL", "open_collection: options must be a table, got %s", type(opts))
+  end
+  local flags = (opts and opts.nolock) and raw.ZMR_OPEN_NOLOCK or 0
+  return setmetatable({ _h = raw.zmr_open(path, flags), path = path }, Collection)
+end
+
+--- Number of records.
+function Collection:len() return raw.zmr_n_records(coll_handle(self)) end
+Collection.__len = Collection.len
+--- Number of trajectory frames over every record.
+function Collection:n_frames() return raw.zmr_n_frames(coll_handle(self)) end
+--- The collection document (JSON text).
+function Collection:meta_json() return raw.zmr_meta_json(coll_handle(self)) end
+--- Record rec's meta document (JSON text).
+function Collection:record_meta(rec)
+  local h, r = coll_handle(self), record_index(self, rec)
+  local buf = raw.buffer(512)
+  local n = raw.zr_bind_mrec_record_meta(h, r, buf)
+  if n > buf:size() then
+    buf = raw.buffer(n)
+    n = raw.zr_bind_mrec_record_meta(h, r, buf)
+  end
+  return buf:tostring():sub(1, n)
+end
+--- Record rec's trajectory length and atom count: {n_frames =, n_atoms =}.
+function Collection:record_info(rec)
+  local nf, na = raw.zr_bind_mrec_record_info(coll_handle(self), record_index(self, rec))
+  return { n_frames = nf, n_atoms = na }
+end
+--- Record rec's system frame (nil when it has none).
+function Collection:system(rec)
+  local f = raw.zmr_read_system(coll_handle(self), record_index(self, rec))
+  if f == nil then return nil end
+  return frame_table(f)
+end
+--- Trajectory frame k of record rec, every block carried forward.
+function Collection:frame(rec, k)
+  return frame_table(raw.zmr_read_frame(coll_handle(self), record_index(self, rec), k))
+end
+function Collection:closed() return rawget(self, "_h") == nil end
+function Collection:close()
+  local h = rawget(self, "_h")
+  if h == nil then return end
+  self._h = nil
+  raw.zmr_close(h)
+end
+Collection.__close = function(self) self:close() end
+Collection.__gc = function(self) pcall(Collection.close, self) end
+
+local CollectionWriter = {}
+CollectionWriter.__index = CollectionWriter
+
+-- A C frame of `kind` from a frame table ({step =, blocks = {...}} with
+-- numeric columns {name, dtype, shape, data}); the caller frees it.
+local function c_frame(kind, t)
+  if type(t) ~= "table" then fail("EINVAL", "%s frame must be a table, got %s", kind, type(t)) end
+  local f = raw.zr_bind_mrec_frame_create(kind)
+  local ok, err = pcall(function()
+    if t.step ~= nil then raw.zmr_frame_set_step(f, t.step) end
+    for _, blk in ipairs(t.blocks or {}) do
+      raw.zmr_frame_add_block(f, blk.name, blk.count)
+      for _, col in ipairs(blk.columns or {}) do
+        raw.zr_bind_mrec_add_column(f, blk.name, col.name, col.dtype, col.shape, col.data)
+      end
+    end
+  end)
+  if not ok then raw.zmr_frame_free(f); error(err, 0) end
+  return f
+end
+
+local function writer_handle(self)
+  local h = rawget(self, "_h")
+  if h == nil then fail("ECLOSED", "collection writer %s is closed", self.path) end
+  return h
+end
+
+--- Create a collection at path (EEXIST if it exists). opts.collection:
+--- the collection document (JSON text), opts.schema: the sequence schema
+--- (JSON text). Nothing is a collection until :commit().
+function M.create_collection(path, opts)
+  check_path(path)
+  opts = opts or {}
+  return setmetatable({ _h = raw.zmr_writer_create(path, opts.collection, opts.schema), path = path },
+                      CollectionWriter)
+end
+
+--- Start the next record: meta its meta document (JSON text or nil),
+--- system a frame table or nil.
+function CollectionWriter:begin_record(meta, system)
+  local h = writer_handle(self)
+  if system == nil then return raw.zr_bind_mrec_begin_record(h, meta, nil) end
+  local f = c_frame("system", system)
+  local ok, err = pcall(raw.zr_bind_mrec_begin_record, h, meta, f)
+  raw.zmr_frame_free(f)
+  if not ok then error(err, 0) end
+end
+
+--- Append a trajectory frame (a frame table, with .step optional) to the
+--- current record.
+function CollectionWriter:add_frame(frame)
+  local h = writer_handle(self)
+  local f = c_frame("update", frame)
+  local ok, err = pcall(raw.zmr_writer_add_frame, h, f)
+  raw.zmr_frame_free(f)
+  if not ok then error(err, 0) end
+end
+
+--- Write the index and the collection document, and close.
+function CollectionWriter:commit()
+  local h = writer_handle(self)
+  self._h = nil
+  raw.zmr_writer_commit(h)
+end
+
+--- Close without committing (the file is not a collection).
+function CollectionWriter:abort()
+  local h = rawget(self, "_h")
+  if h == nil then return end
+  self._h = nil
+  raw.zmr_writer_abort(h)
+end
+CollectionWriter.__close = function(self) self:abort() end
+CollectionWriter.__gc = function(self) pcall(CollectionWriter.abort, self) end
+
 return M

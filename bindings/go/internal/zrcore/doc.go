@@ -14,7 +14,7 @@ package zrcore
 // neither list stops SWIG ("Unable to find 'zrcore_wordsize.i'"); one in
 // the wrong list stops the C compile (a _Static_assert in zrcore.swig).
 
-// #cgo pkg-config: zloader
+// #cgo pkg-config: zloader zmrec
 // #cgo CPPFLAGS: -I${SRCDIR}/../../../swig
 // #cgo linux,amd64 linux,arm64 linux,ppc64 linux,ppc64le linux,riscv64 linux,s390x linux,loong64 linux,mips64 linux,mips64le CPPFLAGS: -I${SRCDIR}/int64_long
 // #cgo freebsd,amd64 freebsd,arm64 freebsd,riscv64 CPPFLAGS: -I${SRCDIR}/int64_long

@@ -1,0 +1,222 @@
+package zrecord
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func f64Bytes(v ...float64) []byte {
+	b := make([]byte, 8*len(v))
+	for k, x := range v {
+		binary.LittleEndian.PutUint64(b[8*k:], math.Float64bits(x))
+	}
+	return b
+}
+
+func i32Bytes(v ...int32) []byte {
+	b := make([]byte, 4*len(v))
+	for k, x := range v {
+		binary.LittleEndian.PutUint32(b[4*k:], uint32(x))
+	}
+	return b
+}
+
+var mrecX = f64Bytes(0.5, -1.25, 3.0)
+var mrecPairs = i32Bytes(8, 1, 1, 2, 3, 4)
+
+func mrecCoords(k int) []byte {
+	v := make([]float64, 9)
+	for i := range v {
+		v[i] = 10*float64(k) + float64(i)/4
+	}
+	return f64Bytes(v...)
+}
+
+// Two records: a system of three atoms with a trajectory of two frames,
+// then a system alone (the Lua suite's collection).
+func writeCollection(t *testing.T, path string) {
+	t.Helper()
+	w, err := CreateCollection(path, `{"units": {"length": "angstrom"}}`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	sys := &MrecFrame{Blocks: []MrecBlock{{Name: "atoms", Count: 3, Columns: []MrecColumn{
+		{Name: "x", Dtype: "f64", Shape: []uint64{3}, Data: mrecX},
+		{Name: "pairs", Dtype: "i32", Shape: []uint64{3, 2}, Data: mrecPairs},
+	}}}}
+	if err := w.BeginRecord(`{"name": "water", "charge": 0}`, sys); err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; k < 2; k++ {
+		f := &MrecFrame{Step: int64(10 * (k + 1)), HasStep: true, Blocks: []MrecBlock{{Name: "coords", Count: 3,
+			Columns: []MrecColumn{{Name: "pos", Dtype: "f64", Shape: []uint64{3, 3}, Data: mrecCoords(k)}}}}}
+		if err := w.AddFrame(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	one := &MrecFrame{Blocks: []MrecBlock{{Name: "atoms", Count: 1, Columns: []MrecColumn{
+		{Name: "x", Dtype: "f64", Shape: []uint64{1}, Data: f64Bytes(7)}}}}}
+	if err := w.BeginRecord("", one); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMrecWriteThenReadBack(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.mrec.lmdb")
+	writeCollection(t, path)
+	c, err := OpenCollection(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Len() != 2 || c.NFrames() != 2 {
+		t.Fatalf("records %d frames %d, want 2 and 2", c.Len(), c.NFrames())
+	}
+	if m, err := c.MetaJSON(); err != nil || !strings.Contains(m, `"angstrom"`) {
+		t.Fatalf("collection document %q, %v", m, err)
+	}
+	if m, err := c.RecordMeta(0); err != nil || !strings.Contains(m, `"water"`) {
+		t.Fatalf("record 0 meta %q, %v", m, err)
+	}
+	if nf, na, err := c.RecordInfo(0); err != nil || nf != 2 || na != 3 {
+		t.Fatalf("record 0 info %d frames %d atoms, %v", nf, na, err)
+	}
+	s, err := c.System(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	atoms := s.Block("atoms")
+	if atoms == nil || atoms.Count != 3 || len(atoms.Columns) != 2 || atoms.Columns[0].Name != "x" {
+		t.Fatalf("atoms block %+v", atoms)
+	}
+	x, pairs := atoms.Column("x"), atoms.Column("pairs")
+	if x.Dtype != "f64" || len(x.Shape) != 1 || !bytes.Equal(x.Data, mrecX) {
+		t.Fatalf("x %+v", x)
+	}
+	if pairs.Dtype != "i32" || len(pairs.Shape) != 2 || pairs.Shape[0] != 3 || pairs.Shape[1] != 2 ||
+		!bytes.Equal(pairs.Data, mrecPairs) {
+		t.Fatalf("pairs %+v", pairs)
+	}
+	for k := 0; k < 2; k++ {
+		f, err := c.Frame(0, uint64(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos := f.Block("coords").Column("pos")
+		if !bytes.Equal(pos.Data, mrecCoords(k)) || pos.Shape[1] != 3 {
+			t.Fatalf("frame %d pos %+v", k, pos)
+		}
+	}
+	if _, err := c.Frame(0, 2); !errors.Is(err, ErrRange) {
+		t.Fatalf("frame past the end: %v, want ErrRange", err)
+	}
+	if _, err := c.System(2); !errors.Is(err, ErrRange) {
+		t.Fatalf("record past the end: %v, want ErrRange", err)
+	}
+	c.Close()
+	if _, err := c.RecordMeta(0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v, want ErrClosed", err)
+	}
+}
+
+func TestMrecLongRecordMetaReadsWhole(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.mrec.lmdb")
+	note := strings.Repeat("abcdefghij", 100)
+	w, err := CreateCollection(path, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := &MrecFrame{Blocks: []MrecBlock{{Name: "atoms", Count: 1, Columns: []MrecColumn{
+		{Name: "x", Dtype: "f64", Shape: []uint64{1}, Data: f64Bytes(1)}}}}}
+	if err := w.BeginRecord(`{"note": "`+note+`"}`, one); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := OpenCollection(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m, err := c.RecordMeta(0)
+	if err != nil || len(m) <= 1000 || !strings.Contains(m, `"`+note+`"`) || !strings.HasSuffix(m, "}") {
+		t.Fatalf("long meta %q, %v", m, err)
+	}
+}
+
+func TestMrecCreateRefusesExistingPathAndBadColumns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "e.mrec.lmdb")
+	writeCollection(t, path)
+	if _, err := CreateCollection(path, "", ""); !errors.Is(err, ErrExist) {
+		t.Fatalf("create over a collection: %v, want ErrExist", err)
+	}
+	w, err := CreateCollection(filepath.Join(t.TempDir(), "b.mrec.lmdb"), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	bad := &MrecFrame{Blocks: []MrecBlock{{Name: "atoms", Count: 1, Columns: []MrecColumn{
+		{Name: "x", Dtype: "f32", Shape: []uint64{1}, Data: []byte("abcd")}}}}}
+	if err := w.BeginRecord("", bad); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "f32") {
+		t.Fatalf("f32 column: %v, want ErrInvalid naming f32", err)
+	}
+	short := &MrecFrame{Blocks: []MrecBlock{{Name: "atoms", Count: 2, Columns: []MrecColumn{
+		{Name: "x", Dtype: "f64", Shape: []uint64{2}, Data: f64Bytes(1)}}}}}
+	if err := w.BeginRecord("", short); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("8 bytes for 2 f64: %v, want ErrInvalid", err)
+	}
+}
+
+func TestMrecMissingJunkAndTruncatedFiles(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := OpenCollection(filepath.Join(dir, "nothing-here"), false); !errors.Is(err, ErrIO) ||
+		!strings.Contains(err.Error(), "nothing-here") {
+		t.Fatalf("missing file: %v, want ErrIO naming it", err)
+	}
+	aborted := filepath.Join(dir, "a.mrec.lmdb")
+	w, err := CreateCollection(aborted, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := &MrecFrame{Blocks: []MrecBlock{{Name: "atoms", Count: 1, Columns: []MrecColumn{
+		{Name: "x", Dtype: "f64", Shape: []uint64{1}, Data: f64Bytes(1)}}}}}
+	if err := w.BeginRecord(`{"i": 1}`, one); err != nil {
+		t.Fatal(err)
+	}
+	w.Abort()
+	if _, err := OpenCollection(aborted, false); !errors.Is(err, ErrNotStore) || !strings.Contains(err.Error(), "meta") {
+		t.Fatalf("never committed: %v, want ErrNotStore naming meta", err)
+	}
+	junk := filepath.Join(dir, "junk")
+	if err := os.WriteFile(junk, make([]byte, 8192), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenCollection(junk, false); !errors.Is(err, ErrNotStore) {
+		t.Fatalf("zeros: %v, want ErrNotStore", err)
+	}
+	src := filepath.Join(dir, "t.mrec.lmdb")
+	writeCollection(t, src)
+	data, err := os.ReadFile(src)
+	if err != nil || len(data) <= 8192 {
+		t.Fatalf("collection of %d bytes, %v", len(data), err)
+	}
+	cut := filepath.Join(dir, "cut.mrec.lmdb")
+	if err := os.WriteFile(cut, data[:8292], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenCollection(cut, false); !errors.Is(err, ErrCorrupt) ||
+		!strings.Contains(err.Error(), "file truncated: 8292 bytes") {
+		t.Fatalf("truncated: %v, want ErrCorrupt 'file truncated: 8292 bytes'", err)
+	}
+}

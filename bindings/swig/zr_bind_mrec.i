@@ -1,0 +1,68 @@
+/*
+ * zr_bind_mrec.i - molecular record collections (libzmrec) for the Lua
+ * and Go bindings, through the shared C of zr_bind_mrec.h (see there) and
+ * the zmrec.h calls that need no typemap beyond a binding's out-handles
+ * (zmr_reader **, zmr_writer **, zmr_frame **), its path argument, and its
+ * (item_shape, ndim) and (data, nbytes) pairs. Included by a binding's .i
+ * after zr_core.i.
+ */
+
+%{
+#include "zr_bind_mrec.h"
+%}
+
+%nodefaultctor zmr_reader;
+%nodefaultdtor zmr_reader;
+%nodefaultctor zmr_writer;
+%nodefaultdtor zmr_writer;
+%nodefaultctor zmr_frame;
+%nodefaultdtor zmr_frame;
+typedef struct zmr_reader zmr_reader;
+typedef struct zmr_writer zmr_writer;
+typedef struct zmr_frame zmr_frame;
+
+/* Reading: open (flags 0 or ZMR_OPEN_NOLOCK), close, counts, the
+ * collection document, a record's index row, its system frame (out NULL
+ * when it has none) and its trajectory frame k resolved. */
+#define ZMR_OPEN_NOLOCK 1
+int zmr_open(zmr_reader **out, const char *path, unsigned flags);
+void zmr_close(zmr_reader *r);
+uint64_t zmr_n_records(const zmr_reader *r);
+uint64_t zmr_n_frames(const zmr_reader *r);
+const char *zmr_meta_json(const zmr_reader *r);
+int zr_bind_mrec_record_info(zmr_reader *r, uint64_t rec, uint64_t *n_frames, uint64_t *n_atoms);
+int zr_bind_mrec_record_meta(zmr_reader *r, uint64_t rec, void *dst, uint64_t dst_capacity,
+                             uint64_t *meta_size);
+int zmr_read_system(zmr_reader *r, uint64_t rec, zmr_frame **out);
+int zmr_read_frame(zmr_reader *r, uint64_t rec, uint64_t k, zmr_frame **out);
+
+/* Frames: blocks and columns by position. */
+void zmr_frame_free(zmr_frame *f);
+size_t zmr_frame_nblocks(const zmr_frame *f);
+const char *zmr_frame_block_name(const zmr_frame *f, size_t b);
+uint64_t zmr_frame_block_count(const zmr_frame *f, size_t b);
+size_t zmr_frame_ncolumns(const zmr_frame *f, size_t b);
+int zr_bind_mrec_column_check(const zmr_frame *f, size_t b, size_t c);
+const char *zr_bind_mrec_column_name(const zmr_frame *f, size_t b, size_t c);
+const char *zr_bind_mrec_column_dtype(const zmr_frame *f, size_t b, size_t c);
+size_t zr_bind_mrec_column_ndim(const zmr_frame *f, size_t b, size_t c);
+uint64_t zr_bind_mrec_column_dim(const zmr_frame *f, size_t b, size_t c, size_t k);
+uint64_t zr_bind_mrec_column_nbytes(const zmr_frame *f, size_t b, size_t c);
+uint64_t zr_bind_mrec_column_nelem(const zmr_frame *f, size_t b, size_t c);
+const char *zr_bind_mrec_column_string(const zmr_frame *f, size_t b, size_t c, uint64_t k);
+int zr_bind_mrec_column_copy(const zmr_frame *f, size_t b, size_t c, void *dst,
+                             uint64_t dst_capacity);
+
+/* Writing: a collection, its records, their frames. */
+int zmr_writer_create(zmr_writer **out, const char *path, const char *collection_json,
+                      const char *schema_json);
+int zr_bind_mrec_begin_record(zmr_writer *w, const char *meta_json, zmr_frame *system);
+int zmr_writer_add_frame(zmr_writer *w, zmr_frame *update);
+int zmr_writer_commit(zmr_writer *w);
+void zmr_writer_abort(zmr_writer *w);
+int zr_bind_mrec_frame_create(zmr_frame **out, const char *kind);
+int zmr_frame_add_block(zmr_frame *f, const char *name, uint64_t count);
+int zr_bind_mrec_add_column(zmr_frame *f, const char *block, const char *column,
+                            const char *dtype, const uint64_t *item_shape, size_t ndim,
+                            const void *data, uint64_t nbytes);
+int zmr_frame_set_step(zmr_frame *f, int64_t step);
