@@ -1,6 +1,7 @@
 package zrecord
 
 import (
+	"runtime"
 	"sync"
 
 	"loaderx.invalid/zrecord/internal/zrcore"
@@ -77,7 +78,9 @@ func OpenCollection(path string, nolock bool) (*Collection, error) {
 	if err := callAs("zrecord.OpenCollection", func() int { return zrcore.Zmr_open(out, path, flags) }); err != nil {
 		return nil, err
 	}
-	return &Collection{h: zrcore.SwigcptrStruct_SS_zmr_reader(out[0]), path: path}, nil
+	c := &Collection{h: zrcore.SwigcptrStruct_SS_zmr_reader(out[0]), path: path}
+	runtime.SetFinalizer(c, (*Collection).Close) // the GC never frees C handles itself
+	return c, nil
 }
 
 // Path is the path the collection was opened from.
@@ -253,7 +256,9 @@ func CreateCollection(path, collectionJSON, schemaJSON string) (*CollectionWrite
 	}); err != nil {
 		return nil, err
 	}
-	return &CollectionWriter{h: zrcore.SwigcptrStruct_SS_zmr_writer(out[0]), path: path}, nil
+	w := &CollectionWriter{h: zrcore.SwigcptrStruct_SS_zmr_writer(out[0]), path: path}
+	runtime.SetFinalizer(w, (*CollectionWriter).Abort) // unreachable and never committed
+	return w, nil
 }
 
 func (w *CollectionWriter) handle(op string) (zrcore.Struct_SS_zmr_writer, error) {

@@ -7,8 +7,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 func f64Bytes(v ...float64) []byte {
@@ -219,4 +221,39 @@ func TestMrecMissingJunkAndTruncatedFiles(t *testing.T) {
 		!strings.Contains(err.Error(), "file truncated: 8292 bytes") {
 		t.Fatalf("truncated: %v, want ErrCorrupt 'file truncated: 8292 bytes'", err)
 	}
+}
+
+// A collection and a writer dropped without Close / Abort are released by
+// their finalizers: the GC runs them without a crash, and an abandoned
+// writer leaves no collection behind (its file is not one).
+func TestMrecFinalizersReleaseDroppedHandles(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.mrec")
+	writeCollection(t, good)
+	for i := 0; i < 4; i++ {
+		c, err := OpenCollection(good, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Len() != 2 {
+			t.Fatalf("Len %d", c.Len())
+		}
+	}
+	dropped := filepath.Join(dir, "dropped.mrec")
+	if _, err := CreateCollection(dropped, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if c, err := OpenCollection(dropped, false); err == nil {
+		c.Close()
+		t.Fatal("an abandoned writer's file opened as a collection")
+	}
+	c, err := OpenCollection(good, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
 }
