@@ -464,7 +464,8 @@ ZRE_API int zre_url_put(const char *url, const char *name, const void *buf, size
  * folder (store.zr), and meta.zr last, so a reader never opens a partly
  * uploaded store. `progress`, when not NULL, is called after each file
  * with the bytes sent so far and the total. ZR_EEXIST when the URL
- * already holds a meta.zr (nothing is sent); ZR_EINVAL for a URL store;
+ * already holds a meta.zr (nothing is sent); ZR_EINVAL for a URL store
+ * or more than 64 extra files (nothing is sent);
  * ZR_EIO naming the object on a failed upload (after retries). */
 ZRE_API int zre_push(zre_engine *e, const char *url, const char *const *extra, size_t nextra,
                      void (*progress)(uint64_t done, uint64_t total, void *arg), void *arg);

@@ -186,6 +186,30 @@ static void roundtrip_empty(void **state, zre_codec codec)
     assert_int_equal(zre_close(NULL), 0);
 }
 
+/* zre_push checks its arguments before it sends anything: more than 64
+ * side files is refused by name (no server is reached: the URL's port is
+ * closed), as is a URL that is not one. Builds without libcurl refuse
+ * every push as unsupported. */
+static void test_push_refuses_bad_arguments(void **state)
+{
+    const char *p = spath(state, "s");
+    zre_engine *e;
+    assert_int_equal(zre_create(&e, p, ZRE_CODEC_RAW), 0);
+    const char *extra[65];
+    for (size_t i = 0; i < 65; i++)
+        extra[i] = "store.zr";
+    int rc = zre_push(e, "http://127.0.0.1:9/x", extra, 65, NULL, NULL);
+    if (zre_remote_supported()) {
+        assert_int_equal(rc, ZR_EINVAL);
+        assert_non_null(strstr(zr_last_error(), "65 side files; at most 64"));
+        assert_int_equal(zre_push(e, "/not/a/url", NULL, 0, NULL, NULL), ZR_EINVAL);
+        assert_non_null(strstr(zr_last_error(), "is not an http://"));
+    } else {
+        assert_int_equal(rc, ZR_EUNSUPPORTED);
+    }
+    assert_int_equal(zre_close(e), 0);
+}
+
 static void test_roundtrip_raw(void **state) { roundtrip_empty(state, ZRE_CODEC_RAW); }
 static void test_roundtrip_zstd(void **state) { roundtrip_empty(state, ZRE_CODEC_ZSTD); }
 
@@ -1009,6 +1033,7 @@ int main(void)
         cmocka_unit_test(test_version_and_codecs),
         cmocka_unit_test_setup_teardown(test_platform, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_roundtrip_raw, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_push_refuses_bad_arguments, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_roundtrip_zstd, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_batches_raw, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_batches_zstd, setup, zt_dir_teardown),
