@@ -153,7 +153,7 @@ int zr_sink_open(zr_sink *k, zrs_kind kind, zrs_dtype dtype, const uint64_t *sha
             }
             dict_size = len;
         } else {
-            if (nsamples == 0) {
+            if (nsamples == 0 && (k->sample_from == NULL || zrs_length(k->sample_from) == 0)) {
                 zr_error(k->cmd, k->path, "no records to train a dictionary on");
                 return ZR_EXIT_FAILED;
             }
