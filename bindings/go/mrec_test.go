@@ -90,8 +90,8 @@ func TestMrecWriteThenReadBack(t *testing.T) {
 	if m, err := c.RecordMeta(0); err != nil || !strings.Contains(m, `"water"`) {
 		t.Fatalf("record 0 meta %q, %v", m, err)
 	}
-	if nf, na, err := c.RecordInfo(0); err != nil || nf != 2 || na != 3 {
-		t.Fatalf("record 0 info %d frames %d atoms, %v", nf, na, err)
+	if ri, err := c.RecordInfo(0); err != nil || ri.NFrames != 2 || ri.NAtoms != 3 || !ri.HasTrajectory || ri.FirstFrame != 0 {
+		t.Fatalf("record 0 info %+v, %v", ri, err)
 	}
 	s, err := c.System(0)
 	if err != nil {
