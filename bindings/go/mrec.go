@@ -274,6 +274,10 @@ func ValidateCollection(path string, nolock bool) error {
 	return callAs("zrecord.ValidateCollection", func() int { return zrcore.Zmr_validate(path, flags) })
 }
 
+// MrecRoundPrecision is the layout's precision rule on one value (ties to
+// even), as the writer applies it to a column with a declared precision.
+func MrecRoundPrecision(x, precision float64) float64 { return zrcore.Zmr_round_precision(x, precision) }
+
 // frameHeader is what frameFromC reads of a frame header.
 type frameHeader struct {
 	Meta      map[string]json.RawMessage `json:"meta"`

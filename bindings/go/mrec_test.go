@@ -343,6 +343,9 @@ func TestMrecEveryKindOfContentRoundTrips(t *testing.T) {
 	if x := atoms.Column("x"); x.Precision != math.Ldexp(1, -10) || !bytes.Equal(x.Data, f64Bytes(0.099609375, -1.25, 3.0)) {
 		t.Fatalf("x column %+v", x)
 	}
+	if r := MrecRoundPrecision(0.1, math.Ldexp(1, -10)); r != 0.099609375 {
+		t.Fatalf("round_precision(0.1) = %v", r)
+	}
 	if atoms.Column("element").Valid != nil || atoms.Attributes != `{"note":"water"}` {
 		t.Fatalf("element mask %v, attributes %q", atoms.Column("element").Valid, atoms.Attributes)
 	}

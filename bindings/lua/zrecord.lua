@@ -1145,6 +1145,10 @@ function M.validate_collection(path, opts)
   raw.zmr_validate(path, (opts and opts.nolock) and raw.ZMR_OPEN_NOLOCK or 0)
 end
 
+--- The layout's precision rule on one float (ties to even), as the writer
+--- applies it to a column with a declared precision.
+function M.round_precision(x, precision) return raw.zmr_round_precision(x, precision) end
+
 --- Number of records.
 function Collection:len() return raw.zmr_n_records(coll_handle(self)) end
 Collection.__len = Collection.len

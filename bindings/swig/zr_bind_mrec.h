@@ -569,6 +569,29 @@ static inline uint64_t zr_bind_mrec_column_nelem(const zmr_frame *f, size_t b, s
     return zr_bind_mrec_col_(f, b, c, &col) ? col.nelem : 0;
 }
 
+/* Copy column c of block b into dst: its validity mask (ZR_ERANGE when
+ * it has none) or its bytes (ZR_EINVAL for a string column). */
+static inline int zr_bind_mrec_copy_(const zmr_frame *f, size_t b, size_t c, bool mask, void *dst,
+                                     uint64_t dst_capacity)
+{
+    zmr_column col;
+    int rc = zmr_frame_column(f, b, c, &col);
+    if (rc < 0)
+        return rc;
+    const void *src = mask ? (const void *)col.validity : col.data;
+    uint64_t n = mask ? col.shape[0] : col.nbytes;
+    if (src == NULL)
+        return zr_set_error(mask ? ZR_ERANGE : ZR_EINVAL, "mrec column %s: %s", col.name,
+                            mask ? "no validity mask" : "a string column has no bytes");
+    if (n > dst_capacity)
+        return zr_set_error(ZR_EINVAL, "mrec column %s: %llu %s, the buffer holds %llu", col.name,
+                            (unsigned long long)n, mask ? "mask bytes" : "bytes",
+                            (unsigned long long)dst_capacity);
+    if (n > 0)
+        memcpy(dst, src, (size_t)n);
+    return ZR_OK;
+}
+
 /* Rows of the column's validity mask: shape[0] when it has one, 0 when
  * every row is valid (no mask). */
 static inline uint64_t zr_bind_mrec_column_nvalid(const zmr_frame *f, size_t b, size_t c)
@@ -577,23 +600,11 @@ static inline uint64_t zr_bind_mrec_column_nvalid(const zmr_frame *f, size_t b, 
     return zr_bind_mrec_col_(f, b, c, &col) && col.validity != NULL ? col.shape[0] : 0;
 }
 
-/* Copy the validity mask (one byte 0/1 per row) into dst. */
+/* Copy the column's validity mask (one byte 0/1 per row) into dst. */
 static inline int zr_bind_mrec_column_validity(const zmr_frame *f, size_t b, size_t c, void *dst,
                                                uint64_t dst_capacity)
 {
-    zmr_column col;
-    int rc = zmr_frame_column(f, b, c, &col);
-    if (rc < 0)
-        return rc;
-    if (col.validity == NULL)
-        return zr_set_error(ZR_ERANGE, "mrec column %s: no validity mask", col.name);
-    if (col.shape[0] > dst_capacity)
-        return zr_set_error(ZR_EINVAL, "mrec column %s: %llu mask bytes, the buffer holds %llu",
-                            col.name, (unsigned long long)col.shape[0],
-                            (unsigned long long)dst_capacity);
-    if (col.shape[0] > 0)
-        memcpy(dst, col.validity, (size_t)col.shape[0]);
-    return ZR_OK;
+    return zr_bind_mrec_copy_(f, b, c, true, dst, dst_capacity);
 }
 
 /* The column's declared precision, 0 when none. */
@@ -607,19 +618,7 @@ static inline double zr_bind_mrec_column_precision(const zmr_frame *f, size_t b,
 static inline int zr_bind_mrec_column_copy(const zmr_frame *f, size_t b, size_t c, void *dst,
                                            uint64_t dst_capacity)
 {
-    zmr_column col;
-    int rc = zmr_frame_column(f, b, c, &col);
-    if (rc < 0)
-        return rc;
-    if (col.data == NULL)
-        return zr_set_error(ZR_EINVAL, "mrec column %s: a string column has no bytes", col.name);
-    if (col.nbytes > dst_capacity)
-        return zr_set_error(ZR_EINVAL, "mrec column %s: %llu bytes, the buffer holds %llu",
-                            col.name, (unsigned long long)col.nbytes,
-                            (unsigned long long)dst_capacity);
-    if (col.nbytes > 0)
-        memcpy(dst, col.data, (size_t)col.nbytes);
-    return ZR_OK;
+    return zr_bind_mrec_copy_(f, b, c, false, dst, dst_capacity);
 }
 
 #endif

@@ -97,6 +97,8 @@ int zr_bind_mrec_set_meta_values(zmr_frame *f, const char *key, const char *tag,
 int zr_bind_mrec_set_meta_text(zmr_frame *f, const char *key, const void *data,
                                uint64_t nbytes);
 int zmr_frame_set_meta_document(zmr_frame *f, const char *json);
+/* The layout's precision rule on one value (ties to even). */
+double zmr_round_precision(double x, double precision);
 int zmr_frame_set_step(zmr_frame *f, int64_t step);
 int zmr_frame_set_time(zmr_frame *f, double time);
 int zr_bind_mrec_set_box(zmr_frame *f, const void *data, uint64_t nbytes, unsigned periodic,
