@@ -3,6 +3,7 @@ package zrecord
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"math"
 	"os"
@@ -90,8 +91,8 @@ func TestMrecWriteThenReadBack(t *testing.T) {
 	if m, err := c.RecordMeta(0); err != nil || !strings.Contains(m, `"water"`) {
 		t.Fatalf("record 0 meta %q, %v", m, err)
 	}
-	if nf, na, err := c.RecordInfo(0); err != nil || nf != 2 || na != 3 {
-		t.Fatalf("record 0 info %d frames %d atoms, %v", nf, na, err)
+	if ri, err := c.RecordInfo(0); err != nil || ri.NFrames != 2 || ri.NAtoms != 3 || !ri.HasTrajectory || ri.FirstFrame != 0 {
+		t.Fatalf("record 0 info %+v, %v", ri, err)
 	}
 	s, err := c.System(0)
 	if err != nil {
@@ -256,4 +257,192 @@ func TestMrecFinalizersReleaseDroppedHandles(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Close()
+}
+
+// Every kind of content the layout holds (the Lua suite's
+// every_kind_of_content_round_trips; tests/cross/run.sh checks the bytes
+// against Python's writer).
+const mrecSchema = `{"blocks":{"coords":{"columns":{"pos":{"dtype":"f64","trailing":[3]}}}},` +
+	`"meta":{"energy":{"dtype":"f64","fill":0.0}}}`
+
+func writeFullCollection(t *testing.T, path string) {
+	t.Helper()
+	w, err := CreateCollection(path, `{"units":{"length":"angstrom"}}`, mrecSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	if err := w.SetFF(`{"kind":"lj","eps":0.5}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	sys := &MrecFrame{
+		Meta:      map[string]any{"cell3": []float64{1, 2, 3}, "charge": 0, "label": "w\u00e4ter", "big": uint64(1) << 60},
+		MetaTypes: map[string]string{"cell3": "f64x3"},
+		Box: &MrecBox{Vectors: [9]float64{10, 0, 0, 0, 11, 0, 0, 0, 12}, Origin: [3]float64{0.5, 0, -0.5},
+			Periodic: [3]bool{true, true, false}, CellDefined: true},
+		Blocks: []MrecBlock{{Name: "atoms", Count: 3, Attributes: `{"note":"water"}`, Columns: []MrecColumn{
+			{Name: "element", Dtype: "string", Shape: []uint64{3}, Strings: []string{"O", "H", "H"}},
+			{Name: "tag", Dtype: "string", Shape: []uint64{3}, Strings: []string{"a", `b"\`, ""},
+				Null: []bool{false, false, true}, Valid: []byte{1, 1, 0}},
+			{Name: "x", Dtype: "f64", Shape: []uint64{3}, Data: f64Bytes(0.1, -1.25, 3.0), Precision: math.Ldexp(1, -10)},
+			{Name: "charge", Dtype: "f64", Shape: []uint64{3}, Data: f64Bytes(-0.8, 0.4, 0.4), Valid: []byte{1, 0, 1}},
+		}}},
+	}
+	if err := w.BeginRecord(`{"name":"water"}`, sys); err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; k < 2; k++ {
+		f := &MrecFrame{Step: int64(10 * (k + 1)), HasStep: true, Time: 0.5 * float64(k+1), HasTime: true,
+			Meta: map[string]any{"energy": -1.5 * float64(k+1)},
+			Blocks: []MrecBlock{{Name: "coords", Count: 3,
+				Columns: []MrecColumn{{Name: "pos", Dtype: "f64", Shape: []uint64{3, 3}, Data: mrecCoords(k)}}}}}
+		if err := w.AddFrame(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.BeginRecord(`{"i":1}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.BeginTrajectory(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.SetIndex(MrecBlock{Count: 2, Columns: []MrecColumn{{Name: "weight", Dtype: "f64", Shape: []uint64{2}, Data: f64Bytes(1, 2)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMrecEveryKindOfContentRoundTrips(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "full.mrec.lmdb")
+	writeFullCollection(t, path)
+	if err := ValidateCollection(path, false); err != nil {
+		t.Fatal(err)
+	}
+	c, err := OpenCollection(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if v := c.MolrecVersion(); v != 2 {
+		t.Fatalf("molrec_version %d", v)
+	}
+	s, err := c.System(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	atoms := s.Block("atoms")
+	tag := atoms.Column("tag")
+	if tag.Strings[1] != `b"\` || !tag.Null[2] || tag.Null[1] || !bytes.Equal(tag.Valid, []byte{1, 1, 0}) {
+		t.Fatalf("tag column %+v", tag)
+	}
+	if ch := atoms.Column("charge"); !bytes.Equal(ch.Valid, []byte{1, 0, 1}) || !bytes.Equal(ch.Data, f64Bytes(-0.8, 0.4, 0.4)) {
+		t.Fatalf("charge column %+v", ch)
+	}
+	if x := atoms.Column("x"); x.Precision != math.Ldexp(1, -10) || !bytes.Equal(x.Data, f64Bytes(0.099609375, -1.25, 3.0)) {
+		t.Fatalf("x column %+v", x)
+	}
+	if r := MrecRoundPrecision(0.1, math.Ldexp(1, -10)); r != 0.099609375 {
+		t.Fatalf("round_precision(0.1) = %v", r)
+	}
+	if atoms.Column("element").Valid != nil || atoms.Attributes != `{"note":"water"}` {
+		t.Fatalf("element mask %v, attributes %q", atoms.Column("element").Valid, atoms.Attributes)
+	}
+	if b := s.Box; b == nil || b.Vectors[4] != 11 || b.Origin[2] != -0.5 || b.Periodic != [3]bool{true, true, false} || !b.CellDefined {
+		t.Fatalf("box %+v", s.Box)
+	}
+	if fmt := string(s.Meta["cell3"].(json.RawMessage)); fmt != "[1.0,2.0,3.0]" {
+		t.Fatalf("cell3 written as %s, Python writes [1.0,2.0,3.0]", fmt)
+	}
+	if big := string(s.Meta["big"].(json.RawMessage)); big != `"1152921504606846976"` || s.MetaTypes["big"] != "u64" {
+		t.Fatalf("big written as %s (%s)", big, s.MetaTypes["big"])
+	}
+	f, err := c.Frame(0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.HasStep || f.Step != 20 || !f.HasTime || f.Time != 1.0 || string(f.Meta["energy"].(json.RawMessage)) != "-3.0" {
+		t.Fatalf("frame 1: step %d time %v meta %s", f.Step, f.Time, f.Header)
+	}
+	if u, err := c.Update(0, 1); err != nil || !bytes.Equal(u.Block("coords").Column("pos").Data, mrecCoords(1)) {
+		t.Fatalf("update 1: %v", err)
+	}
+	if ff, err := c.FF(); err != nil || string(ff.Meta["kind"].(json.RawMessage)) != `"lj"` {
+		t.Fatalf("force field %+v, %v", ff, err)
+	}
+	idx, err := c.Index()
+	if err != nil || !bytes.Equal(idx.Block("records").Column("weight").Data, f64Bytes(1, 2)) {
+		t.Fatalf("index %v", err)
+	}
+	if ri, err := c.RecordInfo(1); err != nil || ri != (MrecRecordInfo{FirstFrame: 2, NFrames: 0, NAtoms: 0, HasTrajectory: true}) {
+		t.Fatalf("record 1 %+v, %v", ri, err)
+	}
+}
+
+func TestMrecBadContentGivesNamedErrors(t *testing.T) {
+	dir := t.TempDir()
+	w, err := CreateCollection(filepath.Join(dir, "bad.mrec.lmdb"), "", mrecSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	one := func(c MrecColumn, rows uint64) error {
+		return w.BeginRecord("", &MrecFrame{Blocks: []MrecBlock{{Name: "atoms", Count: rows, Columns: []MrecColumn{c}}}})
+	}
+	cases := []struct {
+		err  error
+		want string
+	}{
+		{one(MrecColumn{Name: "x", Dtype: "f64", Shape: []uint64{2}, Data: f64Bytes(1)}, 2), "atoms/x"},
+		{one(MrecColumn{Name: "x", Dtype: "f32", Shape: []uint64{2}, Data: make([]byte, 8)}, 2), "f32"},
+		{one(MrecColumn{Name: "s", Dtype: "string", Shape: []uint64{2}, Strings: []string{"ok", "\xff"}}, 2), "atoms/s: entry 1 is not UTF-8 text"},
+		{one(MrecColumn{Name: "s", Dtype: "string", Shape: []uint64{2}, Strings: []string{"ok", "a\x00b"}}, 2), "entry 1 is not UTF-8 text"},
+		{one(MrecColumn{Name: "s", Dtype: "string", Shape: []uint64{2}, Strings: []string{"a"}}, 2), "the shape holds 2 strings"},
+		{one(MrecColumn{Name: "x", Dtype: "f64", Shape: []uint64{2}, Data: f64Bytes(1, 2), Valid: []byte{1, 1, 1}}, 2), "validity has 3 bytes, the column has 2 rows"},
+		{one(MrecColumn{Name: "x", Dtype: "f64", Shape: []uint64{2}, Data: f64Bytes(1, 2), Valid: []byte{1, 2}}, 2), "validity byte 1 is 2"},
+		{w.BeginRecord("", &MrecFrame{Meta: map[string]any{"cell3": []float64{1, 2}}, MetaTypes: map[string]string{"cell3": "f64x3"}}), "cell3"},
+		{w.BeginRecord("", &MrecFrame{Meta: map[string]any{"n": 1.5}, MetaTypes: map[string]string{"n": "i64"}}), "not a i64 value"},
+		{w.BeginRecord("", &MrecFrame{Meta: map[string]any{"label": "\xc3"}}), "not UTF-8"},
+		{w.BeginRecord("", &MrecFrame{Box: &MrecBox{Periodic: [3]bool{true, false, false}}}), "periodic"},
+	}
+	for k, c := range cases {
+		if !errors.Is(c.err, ErrInvalid) || !strings.Contains(c.err.Error(), c.want) {
+			t.Errorf("case %d: %v, want ErrInvalid naming %q", k, c.err, c.want)
+		}
+	}
+	if err := w.BeginRecord("", &MrecFrame{Blocks: []MrecBlock{{Name: "atoms", Count: 1, Columns: []MrecColumn{
+		{Name: "x", Dtype: "f64", Shape: []uint64{1}, Data: f64Bytes(1)}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	err = w.AddFrame(&MrecFrame{Meta: map[string]any{"other": 1.0}, Blocks: []MrecBlock{{Name: "coords", Count: 1,
+		Columns: []MrecColumn{{Name: "pos", Dtype: "f64", Shape: []uint64{1, 3}, Data: f64Bytes(1, 2, 3)}}}}})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "meta key 'other' is not declared") {
+		t.Fatalf("undeclared update meta: %v", err)
+	}
+}
+
+func TestMrecValidateNamesTheFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "v.mrec.lmdb")
+	w, err := CreateCollection(p, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.BeginRecord("", &MrecFrame{Blocks: []MrecBlock{{Name: "atoms", Count: 1, Columns: []MrecColumn{
+		{Name: "x", Dtype: "f64", Shape: []uint64{1}, Data: f64Bytes(1)}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	w.Abort() // a writer aborted mid-way leaves no readable collection
+	if err := ValidateCollection(p, false); !errors.Is(err, ErrNotStore) || !strings.Contains(err.Error(), p+`: key "meta" is missing`) {
+		t.Fatalf("aborted: %v", err)
+	}
+	if err := ValidateCollection(filepath.Join(dir, "nothing"), false); !errors.Is(err, ErrIO) {
+		t.Fatalf("missing: %v", err)
+	}
+	ok := filepath.Join(dir, "ok.mrec.lmdb")
+	writeCollection(t, ok)
+	if err := ValidateCollection(ok, false); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -674,6 +674,9 @@ ZR_OUT_INT(uint64_t, mix_index)
 ZR_OUT_INT(uint64_t, n_frames)
 ZR_OUT_INT(uint64_t, n_atoms)
 ZR_OUT_INT(uint64_t, meta_size)
+ZR_OUT_INT(uint64_t, first_frame)
+ZR_OUT_INT(uint64_t, has_trajectory)
+%typemap(out) int zmr_molrec_version %{ lua_pushinteger(L, (lua_Integer)$1); SWIG_arg++; %}
 
 /* zre_get_stats: a table with the struct's fields. */
 %typemap(in, numinputs=0) zre_stats *out (zre_stats tmp) %{ memset(&tmp, 0, sizeof tmp); $1 = &tmp; %}
@@ -727,8 +730,9 @@ ZR_OUT_INT(zsm_pack_overlong, out)
 ZR_SRC_BYTES(data, nbytes)
 ZR_SRC_BYTES(record, size)
 
-/* Optional bytes (nil: none): zstd dictionaries. */
-%typemap(in) (const void *dict, uint64_t dict_size) (size_t len_ = 0) %{
+/* Optional bytes (nil: none): zstd dictionaries, mrec validity masks. */
+%typemap(in) (const void *dict, uint64_t dict_size) (size_t len_ = 0),
+             (const void *mask, uint64_t mask_size) (size_t len_ = 0) %{
     if (lua_isnoneornil(L, $input)) {
         $1 = NULL;
         $2 = 0;

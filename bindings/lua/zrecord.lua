@@ -1005,12 +1005,24 @@ Loader.__gc = function(self) pcall(Loader.close, self) end
 -- ------------------------------------------- molecular record collections
 
 -- A collection of molecular records in one LMDB file (libzmrec). Frames
--- come back as plain tables, copied out of C:
---   frame.blocks = { {name =, count =, columns = { col, ... }}, ... }
---   col = {name =, dtype = "f64" | "i32" | ..., shape = {rows, ...},
---          data = little-endian bytes (numeric), or strings = {...} (a
---          string column: row-major, a null entry is false)}
--- with frame.block[name] and block.column[name] for lookups by name.
+-- are plain tables, copied out of C on read and into C on write:
+--   frame = {blocks = { blk, ... }, step =, time =, box =, meta =,
+--            meta_types =, header = (read: the frame header, JSON text)}
+--   blk   = {name =, count =, columns = { col, ... }, targets =,
+--            attributes =, structural_shape = (JSON texts)}
+--   col   = {name =, dtype = "f64" | "i32" | ..., shape = {rows, ...},
+--            data = little-endian bytes (numeric), or strings = {...}
+--            (a string column: row-major, a null entry is false),
+--            valid = one byte 0/1 per row (or a table of booleans on
+--            write; nil: every row valid), precision = p (f64)}
+--   box   = {vectors = 9 numbers (row-major; the lattice vectors are its
+--            columns), origin = 3 numbers, periodic = 3 booleans,
+--            cell_defined = boolean}
+--   meta  = {key = value}: a boolean, integer, float or string; a table of
+--           numbers / booleans for a vector tag; JSON text for tag "json".
+--           meta_types = {key = tag} gives the tag (else: bool, i64, f64,
+--           string by the value's type).
+-- On read, frame.block[name] and block.column[name] look up by name.
 local Collection = {}
 Collection.__index = Collection
 
@@ -1020,10 +1032,28 @@ local function coll_handle(self)
   return h
 end
 
+local function f64_bytes(t, n, what)
+  if type(t) ~= "table" or #t ~= n then
+    fail("EINVAL", "%s must be a table of %d numbers, got %s", what, n, type(t) == "table" and #t or type(t))
+  end
+  return string.pack("<" .. string.rep("d", n), table.unpack(t, 1, n))
+end
+
 -- A C frame (zmr_frame *) as a table; frees it.
 local function frame_table(f)
   local ok, t = pcall(function()
-    local fr = { blocks = {}, block = {} }
+    local fr = { blocks = {}, block = {}, header = raw.zr_bind_mrec_frame_header(f) }
+    local flags = raw.zr_bind_mrec_frame_flags(f)
+    if flags & 1 ~= 0 then fr.step = raw.zr_bind_mrec_frame_step(f) end
+    if flags & 2 ~= 0 then fr.time = raw.zr_bind_mrec_frame_time(f) end
+    if flags & 4 ~= 0 then
+      local buf = raw.buffer(96)
+      raw.zr_bind_mrec_frame_box(f, buf)
+      local v = { string.unpack("<" .. string.rep("d", 12), buf:tostring()) }
+      fr.box = { vectors = { table.unpack(v, 1, 9) }, origin = { v[10], v[11], v[12] },
+                 periodic = { flags & 16 ~= 0, flags & 32 ~= 0, flags & 64 ~= 0 },
+                 cell_defined = flags & 8 ~= 0 }
+    end
     for b = 0, raw.zmr_frame_nblocks(f) - 1 do
       local blk = { name = raw.zmr_frame_block_name(f, b), count = raw.zmr_frame_block_count(f, b),
                     columns = {}, column = {} }
@@ -1049,6 +1079,14 @@ local function frame_table(f)
             col.data = buf:tostring()
           end
         end
+        local nv = raw.zr_bind_mrec_column_nvalid(f, b, c)
+        if nv > 0 then
+          local buf = raw.buffer(nv)
+          raw.zr_bind_mrec_column_validity(f, b, c, buf)
+          col.valid = buf:tostring()
+        end
+        local p = raw.zr_bind_mrec_column_precision(f, b, c)
+        if p ~= 0 then col.precision = p end
         blk.columns[#blk.columns + 1] = col
         blk.column[col.name] = col
       end
@@ -1083,11 +1121,24 @@ function M.open_collection(path, opts)
   return setmetatable({ _h = raw.zmr_open(path, flags), path = path }, Collection)
 end
 
+--- Check every rule of the layout over a whole collection file (opts.nolock
+--- as in open_collection); raises the first broken rule, naming the file.
+function M.validate_collection(path, opts)
+  check_path(path)
+  raw.zmr_validate(path, (opts and opts.nolock) and raw.ZMR_OPEN_NOLOCK or 0)
+end
+
+--- The layout's precision rule on one float (ties to even), as the writer
+--- applies it to a column with a declared precision.
+function M.round_precision(x, precision) return raw.zmr_round_precision(x, precision) end
+
 --- Number of records.
 function Collection:len() return raw.zmr_n_records(coll_handle(self)) end
 Collection.__len = Collection.len
 --- Number of trajectory frames over every record.
 function Collection:n_frames() return raw.zmr_n_frames(coll_handle(self)) end
+--- collection.molrec_version (1 or 2), 0 when the file does not state it.
+function Collection:molrec_version() return raw.zmr_molrec_version(coll_handle(self)) end
 --- The collection document (JSON text).
 function Collection:meta_json() return raw.zmr_meta_json(coll_handle(self)) end
 --- Record rec's meta document (JSON text).
@@ -1101,21 +1152,29 @@ function Collection:record_meta(rec)
   end
   return buf:tostring():sub(1, n)
 end
---- Record rec's trajectory length and atom count: {n_frames =, n_atoms =}.
+--- Record rec's index row: {first_frame =, n_frames =, n_atoms =,
+--- has_trajectory =}.
 function Collection:record_info(rec)
-  local nf, na = raw.zr_bind_mrec_record_info(coll_handle(self), record_index(self, rec))
-  return { n_frames = nf, n_atoms = na }
+  local ff, nf, na, tr = raw.zr_bind_mrec_record_info(coll_handle(self), record_index(self, rec))
+  return { first_frame = ff, n_frames = nf, n_atoms = na, has_trajectory = tr ~= 0 }
 end
---- Record rec's system frame (nil when it has none).
-function Collection:system(rec)
-  local f = raw.zmr_read_system(coll_handle(self), record_index(self, rec))
+
+local function read_frame(self, which, rec, k)
+  local f = raw.zr_bind_mrec_read(coll_handle(self), which, rec, k)
   if f == nil then return nil end
   return frame_table(f)
 end
+--- Record rec's system frame (nil when it has none).
+function Collection:system(rec) return read_frame(self, "system", record_index(self, rec), 0) end
 --- Trajectory frame k of record rec, every block carried forward.
-function Collection:frame(rec, k)
-  return frame_table(raw.zmr_read_frame(coll_handle(self), record_index(self, rec), k))
-end
+function Collection:frame(rec, k) return read_frame(self, "frame", record_index(self, rec), k) end
+--- Trajectory update k of record rec as stored (only the blocks that changed).
+function Collection:update(rec, k) return read_frame(self, "update", record_index(self, rec), k) end
+--- The force field frame (its document in .header's meta), nil when none.
+function Collection:ff() return read_frame(self, "ff", 0, 0) end
+--- The index frame: block "records", the collection's own index columns
+--- and the binding's four (first_frame, n_frames, n_atoms, has_trajectory).
+function Collection:index() return read_frame(self, "index", 0, 0) end
 function Collection:closed() return rawget(self, "_h") == nil end
 function Collection:close()
   local h = rawget(self, "_h")
@@ -1129,18 +1188,97 @@ Collection.__gc = function(self) pcall(Collection.close, self) end
 local CollectionWriter = {}
 CollectionWriter.__index = CollectionWriter
 
--- A C frame of `kind` from a frame table ({step =, blocks = {...}} with
--- numeric columns {name, dtype, shape, data}); the caller frees it.
+-- Meta values go to C as binary values (C writes the typed JSON, the same
+-- text from every language), strings as text, tag "json" as JSON text.
+local function set_meta(f, key, value, tag)
+  local tv = type(value)
+  if tag == nil then
+    tag = tv == "boolean" and "bool" or tv == "string" and "string"
+      or math.type(value) == "integer" and "i64" or math.type(value) == "float" and "f64" or nil
+    if tag == nil then fail("EINVAL", "meta %s: a %s value needs a tag in meta_types", key, tv) end
+  end
+  if tag == "string" or tag == "json" then
+    if tv ~= "string" then fail("EINVAL", "meta %s: tag %s needs a string, got %s", key, tag, tv) end
+    if tag == "string" then return raw.zr_bind_mrec_set_meta_text(f, key, value) end
+    return raw.zr_bind_mrec_set_meta(f, key, tag, value)
+  end
+  local vals = tv == "table" and value or { value }
+  local fmt = tag:sub(1, 1) == "b" and "B" or tag:sub(1, 1) == "f" and "d" or "j"
+  local parts = {}
+  for i, x in ipairs(vals) do
+    if type(x) == "boolean" then x = x and 1 or 0 end
+    if type(x) ~= "number" then fail("EINVAL", "meta %s: element %d of a %s value is a %s", key, i, tag, type(x)) end
+    local ok, b = pcall(string.pack, "<" .. fmt, x)
+    if not ok then fail("EINVAL", "meta %s: element %d (%s) is not a %s value", key, i, tostring(x), tag) end
+    parts[i] = b
+  end
+  raw.zr_bind_mrec_set_meta_values(f, key, tag, table.concat(parts))
+end
+
+local function mask_bytes(v, what)
+  if v == nil or type(v) == "string" then return v end
+  if type(v) ~= "table" then fail("EINVAL", "%s: valid must be bytes or a table of booleans, got %s", what, type(v)) end
+  local b = {}
+  for i, x in ipairs(v) do b[i] = x and "\1" or "\0" end
+  return table.concat(b)
+end
+
+local function string_bytes(strings, what)
+  if type(strings) ~= "table" then fail("EINVAL", "%s: strings must be a table, got %s", what, type(strings)) end
+  local parts = {}
+  for i = 1, #strings do
+    local s = strings[i]
+    if s == false then
+      parts[i] = string.pack("<I4", 0xFFFFFFFF)
+    elseif type(s) == "string" then
+      parts[i] = string.pack("<s4", s)
+    else
+      fail("EINVAL", "%s: string entry %d must be a string or false (null), got %s", what, i, type(s))
+    end
+  end
+  return table.concat(parts)
+end
+
+-- A C frame of `kind` ("system", "update", "index", "ff") from a frame
+-- table; the caller frees it.
 local function c_frame(kind, t)
   if type(t) ~= "table" then fail("EINVAL", "%s frame must be a table, got %s", kind, type(t)) end
   local f = raw.zr_bind_mrec_frame_create(kind)
   local ok, err = pcall(function()
     if t.step ~= nil then raw.zmr_frame_set_step(f, t.step) end
+    if t.time ~= nil then raw.zmr_frame_set_time(f, t.time) end
+    if t.box ~= nil then
+      local bx = t.box
+      local vb = f64_bytes(bx.vectors, 9, "box.vectors")
+      local ob = f64_bytes(bx.origin or { 0.0, 0.0, 0.0 }, 3, "box.origin")
+      local per = 0
+      for k, p in ipairs(bx.periodic or {}) do if p then per = per | (1 << (k - 1)) end end
+      raw.zr_bind_mrec_set_box(f, vb .. ob, per, bx.cell_defined == false and 0 or 1)
+    end
     for _, blk in ipairs(t.blocks or {}) do
       raw.zmr_frame_add_block(f, blk.name, blk.count)
-      for _, col in ipairs(blk.columns or {}) do
-        raw.zr_bind_mrec_add_column(f, blk.name, col.name, col.dtype, col.shape, col.data)
+      for _, field in ipairs({ "structural_shape", "targets", "attributes" }) do
+        if blk[field] ~= nil then raw.zmr_frame_set_block_json(f, blk.name, field, blk[field]) end
       end
+      for _, col in ipairs(blk.columns or {}) do
+        local what = "column " .. tostring(blk.name) .. "/" .. tostring(col.name)
+        local valid = mask_bytes(col.valid, what)
+        if col.dtype == "string" then
+          raw.zr_bind_mrec_add_string_column(f, blk.name, col.name, col.shape,
+                                             string_bytes(col.strings, what), valid)
+        else
+          raw.zr_bind_mrec_add_column(f, blk.name, col.name, col.dtype, col.shape, col.data, valid,
+                                      col.precision or 0.0)
+        end
+      end
+    end
+    if kind == "ff" then
+      if t.document ~= nil then raw.zmr_frame_set_meta_document(f, t.document) end
+    else
+      local keys = {}
+      for k in pairs(t.meta or {}) do keys[#keys + 1] = k end
+      table.sort(keys)
+      for _, k in ipairs(keys) do set_meta(f, k, t.meta[k], (t.meta_types or {})[k]) end
     end
   end)
   if not ok then raw.zmr_frame_free(f); error(err, 0) end
@@ -1153,6 +1291,15 @@ local function writer_handle(self)
   return h
 end
 
+-- Run call(h, f) with a C frame built from t, freeing the frame after.
+local function with_frame(self, kind, t, call)
+  local h = writer_handle(self)
+  local f = c_frame(kind, t)
+  local ok, err = pcall(call, h, f)
+  raw.zmr_frame_free(f)
+  if not ok then error(err, 0) end
+end
+
 --- Create a collection at path (EEXIST if it exists). opts.collection:
 --- the collection document (JSON text), opts.schema: the sequence schema
 --- (JSON text). Nothing is a collection until :commit().
@@ -1163,25 +1310,35 @@ function M.create_collection(path, opts)
                       CollectionWriter)
 end
 
+--- The force field, at most once: document its JSON text (an object),
+--- blocks optional frame blocks.
+function CollectionWriter:set_ff(document, blocks)
+  with_frame(self, "ff", { document = document, blocks = blocks }, raw.zmr_writer_set_ff)
+end
+
 --- Start the next record: meta its meta document (JSON text or nil),
 --- system a frame table or nil.
 function CollectionWriter:begin_record(meta, system)
   local h = writer_handle(self)
   if system == nil then return raw.zr_bind_mrec_begin_record(h, meta, nil) end
-  local f = c_frame("system", system)
-  local ok, err = pcall(raw.zr_bind_mrec_begin_record, h, meta, f)
-  raw.zmr_frame_free(f)
-  if not ok then error(err, 0) end
+  with_frame(self, "system", system, function(w, f) raw.zr_bind_mrec_begin_record(w, meta, f) end)
 end
+
+--- The current record has a trajectory, also when no frame follows.
+function CollectionWriter:begin_trajectory() raw.zmr_writer_begin_trajectory(writer_handle(self)) end
 
 --- Append a trajectory frame (a frame table, with .step optional) to the
 --- current record.
 function CollectionWriter:add_frame(frame)
-  local h = writer_handle(self)
-  local f = c_frame("update", frame)
-  local ok, err = pcall(raw.zmr_writer_add_frame, h, f)
-  raw.zmr_frame_free(f)
-  if not ok then error(err, 0) end
+  with_frame(self, "update", frame, raw.zmr_writer_add_frame)
+end
+
+--- The collection's own index columns: a block table (name "records", one
+--- row per record, checked at commit).
+function CollectionWriter:set_index(block)
+  if type(block) ~= "table" then fail("EINVAL", "set_index: block must be a table, got %s", type(block)) end
+  local b = setmetatable({ name = "records" }, { __index = block })
+  with_frame(self, "index", { blocks = { b } }, raw.zmr_writer_set_index)
 end
 
 --- Write the index and the collection document, and close.

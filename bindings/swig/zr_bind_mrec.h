@@ -15,28 +15,52 @@
 
 #include <zmrec.h>
 #include <zrerror_sys.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* A new empty frame of kind "system" or "update" (ZR_EINVAL naming the
- * kind otherwise). Free it with zmr_frame_free. */
+/* A new empty frame of kind "system", "update", "index" (the
+ * collection's own index columns, zmr_writer_set_index) or "ff" (the
+ * force field, zmr_writer_set_ff); ZR_EINVAL naming the kind otherwise.
+ * Free it with zmr_frame_free. */
 static inline int zr_bind_mrec_frame_create(zmr_frame **out, const char *kind)
 {
-    if (kind != NULL && strcmp(kind, "system") == 0)
-        return zmr_frame_create(out, ZMR_FRAME_SYSTEM);
-    if (kind != NULL && strcmp(kind, "update") == 0)
-        return zmr_frame_create(out, ZMR_FRAME_UPDATE);
-    return zr_set_error(ZR_EINVAL, "mrec frame: kind must be 'system' or 'update', got '%s'",
-                        kind ? kind : "(null)");
+    static const char *const names[] = {"system", "update", "index", "ff"};
+    static const zmr_frame_kind kinds[] = {ZMR_FRAME_SYSTEM, ZMR_FRAME_UPDATE, ZMR_FRAME_INDEX,
+                                           ZMR_FRAME_FF};
+    for (size_t k = 0; kind != NULL && k < sizeof names / sizeof names[0]; k++)
+        if (strcmp(kind, names[k]) == 0)
+            return zmr_frame_create(out, kinds[k]);
+    return zr_set_error(ZR_EINVAL, "mrec frame: kind must be 'system', 'update', 'index' or 'ff', "
+                        "got '%s'", kind ? kind : "(null)");
+}
+
+/* A validity mask as the bindings hand it: NULL (every row valid) or
+ * exactly `rows` bytes of 0/1 (libzmrec checks the values). */
+static inline int zr_bind_mrec_mask_(const char *block, const char *column, const void *mask,
+                                     uint64_t mask_size, const uint64_t *item_shape, size_t ndim)
+{
+    if (mask == NULL || ndim == 0 || item_shape == NULL)
+        return ZR_OK;
+    if (mask_size != item_shape[0])
+        return zr_set_error(ZR_EINVAL, "mrec column %s/%s: validity has %llu bytes, the column "
+                            "has %llu rows (one byte 0/1 per row)", block ? block : "",
+                            column ? column : "", (unsigned long long)mask_size,
+                            (unsigned long long)item_shape[0]);
+    return ZR_OK;
 }
 
 /* Add a numeric / bool / complex column of dtype `dtype` ("f64", "i32",
  * ...; zmr_dtype_parse's names) to `block`: item_shape is its whole shape
  * (shape[0] the block's rows), data its nbytes little-endian bytes
- * (copied). No validity mask, no precision. The rules and errors are
+ * (copied). mask: NULL, or one byte 0/1 per row (0: the row is null);
+ * mask_size must then be shape[0]. precision: 0 for none, else the f64
+ * column's precision (system and index frames). The rules and errors are
  * zmr_frame_add_column's. */
 static inline int zr_bind_mrec_add_column(zmr_frame *f, const char *block, const char *column,
                                           const char *dtype, const uint64_t *item_shape,
-                                          size_t ndim, const void *data, uint64_t nbytes)
+                                          size_t ndim, const void *data, uint64_t nbytes,
+                                          const void *mask, uint64_t mask_size, double precision)
 {
     zmr_dtype dt;
     int rc = zmr_dtype_parse(dtype, &dt);
@@ -44,8 +68,366 @@ static inline int zr_bind_mrec_add_column(zmr_frame *f, const char *block, const
         return rc;
     if (dt == ZMR_STRING)
         return zr_set_error(ZR_EINVAL, "mrec column %s/%s: string columns are not written "
-                            "from bytes", block ? block : "", column ? column : "");
-    return zmr_frame_add_column(f, block, column, dt, item_shape, ndim, data, nbytes, NULL, 0.0);
+                            "from bytes (use the string column call)", block ? block : "",
+                            column ? column : "");
+    if ((rc = zr_bind_mrec_mask_(block, column, mask, mask_size, item_shape, ndim)) < 0)
+        return rc;
+    return zmr_frame_add_column(f, block, column, dt, item_shape, ndim, data, nbytes,
+                                (const uint8_t *)mask, precision);
+}
+
+/* Length in bytes of the UTF-8 sequence starting at s (at most n bytes
+ * there), 0 when it is not well-formed UTF-8 (overlongs, surrogates and
+ * code points past U+10FFFF refused, as a strict JSON parser does). */
+static inline size_t zr_bind_utf8_len_(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (len == 0 || len > n || (len == 2 && c < 0xC2) || (len == 4 && c > 0xF4))
+        return 0;
+    for (size_t k = 1; k < len; k++)
+        if ((s[k] & 0xC0) != 0x80)
+            return 0;
+    if (len == 3 && ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] >= 0xA0)))
+        return 0;
+    if (len == 4 && ((c == 0xF0 && s[1] < 0x90) || (c == 0xF4 && s[1] >= 0x90)))
+        return 0;
+    return len;
+}
+
+/* Write p[0..len) as a JSON string (quotes included) at out, which has
+ * room for 6 * len + 2 bytes: the bytes written, or -(k + 1) when byte k
+ * starts a sequence that is not UTF-8 or is a NUL. */
+static inline long zr_bind_json_quote_(char *out, const unsigned char *p, size_t len)
+{
+    size_t n = 0;
+    out[n++] = '"';
+    for (size_t k = 0; k < len;) {
+        size_t u = zr_bind_utf8_len_(p + k, len - k);
+        if (u == 0 || p[k] == 0)
+            return -(long)k - 1;
+        if (p[k] == '"' || p[k] == '\\') {
+            out[n++] = '\\';
+            out[n++] = (char)p[k];
+        } else if (p[k] < 0x20) {
+            n += (size_t)snprintf(out + n, 7, "\\u%04x", p[k]);
+        } else {
+            memcpy(out + n, p + k, u);
+            n += u;
+        }
+        k += u;
+    }
+    out[n++] = '"';
+    return (long)n;
+}
+
+/* Add a string column from packed entries: prod(shape) entries in
+ * row-major order, each a u32 little-endian byte length then that many
+ * UTF-8 bytes, or the length 0xFFFFFFFF alone for a null entry. mask as
+ * in zr_bind_mrec_add_column. ZR_EINVAL naming the entry for a short or
+ * overlong buffer, an entry that is not UTF-8, or holds a NUL byte; the
+ * other rules are zmr_frame_add_string_column's. */
+static inline int zr_bind_mrec_add_string_column(zmr_frame *f, const char *block,
+                                                 const char *column, const uint64_t *item_shape,
+                                                 size_t ndim, const void *data, uint64_t nbytes,
+                                                 const void *mask, uint64_t mask_size)
+{
+    const char *b = block ? block : "", *c = column ? column : "";
+    int rc = zr_bind_mrec_mask_(b, c, mask, mask_size, item_shape, ndim);
+    if (rc < 0)
+        return rc;
+    uint64_t nelem = 1;
+    for (size_t k = 0; k < ndim && item_shape != NULL; k++)
+        nelem = item_shape[k] != 0 && nelem > UINT64_MAX / item_shape[k] ? UINT64_MAX
+                                                                           : nelem * item_shape[k];
+    if (nelem > nbytes / 4)
+        return zr_set_error(ZR_EINVAL, "mrec column %s/%s: the shape holds %llu strings, %llu "
+                            "bytes hold at most %llu (4 length bytes each)", b, c,
+                            (unsigned long long)nelem, (unsigned long long)nbytes,
+                            (unsigned long long)(nbytes / 4));
+    const unsigned char *p = (const unsigned char *)data;
+    /* JSON text: at most 6 bytes per input byte (\u00XX) plus 7 per entry. */
+    size_t cap = 3 + (size_t)nbytes * 6 + (size_t)nelem * 7, n = 0;
+    char *json = (char *)malloc(cap);
+    if (json == NULL)
+        return zr_set_error(ZR_ENOMEM, "mrec column %s/%s: no memory for %llu strings", b, c,
+                            (unsigned long long)nelem);
+    json[n++] = '[';
+    uint64_t pos = 0;
+    for (uint64_t e = 0; e < nelem && rc == ZR_OK; e++) {
+        if (nbytes - pos < 4) {
+            rc = zr_set_error(ZR_EINVAL, "mrec column %s/%s: the strings end before entry %llu "
+                              "of %llu", b, c, (unsigned long long)e, (unsigned long long)nelem);
+            break;
+        }
+        uint32_t len = (uint32_t)p[pos] | (uint32_t)p[pos + 1] << 8 | (uint32_t)p[pos + 2] << 16 |
+                       (uint32_t)p[pos + 3] << 24;
+        pos += 4;
+        if (e > 0)
+            json[n++] = ',';
+        if (len == 0xFFFFFFFFu) {
+            memcpy(json + n, "null", 4);
+            n += 4;
+            continue;
+        }
+        if (nbytes - pos < len) {
+            rc = zr_set_error(ZR_EINVAL, "mrec column %s/%s: entry %llu says %u bytes, %llu are "
+                              "left", b, c, (unsigned long long)e, len,
+                              (unsigned long long)(nbytes - pos));
+            break;
+        }
+        long q = zr_bind_json_quote_(json + n, p + pos, len);
+        if (q < 0) {
+            rc = zr_set_error(ZR_EINVAL, "mrec column %s/%s: entry %llu is not UTF-8 text "
+                              "(byte %ld is 0x%02x)", b, c, (unsigned long long)e, -q - 1,
+                              p[pos + (uint64_t)(-q - 1)]);
+            break;
+        }
+        n += (size_t)q;
+        pos += len;
+    }
+    if (rc == ZR_OK && pos != nbytes)
+        rc = zr_set_error(ZR_EINVAL, "mrec column %s/%s: %llu bytes left after the %llu strings "
+                          "of shape", b, c, (unsigned long long)(nbytes - pos),
+                          (unsigned long long)nelem);
+    if (rc == ZR_OK) {
+        json[n++] = ']';
+        json[n] = '\0';
+        rc = zmr_frame_add_string_column(f, block, column, item_shape, ndim, json,
+                                         (const uint8_t *)mask);
+    }
+    free(json);
+    return rc;
+}
+
+/* Set meta `key` of a system or update frame: tag a meta type name ("f64",
+ * "i64", "string", "json", "f64x3", ...; zmr_tag_parse's), typed_json its
+ * typed-JSON text. Rules and errors: zmr_frame_set_meta's. */
+static inline int zr_bind_mrec_set_meta(zmr_frame *f, const char *key, const char *tag,
+                                        const char *typed_json)
+{
+    zmr_tag t;
+    int rc = zmr_tag_parse(tag, &t);
+    if (rc < 0)
+        return rc;
+    return zmr_frame_set_meta(f, key, t, typed_json);
+}
+
+/* Set meta `key` to the string data[0..nbytes) (UTF-8 text, no NUL),
+ * tag "string": the JSON quoting is done here. */
+static inline int zr_bind_mrec_set_meta_text(zmr_frame *f, const char *key, const void *data,
+                                             uint64_t nbytes)
+{
+    char *json = (char *)malloc((size_t)nbytes * 6 + 3);
+    if (json == NULL)
+        return zr_set_error(ZR_ENOMEM, "mrec meta %s: no memory", key ? key : "");
+    long q = zr_bind_json_quote_(json, (const unsigned char *)data, (size_t)nbytes);
+    int rc;
+    if (q < 0) {
+        rc = zr_set_error(ZR_EINVAL, "mrec meta %s: the value is not UTF-8 text (byte %ld is "
+                          "0x%02x)", key ? key : "", -q - 1,
+                          ((const unsigned char *)data)[-q - 1]);
+    } else {
+        json[q] = '\0';
+        rc = zmr_frame_set_meta(f, key, ZMR_TAG_STRING, json);
+    }
+    free(json);
+    return rc;
+}
+
+/* v as JSON text in out (at least 40 bytes), written as Python's repr
+ * writes a float (the shortest digits that read back the same, fixed
+ * notation for exponents -4..15, ".0" on whole numbers), so a value
+ * written from any language is the same bytes; NaN and the infinities as
+ * the layout's strings "NaN", "Infinity", "-Infinity". */
+static inline void zr_bind_json_f64_(double v, char *out)
+{
+    if (v != v || v > 1.7976931348623157e308 || v < -1.7976931348623157e308) {
+        strcpy(out, v != v ? "\"NaN\"" : v > 0 ? "\"Infinity\"" : "\"-Infinity\"");
+        return;
+    }
+    char e[40], digits[24];
+    int p = 1;
+    for (; p < 17; p++) {
+        snprintf(e, sizeof e, "%.*e", p - 1, v);
+        if (strtod(e, NULL) == v)
+            break;
+    }
+    snprintf(e, sizeof e, "%.*e", p - 1, v);
+    const char *q = e;
+    size_t n = 0, nd = 0;
+    if (*q == '-')
+        out[n++] = *q++;
+    for (; *q != 'e'; q++)
+        if (*q != '.')
+            digits[nd++] = *q;
+    int x = atoi(q + 1);
+    while (nd > 1 && digits[nd - 1] == '0')
+        nd--;
+    if (x >= -4 && x < 16) {
+        if (x < 0) {
+            out[n++] = '0';
+            out[n++] = '.';
+            for (int k = 0; k < -x - 1; k++)
+                out[n++] = '0';
+            for (size_t k = 0; k < nd; k++)
+                out[n++] = digits[k];
+        } else {
+            for (int k = 0; k <= x; k++)
+                out[n++] = (size_t)k < nd ? digits[k] : '0';
+            out[n++] = '.';
+            if ((size_t)x + 1 >= nd)
+                out[n++] = '0';
+            for (size_t k = (size_t)x + 1; k < nd; k++)
+                out[n++] = digits[k];
+        }
+        out[n] = '\0';
+        return;
+    }
+    out[n++] = digits[0];
+    if (nd > 1) {
+        out[n++] = '.';
+        for (size_t k = 1; k < nd; k++)
+            out[n++] = digits[k];
+    }
+    snprintf(out + n, 16, "e%c%02d", x < 0 ? '-' : '+', x < 0 ? -x : x);
+}
+
+/* Set meta `key` of a numeric or bool tag from binary values: data holds
+ * 1 value (a scalar tag) or 3 / 6 / 9 (a vector tag) as the tag's element
+ * kind reads them: f64 tags little-endian f64, signed integer tags i64,
+ * unsigned ones u64, bool tags one byte 0/1. The typed JSON is written
+ * here (floats as zr_bind_json_f64_, integers beyond 2^53 as decimal
+ * strings), so every language writes the same text; the count and ranges
+ * are zmr_frame_set_meta's rules. */
+static inline int zr_bind_mrec_set_meta_values(zmr_frame *f, const char *key, const char *tag,
+                                               const void *data, uint64_t nbytes)
+{
+    zmr_tag t;
+    int rc = zmr_tag_parse(tag, &t);
+    if (rc < 0)
+        return rc;
+    const char *name = zmr_tag_name(t);
+    char kind = name[0]; /* 'f', 'i', 'u' or 'b' */
+    bool vector = t >= ZMR_TAG_BOOL3;
+    size_t item = kind == 'b' ? 1 : 8;
+    if (kind == 's' || kind == 'j')
+        return zr_set_error(ZR_EINVAL, "mrec meta %s: tag %s takes text, not values", key ? key : "",
+                            name);
+    if (nbytes % item != 0 || nbytes == 0 || nbytes / item > 9 || (!vector && nbytes != item))
+        return zr_set_error(ZR_EINVAL, "mrec meta %s: %llu bytes are not %s values of %zu bytes",
+                            key ? key : "", (unsigned long long)nbytes, name, item);
+    char json[9 * 42 + 3];
+    size_t n = 0, count = (size_t)(nbytes / item);
+    const unsigned char *p = (const unsigned char *)data;
+    if (vector)
+        json[n++] = '[';
+    for (size_t k = 0; k < count; k++) {
+        if (k > 0)
+            json[n++] = ',';
+        if (kind == 'b') {
+            n += (size_t)snprintf(json + n, 8, "%s", p[k] == 0 ? "false" : p[k] == 1 ? "true" : "2");
+            continue;
+        }
+        uint64_t u;
+        memcpy(&u, p + 8 * k, 8);
+        if (kind == 'f') {
+            double d;
+            memcpy(&d, &u, 8);
+            zr_bind_json_f64_(d, json + n);
+        } else if (kind == 'i') {
+            int64_t i = (int64_t)u;
+            bool big = i > (int64_t)1 << 53 || i < -((int64_t)1 << 53);
+            snprintf(json + n, 34, big ? "\"%lld\"" : "%lld", (long long)i);
+        } else {
+            snprintf(json + n, 34, u > (uint64_t)1 << 53 ? "\"%llu\"" : "%llu", (unsigned long long)u);
+        }
+        n += strlen(json + n);
+    }
+    if (vector)
+        json[n++] = ']';
+    json[n] = '\0';
+    return zmr_frame_set_meta(f, key, t, json);
+}
+
+/* Set the cell of a system frame or update: data holds 12 little-endian
+ * f64 (nbytes 96): the 3 x 3 vectors row-major (the lattice vectors are
+ * its COLUMNS, zmr_box) then the origin. periodic: bit k set when axis k
+ * is periodic (0..7); cell_defined 0 or 1. Rules: zmr_frame_set_box's. */
+static inline int zr_bind_mrec_set_box(zmr_frame *f, const void *data, uint64_t nbytes,
+                                       unsigned periodic, unsigned cell_defined)
+{
+    if (data == NULL || nbytes != 12 * sizeof(double))
+        return zr_set_error(ZR_EINVAL, "mrec box: %llu bytes, want 96 (9 vectors and 3 origin "
+                            "f64)", (unsigned long long)nbytes);
+    if (periodic > 7 || cell_defined > 1)
+        return zr_set_error(ZR_EINVAL, "mrec box: periodic must be 0..7 (a bit per axis) and "
+                            "cell_defined 0 or 1, got %u and %u", periodic, cell_defined);
+    zmr_box box;
+    memcpy(box.vectors, data, 9 * sizeof(double));
+    memcpy(box.origin, (const char *)data + 9 * sizeof(double), 3 * sizeof(double));
+    for (int k = 0; k < 3; k++)
+        box.boundary[k] = (periodic >> k) & 1u;
+    box.cell_defined = cell_defined != 0;
+    return zmr_frame_set_box(f, &box);
+}
+
+/* What a frame holds besides its blocks, as bits: 1 a step, 2 a time,
+ * 4 a box, 8 the box's cell_defined, 16/32/64 axes 0/1/2 periodic. */
+static inline uint64_t zr_bind_mrec_frame_flags(const zmr_frame *f)
+{
+    int64_t step;
+    double t;
+    zmr_box box;
+    uint64_t out = 0;
+    if (f == NULL)
+        return 0;
+    if (zmr_frame_get_step(f, &step))
+        out |= 1;
+    if (zmr_frame_get_time(f, &t))
+        out |= 2;
+    if (zmr_frame_get_box(f, &box)) {
+        out |= 4 | (box.cell_defined ? 8 : 0);
+        for (int k = 0; k < 3; k++)
+            out |= box.boundary[k] ? (uint64_t)16 << k : 0;
+    }
+    return out;
+}
+
+/* The frame's step (0 without one) and time (0.0 without one). */
+static inline int64_t zr_bind_mrec_frame_step(const zmr_frame *f)
+{
+    int64_t step = 0;
+    return f != NULL && zmr_frame_get_step(f, &step) ? step : 0;
+}
+
+static inline double zr_bind_mrec_frame_time(const zmr_frame *f)
+{
+    double t = 0.0;
+    return f != NULL && zmr_frame_get_time(f, &t) ? t : 0.0;
+}
+
+/* The box's 12 f64 (vectors row-major, origin) into dst (96 bytes);
+ * ZR_ERANGE when the frame has no box. */
+static inline int zr_bind_mrec_frame_box(const zmr_frame *f, void *dst, uint64_t dst_capacity)
+{
+    zmr_box box;
+    if (f == NULL || !zmr_frame_get_box(f, &box))
+        return zr_set_error(ZR_ERANGE, "mrec frame: no box");
+    if (dst_capacity < 12 * sizeof(double))
+        return zr_set_error(ZR_EINVAL, "mrec box: the buffer holds %llu bytes, 96 needed",
+                            (unsigned long long)dst_capacity);
+    memcpy(dst, box.vectors, 9 * sizeof(double));
+    memcpy((char *)dst + 9 * sizeof(double), box.origin, 3 * sizeof(double));
+    return ZR_OK;
+}
+
+/* The frame's header (compact JSON: meta, meta_types, blocks with their
+ * targets, attributes, structural_shape and column precision), owned by
+ * the frame; NULL with a detail on failure. */
+static inline const char *zr_bind_mrec_frame_header(zmr_frame *f)
+{
+    return f != NULL ? zmr_frame_header_json(f) : NULL;
 }
 
 /* Start the next record: meta_json its meta document (NULL or "" for {}),
@@ -59,13 +441,40 @@ static inline int zr_bind_mrec_begin_record(zmr_writer *w, const char *meta_json
     return zmr_writer_begin_record(w, meta_json, system, &index);
 }
 
-/* Record rec's number of trajectory frames and atoms (zmr_record_info). */
-static inline int zr_bind_mrec_record_info(zmr_reader *r, uint64_t rec, uint64_t *n_frames,
-                                           uint64_t *n_atoms)
+/* Record rec's index row (zmr_record_info): its first global frame, its
+ * number of trajectory frames and atoms, and 1 when it has a trajectory
+ * (also one of zero frames), else 0. */
+static inline int zr_bind_mrec_record_info(zmr_reader *r, uint64_t rec, uint64_t *first_frame,
+                                           uint64_t *n_frames, uint64_t *n_atoms,
+                                           uint64_t *has_trajectory)
 {
-    uint64_t first = 0;
     bool traj = false;
-    return zmr_record_info(r, rec, &first, n_frames, n_atoms, &traj);
+    int rc = zmr_record_info(r, rec, first_frame, n_frames, n_atoms, &traj);
+    *has_trajectory = traj ? 1 : 0;
+    return rc;
+}
+
+/* Read one frame: which is "system" (record rec's, *out NULL when it has
+ * none), "update" (update k of rec as stored: the blocks that changed),
+ * "frame" (frame k of rec resolved), "ff" (the force field, NULL when
+ * none) or "index" (the index frame: the collection's own columns and
+ * the binding's four). ZR_EINVAL naming `which` otherwise. */
+static inline int zr_bind_mrec_read(zmr_reader *r, const char *which, uint64_t rec, uint64_t k,
+                                    zmr_frame **out)
+{
+    *out = NULL;
+    if (which != NULL && strcmp(which, "system") == 0)
+        return zmr_read_system(r, rec, out);
+    if (which != NULL && strcmp(which, "update") == 0)
+        return zmr_read_update(r, rec, k, out);
+    if (which != NULL && strcmp(which, "frame") == 0)
+        return zmr_read_frame(r, rec, k, out);
+    if (which != NULL && strcmp(which, "ff") == 0)
+        return zmr_read_ff(r, out);
+    if (which != NULL && strcmp(which, "index") == 0)
+        return zmr_read_index(r, out);
+    return zr_set_error(ZR_EINVAL, "mrec read: which must be 'system', 'update', 'frame', 'ff' "
+                        "or 'index', got '%s'", which ? which : "(null)");
 }
 
 /* Record rec's meta document (UTF-8 JSON) copied into dst when it fits
@@ -144,6 +553,15 @@ static inline const char *zr_bind_mrec_column_string(const zmr_frame *f, size_t 
     return col.strings[k];
 }
 
+/* 1 when a string column's element k is null, else 0. */
+static inline uint64_t zr_bind_mrec_column_is_null(const zmr_frame *f, size_t b, size_t c,
+                                                   uint64_t k)
+{
+    zmr_column col;
+    return zr_bind_mrec_col_(f, b, c, &col) && col.strings != NULL && k < col.nelem &&
+           col.strings[k] == NULL;
+}
+
 /* Number of elements of the column (prod(shape)). */
 static inline uint64_t zr_bind_mrec_column_nelem(const zmr_frame *f, size_t b, size_t c)
 {
@@ -151,23 +569,56 @@ static inline uint64_t zr_bind_mrec_column_nelem(const zmr_frame *f, size_t b, s
     return zr_bind_mrec_col_(f, b, c, &col) ? col.nelem : 0;
 }
 
-/* Copy the column's bytes into dst (dst_capacity >= its nbytes). */
-static inline int zr_bind_mrec_column_copy(const zmr_frame *f, size_t b, size_t c, void *dst,
-                                           uint64_t dst_capacity)
+/* Copy column c of block b into dst: its validity mask (ZR_ERANGE when
+ * it has none) or its bytes (ZR_EINVAL for a string column). */
+static inline int zr_bind_mrec_copy_(const zmr_frame *f, size_t b, size_t c, bool mask, void *dst,
+                                     uint64_t dst_capacity)
 {
     zmr_column col;
     int rc = zmr_frame_column(f, b, c, &col);
     if (rc < 0)
         return rc;
-    if (col.data == NULL)
-        return zr_set_error(ZR_EINVAL, "mrec column %s: a string column has no bytes", col.name);
-    if (col.nbytes > dst_capacity)
-        return zr_set_error(ZR_EINVAL, "mrec column %s: %llu bytes, the buffer holds %llu",
-                            col.name, (unsigned long long)col.nbytes,
+    const void *src = mask ? (const void *)col.validity : col.data;
+    uint64_t n = mask ? col.shape[0] : col.nbytes;
+    if (src == NULL)
+        return zr_set_error(mask ? ZR_ERANGE : ZR_EINVAL, "mrec column %s: %s", col.name,
+                            mask ? "no validity mask" : "a string column has no bytes");
+    if (n > dst_capacity)
+        return zr_set_error(ZR_EINVAL, "mrec column %s: %llu %s, the buffer holds %llu", col.name,
+                            (unsigned long long)n, mask ? "mask bytes" : "bytes",
                             (unsigned long long)dst_capacity);
-    if (col.nbytes > 0)
-        memcpy(dst, col.data, (size_t)col.nbytes);
+    if (n > 0)
+        memcpy(dst, src, (size_t)n);
     return ZR_OK;
+}
+
+/* Rows of the column's validity mask: shape[0] when it has one, 0 when
+ * every row is valid (no mask). */
+static inline uint64_t zr_bind_mrec_column_nvalid(const zmr_frame *f, size_t b, size_t c)
+{
+    zmr_column col;
+    return zr_bind_mrec_col_(f, b, c, &col) && col.validity != NULL ? col.shape[0] : 0;
+}
+
+/* Copy the column's validity mask (one byte 0/1 per row) into dst. */
+static inline int zr_bind_mrec_column_validity(const zmr_frame *f, size_t b, size_t c, void *dst,
+                                               uint64_t dst_capacity)
+{
+    return zr_bind_mrec_copy_(f, b, c, true, dst, dst_capacity);
+}
+
+/* The column's declared precision, 0 when none. */
+static inline double zr_bind_mrec_column_precision(const zmr_frame *f, size_t b, size_t c)
+{
+    zmr_column col;
+    return zr_bind_mrec_col_(f, b, c, &col) ? col.precision : 0.0;
+}
+
+/* Copy the column's bytes into dst (dst_capacity >= its nbytes). */
+static inline int zr_bind_mrec_column_copy(const zmr_frame *f, size_t b, size_t c, void *dst,
+                                           uint64_t dst_capacity)
+{
+    return zr_bind_mrec_copy_(f, b, c, false, dst, dst_capacity);
 }
 
 #endif

@@ -2,9 +2,10 @@
  * zr_bind_mrec.i - molecular record collections (libzmrec) for the Lua
  * and Go bindings, through the shared C of zr_bind_mrec.h (see there) and
  * the zmrec.h calls that need no typemap beyond a binding's out-handles
- * (zmr_reader **, zmr_writer **, zmr_frame **), its path argument, and its
- * (item_shape, ndim) and (data, nbytes) pairs. Included by a binding's .i
- * after zr_core.i.
+ * (zmr_reader **, zmr_writer **, zmr_frame **), its path argument, its
+ * (item_shape, ndim), (data, nbytes) and (dst, dst_capacity) pairs, an
+ * optional (mask, mask_size) pair and the u64 out-parameters of
+ * zr_bind_mrec_record_info. Included by a binding's .i after zr_core.i.
  */
 
 %{
@@ -22,21 +23,25 @@ typedef struct zmr_writer zmr_writer;
 typedef struct zmr_frame zmr_frame;
 
 /* Reading: open (flags 0 or ZMR_OPEN_NOLOCK), close, counts, the
- * collection document, a record's index row, its system frame (out NULL
- * when it has none) and its trajectory frame k resolved. */
+ * collection document, a record's index row and meta document, and one
+ * frame (system, stored update, resolved frame, force field, index). */
 #define ZMR_OPEN_NOLOCK 1
 int zmr_open(zmr_reader **out, const char *path, unsigned flags);
 void zmr_close(zmr_reader *r);
 uint64_t zmr_n_records(const zmr_reader *r);
 uint64_t zmr_n_frames(const zmr_reader *r);
+int zmr_molrec_version(const zmr_reader *r);
 const char *zmr_meta_json(const zmr_reader *r);
-int zr_bind_mrec_record_info(zmr_reader *r, uint64_t rec, uint64_t *n_frames, uint64_t *n_atoms);
+int zr_bind_mrec_record_info(zmr_reader *r, uint64_t rec, uint64_t *first_frame,
+                             uint64_t *n_frames, uint64_t *n_atoms, uint64_t *has_trajectory);
 int zr_bind_mrec_record_meta(zmr_reader *r, uint64_t rec, void *dst, uint64_t dst_capacity,
                              uint64_t *meta_size);
-int zmr_read_system(zmr_reader *r, uint64_t rec, zmr_frame **out);
-int zmr_read_frame(zmr_reader *r, uint64_t rec, uint64_t k, zmr_frame **out);
+int zr_bind_mrec_read(zmr_reader *r, const char *which, uint64_t rec, uint64_t k,
+                      zmr_frame **out);
+/* Every rule of the layout over a whole file (flags as zmr_open's). */
+int zmr_validate(const char *path, unsigned flags);
 
-/* Frames: blocks and columns by position. */
+/* Frames: blocks and columns by position, step, time, box, header. */
 void zmr_frame_free(zmr_frame *f);
 size_t zmr_frame_nblocks(const zmr_frame *f);
 const char *zmr_frame_block_name(const zmr_frame *f, size_t b);
@@ -52,17 +57,49 @@ uint64_t zr_bind_mrec_column_nelem(const zmr_frame *f, size_t b, size_t c);
 const char *zr_bind_mrec_column_string(const zmr_frame *f, size_t b, size_t c, uint64_t k);
 int zr_bind_mrec_column_copy(const zmr_frame *f, size_t b, size_t c, void *dst,
                              uint64_t dst_capacity);
+uint64_t zr_bind_mrec_column_is_null(const zmr_frame *f, size_t b, size_t c, uint64_t k);
+uint64_t zr_bind_mrec_column_nvalid(const zmr_frame *f, size_t b, size_t c);
+int zr_bind_mrec_column_validity(const zmr_frame *f, size_t b, size_t c, void *dst,
+                                 uint64_t dst_capacity);
+double zr_bind_mrec_column_precision(const zmr_frame *f, size_t b, size_t c);
+uint64_t zr_bind_mrec_frame_flags(const zmr_frame *f);
+int64_t zr_bind_mrec_frame_step(const zmr_frame *f);
+double zr_bind_mrec_frame_time(const zmr_frame *f);
+int zr_bind_mrec_frame_box(const zmr_frame *f, void *dst, uint64_t dst_capacity);
+const char *zr_bind_mrec_frame_header(zmr_frame *f);
 
-/* Writing: a collection, its records, their frames. */
+/* Writing: a collection, its force field, records, trajectories, frames
+ * and its own index columns. */
 int zmr_writer_create(zmr_writer **out, const char *path, const char *collection_json,
                       const char *schema_json);
+int zmr_writer_set_ff(zmr_writer *w, zmr_frame *ff);
 int zr_bind_mrec_begin_record(zmr_writer *w, const char *meta_json, zmr_frame *system);
+int zmr_writer_begin_trajectory(zmr_writer *w);
 int zmr_writer_add_frame(zmr_writer *w, zmr_frame *update);
+int zmr_writer_set_index(zmr_writer *w, zmr_frame *index);
 int zmr_writer_commit(zmr_writer *w);
 void zmr_writer_abort(zmr_writer *w);
 int zr_bind_mrec_frame_create(zmr_frame **out, const char *kind);
 int zmr_frame_add_block(zmr_frame *f, const char *name, uint64_t count);
+int zmr_frame_set_block_json(zmr_frame *f, const char *block, const char *field,
+                             const char *json);
 int zr_bind_mrec_add_column(zmr_frame *f, const char *block, const char *column,
                             const char *dtype, const uint64_t *item_shape, size_t ndim,
-                            const void *data, uint64_t nbytes);
+                            const void *data, uint64_t nbytes, const void *mask,
+                            uint64_t mask_size, double precision);
+int zr_bind_mrec_add_string_column(zmr_frame *f, const char *block, const char *column,
+                                   const uint64_t *item_shape, size_t ndim, const void *data,
+                                   uint64_t nbytes, const void *mask, uint64_t mask_size);
+int zr_bind_mrec_set_meta(zmr_frame *f, const char *key, const char *tag,
+                          const char *typed_json);
+int zr_bind_mrec_set_meta_values(zmr_frame *f, const char *key, const char *tag,
+                                 const void *data, uint64_t nbytes);
+int zr_bind_mrec_set_meta_text(zmr_frame *f, const char *key, const void *data,
+                               uint64_t nbytes);
+int zmr_frame_set_meta_document(zmr_frame *f, const char *json);
+/* The layout's precision rule on one value (ties to even). */
+double zmr_round_precision(double x, double precision);
 int zmr_frame_set_step(zmr_frame *f, int64_t step);
+int zmr_frame_set_time(zmr_frame *f, double time);
+int zr_bind_mrec_set_box(zmr_frame *f, const void *data, uint64_t nbytes, unsigned periodic,
+                         unsigned cell_defined);

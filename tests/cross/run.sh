@@ -5,7 +5,9 @@
 # program runs every case of cases.txt and prints one line per step,
 # `<step> <indices> <sha256 of the batch bytes, keys in sorted order>`;
 # the outputs are compared byte for byte, case by case: every language runs
-# every case, and a missing or empty output fails like a difference.
+# every case, and a missing or empty output fails like a difference. And
+# an mrec collection written from Python, Lua and Go must be the same bytes
+# (mrec_write.py, mrec.lua, the Go crosscheck's mrec.go).
 #
 # Run by scripts/test.sh (after its setup); by hand, from the repository
 # root after a build and install: BUILD_DIR (default build), PREFIX
@@ -32,7 +34,19 @@ LUA_CPATH="$(dirname "$lua_module")/?.${lua_module##*.}" lua5.4 tests/cross/cros
 . scripts/go_env.sh
 zr_go run ./internal/crosscheck "$cases" "$work/stores" "$work/out"
 
+# mrec collections: Lua and Go write the collection Python writes
+# (mrec_write.py); every LMDB key and value must be Python's, byte for byte,
+# and the C tool and loaderx.mrec read and validate them.
+"$VENV/bin/python3" tests/cross/mrec_write.py write "$work/mrec.py.mrec.lmdb"
+LUA_CPATH="$(dirname "$lua_module")/?.${lua_module##*.}" lua5.4 tests/cross/mrec.lua "$work/mrec.lua.mrec.lmdb"
+zr_go run ./internal/crosscheck mrec "$work/mrec.go.mrec.lmdb"
 status=0
+for lang in lua go; do
+    "$BUILD_DIR/tools/zr" mrec validate "$work/mrec.$lang.mrec.lmdb" >/dev/null || status=1
+done
+"$VENV/bin/python3" tests/cross/mrec_write.py compare "$work/mrec.py.mrec.lmdb" \
+    "$work/mrec.lua.mrec.lmdb" "$work/mrec.go.mrec.lmdb" || status=1
+
 for name in $(grep -v '^#' "$cases" | awk 'NF { print $1 }'); do
     ref=$work/out/$name.c
     if [ ! -s "$ref" ]; then

@@ -144,4 +144,134 @@ T.test("truncated_copy_is_ECORRUPT", function()
   T.raises("^ECORRUPT: .*file truncated: 8292 bytes", zr.open_collection, cut)
 end)
 
+-- Every kind of content the layout holds: string columns with a null entry,
+-- validity masks, precision, a box, typed meta, block fields, step and
+-- time, a force field, the collection's own index columns and a record
+-- whose trajectory has zero frames (tests/cross/run.sh checks the bytes
+-- against Python's writer).
+local SCHEMA = '{"blocks":{"coords":{"columns":{"pos":{"dtype":"f64","trailing":[3]}}}},'
+  .. '"meta":{"energy":{"dtype":"f64","fill":0.0}}}'
+local BOX = { vectors = { 10.0, 0, 0, 0, 11.0, 0, 0, 0, 12.0 }, origin = { 0.5, 0.0, -0.5 },
+              periodic = { true, true, false }, cell_defined = true }
+
+local function write_full(path)
+  local w = zr.create_collection(path, { collection = '{"units":{"length":"angstrom"}}', schema = SCHEMA })
+  w:set_ff('{"kind":"lj","eps":0.5}')
+  w:begin_record('{"name":"water"}', {
+    meta = { cell3 = { 1.0, 2.0, 3.0 }, charge = 0, label = "w\u{e4}ter", big = 2 ^ 60 },
+    meta_types = { cell3 = "f64x3", big = "u64" }, box = BOX,
+    blocks = { { name = "atoms", count = 3, attributes = '{"note":"water"}', columns = {
+      { name = "element", dtype = "string", shape = { 3 }, strings = { "O", "H", "H" } },
+      { name = "tag", dtype = "string", shape = { 3 }, strings = { "a", 'b"\\', false }, valid = "\1\1\0" },
+      { name = "x", dtype = "f64", shape = { 3 }, data = f64s(0.1, -1.25, 3.0), precision = 2.0 ^ -10 },
+      { name = "charge", dtype = "f64", shape = { 3 }, data = f64s(-0.8, 0.4, 0.4), valid = { true, false, true } },
+    } } } })
+  for k = 0, 1 do
+    w:add_frame({ step = 10 * (k + 1), time = 0.5 * (k + 1), meta = { energy = -1.5 * (k + 1) },
+                  blocks = { { name = "coords", count = 3, columns = {
+                    { name = "pos", dtype = "f64", shape = { 3, 3 }, data = coords(k) } } } } })
+  end
+  w:begin_record('{"i":1}')
+  w:begin_trajectory()
+  w:set_index({ count = 2, columns = { { name = "weight", dtype = "f64", shape = { 2 }, data = f64s(1.0, 2.0) } } })
+  w:commit()
+  return path
+end
+
+T.test("every_kind_of_content_round_trips", function()
+  local path = write_full(T.path("full") .. ".mrec.lmdb")
+  zr.validate_collection(path)
+  local c <close> = zr.open_collection(path)
+  T.eq(c:molrec_version(), 2, "molrec_version")
+  local s = c:system(0)
+  local atoms = s.block.atoms
+  T.eq(atoms.column.element.strings[2], "H", "string entry")
+  T.eq(atoms.column.tag.strings[2], 'b"\\', "quote and backslash kept")
+  T.eq(atoms.column.tag.strings[3], false, "null entry")
+  T.eq(atoms.column.tag.valid, "\1\1\0", "string column mask")
+  T.eq(atoms.column.charge.valid, "\1\0\1", "mask from booleans")
+  T.eq(atoms.column.charge.data, f64s(-0.8, 0.4, 0.4), "masked column keeps its bytes")
+  T.eq(atoms.column.x.precision, 2.0 ^ -10, "precision")
+  T.eq(atoms.column.x.data, f64s(0.099609375, -1.25, 3.0), "x on the precision grid")
+  T.eq(zr.round_precision(0.1, 2.0 ^ -10), 0.099609375, "the same rule by hand")
+  T.eq(atoms.column.element.valid, nil, "no mask")
+  T.eq(s.box.vectors[5], 11.0, "box vectors")
+  T.eq(s.box.origin[3], -0.5, "box origin")
+  T.ok(s.box.periodic[1] and s.box.periodic[2] and not s.box.periodic[3], "periodic axes")
+  T.ok(s.box.cell_defined, "cell_defined")
+  T.ok(s.header:find('"cell3":[1.0,2.0,3.0]', 1, true), "vector meta typed as Python writes it")
+  T.ok(s.header:find('"big":"1152921504606846976"', 1, true), "u64 past 2^53 as a decimal string")
+  T.ok(s.header:find('"label":"w\u{e4}ter"', 1, true), "string meta")
+  T.ok(s.header:find('"attributes":{"note":"water"}', 1, true), "block attributes")
+  local f = c:frame(0, 1)
+  T.eq(f.step, 20, "step")
+  T.eq(f.time, 1.0, "time")
+  T.ok(f.header:find('"energy":-3.0', 1, true), "update meta")
+  T.eq(f.block.coords.column.pos.data, coords(1), "resolved frame")
+  T.eq(c:update(0, 1).block.coords.column.pos.data, coords(1), "stored update")
+  T.ok(c:ff().header:find('"kind":"lj"', 1, true), "force field document")
+  local idx = c:index().block.records
+  T.eq(idx.column.weight.data, f64s(1.0, 2.0), "own index column")
+  T.ok(idx.column.first_frame ~= nil, "binding's index columns")
+  local info = c:record_info(1)
+  T.eq(info.first_frame, 2, "record 1 first_frame")
+  T.eq(info.n_frames, 0, "record 1 has no frames")
+  T.ok(info.has_trajectory, "record 1 has a trajectory of zero frames")
+  T.ok(not c:record_info(0).has_trajectory == false, "record 0 has a trajectory")
+end)
+
+local function one_column(w, col, count)
+  w:begin_record(nil, { blocks = { { name = "atoms", count = count or 2, columns = { col } } } })
+end
+
+T.test("bad_content_gives_named_errors", function()
+  local w <close> = zr.create_collection(T.path("bad") .. ".mrec.lmdb", { schema = SCHEMA })
+  T.raises("^EINVAL: .*atoms/x", one_column, w, { name = "x", dtype = "f64", shape = { 2 }, data = f64s(1.0) })
+  T.raises("^EINVAL: .*shape", one_column, w, { name = "x", dtype = "f64", shape = { 3 }, data = f64s(1, 2, 3) })
+  T.raises("^EINVAL: .*f32", one_column, w, { name = "x", dtype = "f32", shape = { 2 }, data = "abcdefgh" })
+  T.raises("^EINVAL: .*atoms/s: entry 1 is not UTF%-8 text", one_column, w,
+           { name = "s", dtype = "string", shape = { 2 }, strings = { "ok", "\xff" } })
+  T.raises("^EINVAL: .*atoms/s: entry 1 is not UTF%-8 text", one_column, w,
+           { name = "s", dtype = "string", shape = { 2 }, strings = { "ok", "a\0b" } })
+  T.raises("^EINVAL: .*bytes left after the 2 strings", one_column, w,
+           { name = "s", dtype = "string", shape = { 2 }, strings = { "a", "b", "c" } })
+  T.raises("^EINVAL: .*string entry 2", one_column, w,
+           { name = "s", dtype = "string", shape = { 2 }, strings = { "a", 7 } })
+  T.raises("^EINVAL: .*validity has 3 bytes, the column has 2 rows", one_column, w,
+           { name = "x", dtype = "f64", shape = { 2 }, data = f64s(1, 2), valid = "\1\1\1" })
+  T.raises("^EINVAL: .*validity byte 1 is 2", one_column, w,
+           { name = "x", dtype = "f64", shape = { 2 }, data = f64s(1, 2), valid = "\1\2" })
+  T.raises("^EINVAL: .*box", function()
+    w:begin_record(nil, { box = { vectors = { 1, 2, 3 } }, blocks = {} })
+  end)
+  T.raises("^EINVAL: .*cell3", function()
+    w:begin_record(nil, { meta = { cell3 = { 1.0, 2.0 } }, meta_types = { cell3 = "f64x3" }, blocks = {} })
+  end)
+  T.raises("^EINVAL: .*meta n: a table value needs a tag", function()
+    w:begin_record(nil, { meta = { n = { 1 } }, blocks = {} })
+  end)
+  T.raises("^EINVAL: .*not UTF%-8", function()
+    w:begin_record(nil, { meta = { label = "\xc3" }, blocks = {} })
+  end)
+  T.raises("^EINVAL: set_index: block must be a table", function() w:set_index("x") end)
+  -- an update whose meta key the schema does not declare
+  w:begin_record(nil, { blocks = { { name = "atoms", count = 1, columns = {
+    { name = "x", dtype = "f64", shape = { 1 }, data = f64s(1.0) } } } } })
+  T.raises("^EINVAL: .*meta key 'other' is not declared in sequence_schema.meta", function()
+    w:add_frame({ meta = { other = 1.0 }, blocks = { { name = "coords", count = 1, columns = {
+      { name = "pos", dtype = "f64", shape = { 1, 3 }, data = f64s(1, 2, 3) } } } } })
+  end)
+end)
+
+T.test("validate_names_the_file", function()
+  local p = T.path("v") .. ".mrec.lmdb"
+  local w = zr.create_collection(p)
+  one_column(w, { name = "x", dtype = "f64", shape = { 1 }, data = f64s(1.0) }, 1)
+  w:abort() -- a writer aborted mid-way leaves no readable collection
+  T.raises("^ENOTSTORE: .*v%-%d+%.mrec%.lmdb: key \"meta\" is missing: not a collection %(never committed%)", zr.validate_collection, p)
+  T.raises("^ENOTSTORE: ", zr.open_collection, p)
+  T.raises("^EIO: ", zr.validate_collection, T.path("nothing"))
+  zr.validate_collection(write_collection(T.path("ok") .. ".mrec.lmdb"))
+end)
+
 T.run()

@@ -214,8 +214,14 @@ func run(c kase, stores string) string {
 }
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == "mrec" {
+		if err := writeMrec(os.Args[2]); err != nil {
+			fail(err)
+		}
+		return
+	}
 	if len(os.Args) != 4 {
-		fmt.Fprintln(os.Stderr, "usage: crosscheck CASES STORES OUT")
+		fmt.Fprintln(os.Stderr, "usage: crosscheck CASES STORES OUT | crosscheck mrec OUT.mrec.lmdb")
 		os.Exit(2)
 	}
 	for _, c := range parse(os.Args[1]) {
