@@ -276,7 +276,9 @@ func ValidateCollection(path string, nolock bool) error {
 
 // MrecRoundPrecision is the layout's precision rule on one value (ties to
 // even), as the writer applies it to a column with a declared precision.
-func MrecRoundPrecision(x, precision float64) float64 { return zrcore.Zmr_round_precision(x, precision) }
+func MrecRoundPrecision(x, precision float64) float64 {
+	return zrcore.Zmr_round_precision(x, precision)
+}
 
 // frameHeader is what frameFromC reads of a frame header.
 type frameHeader struct {
@@ -641,7 +643,9 @@ func (w *CollectionWriter) withFrame(op, kind string, f *MrecFrame, document str
 // object), blocks optional frame blocks.
 func (w *CollectionWriter) SetFF(document string, blocks []MrecBlock) error {
 	return w.withFrame("zrecord.CollectionWriter.SetFF", "ff", &MrecFrame{Blocks: blocks}, document,
-		func(h zrcore.Struct_SS_zmr_writer, f zrcore.Struct_SS_zmr_frame) int { return zrcore.Zmr_writer_set_ff(h, f) })
+		func(h zrcore.Struct_SS_zmr_writer, f zrcore.Struct_SS_zmr_frame) int {
+			return zrcore.Zmr_writer_set_ff(h, f)
+		})
 }
 
 // SetIndex sets the collection's own index columns: a block (its name
@@ -651,7 +655,9 @@ func (w *CollectionWriter) SetFF(document string, blocks []MrecBlock) error {
 func (w *CollectionWriter) SetIndex(block MrecBlock) error {
 	block.Name = "records"
 	return w.withFrame("zrecord.CollectionWriter.SetIndex", "index", &MrecFrame{Blocks: []MrecBlock{block}}, "",
-		func(h zrcore.Struct_SS_zmr_writer, f zrcore.Struct_SS_zmr_frame) int { return zrcore.Zmr_writer_set_index(h, f) })
+		func(h zrcore.Struct_SS_zmr_writer, f zrcore.Struct_SS_zmr_frame) int {
+			return zrcore.Zmr_writer_set_index(h, f)
+		})
 }
 
 // BeginTrajectory marks the current record as having a trajectory, also
@@ -686,7 +692,9 @@ func (w *CollectionWriter) BeginRecord(metaJSON string, system *MrecFrame) error
 // AddFrame appends a trajectory frame to the current record.
 func (w *CollectionWriter) AddFrame(frame *MrecFrame) error {
 	return w.withFrame("zrecord.CollectionWriter.AddFrame", "update", frame, "",
-		func(h zrcore.Struct_SS_zmr_writer, f zrcore.Struct_SS_zmr_frame) int { return zrcore.Zmr_writer_add_frame(h, f) })
+		func(h zrcore.Struct_SS_zmr_writer, f zrcore.Struct_SS_zmr_frame) int {
+			return zrcore.Zmr_writer_add_frame(h, f)
+		})
 }
 
 // Commit writes the index and the collection document and closes the

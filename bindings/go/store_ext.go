@@ -86,7 +86,10 @@ const (
 )
 
 // TrainDict trains a zstd dictionary of at most the tier's size on
-// samples (record bytes), for CreateDenseDict / CreateRaggedDict.
+// samples (record bytes, in index order), for CreateDenseDict /
+// CreateRaggedDict. The library's one sample rule (as in Python, Lua and
+// zr) picks the records: those whose index is a multiple of a stride that
+// doubles from 1 until they fit the tier's sample bytes.
 func TrainDict(samples [][]byte, tier DictTier) ([]byte, error) {
 	db, sb := []uint64{0}, []uint64{0}
 	if err := callAs("zrecord.TrainDict", func() int { return zrcore.Zrs_dict_tier_sizes(zrcore.Enum_SS_zrs_dict_tier(tier), db, sb) }); err != nil {
@@ -104,7 +107,7 @@ func TrainDict(samples [][]byte, tier DictTier) ([]byte, error) {
 	}
 	dict := make([]byte, db[0])
 	size := []uint64{0}
-	if err := callAs("zrecord.TrainDict", func() int { return zrcore.Zr_go_train_dict(joined, sizes, uint64(len(samples)), dict, size) }); err != nil {
+	if err := callAs("zrecord.TrainDict", func() int { return zrcore.Zr_go_train_dict(joined, sizes, uint64(len(samples)), int(tier), dict, size) }); err != nil {
 		return nil, err
 	}
 	return dict[:size[0]], nil

@@ -1539,17 +1539,21 @@ int zr_lua_loader_next(lua_State *L)
 %}
 
 %wrapper %{
-/* train_dict(samples, dict_capacity): samples a table of strings (records
- * as raw bytes); returns the dictionary as a string of at most
- * dict_capacity bytes (see zrs_dict_tier_sizes for the tiers). */
+/* train_dict(samples, tier): samples a table of strings (records as raw
+ * bytes, in index order), tier a zrs_dict_tier; the library's sample rule
+ * picks from them (zrs_train_dict_tier); returns the dictionary as a
+ * string of at most the tier's dictionary bytes. */
 int zr_lua_train_dict(lua_State *L)
 {
-    uint64_t cap = 0;
+    uint64_t tier = 0, cap = 0;
     if (lua_type(L, 1) != LUA_TTABLE)
         return zr_lua_raise(L, "EINVAL: train_dict: samples must be a table of strings, got %s",
                             luaL_typename(L, 1));
-    if (zr_lua_get_u64(L, 2, "train_dict: dict_capacity", &cap) < 0)
+    if (zr_lua_get_u64(L, 2, "train_dict: tier", &tier) < 0)
         return lua_error(L);
+    int rc = zrs_dict_tier_sizes((zrs_dict_tier)tier, &cap, NULL);
+    if (rc < 0)
+        return zr_lua_fail(L, rc);
     lua_Integer n = luaL_len(L, 1);
     uint64_t total = 0;
     for (lua_Integer k = 1; k <= n; k++) {
@@ -1561,7 +1565,7 @@ int zr_lua_train_dict(lua_State *L)
     }
     uint64_t *sizes = (uint64_t *)malloc((size_t)(n > 0 ? n : 1) * sizeof *sizes);
     unsigned char *buf = (unsigned char *)malloc(total > 0 ? (size_t)total : 1);
-    unsigned char *dict = (unsigned char *)malloc(cap > 0 ? (size_t)cap : 1);
+    unsigned char *dict = (unsigned char *)malloc((size_t)cap);
     if (sizes == NULL || buf == NULL || dict == NULL) {
         free(sizes); free(buf); free(dict);
         return zr_lua_raise(L, "ENOMEM: train_dict: cannot allocate %I sample bytes", (lua_Integer)total);
@@ -1577,7 +1581,7 @@ int zr_lua_train_dict(lua_State *L)
         lua_pop(L, 1);
     }
     uint64_t dsize = 0;
-    int rc = zrs_train_dict(buf, sizes, (uint64_t)n, dict, cap, &dsize);
+    rc = zrs_train_dict_tier(buf, sizes, (uint64_t)n, (zrs_dict_tier)tier, dict, cap, &dsize);
     free(sizes);
     free(buf);
     if (rc < 0) {

@@ -69,38 +69,21 @@ for name, tier in pairs(DICT_TIERS) do
 end
 
 --- Train a zstd dictionary from sample records (a table of strings of
---- raw bytes) for codec {codec = "zstd_dict", dict = ...}; returns it as
---- a string. tier: "fast" (32 KiB dictionary, 4 MiB sample), "balanced"
---- (128 KiB, 16 MiB; the default) or "max" (1 MiB, 64 MiB), never a
---- number. Records past the tier's sample budget are thinned to an even
---- stride (every k-th record), so each tier costs about the same whatever
---- the data size. EINVAL for an unknown tier, a sample that is not a
---- string, or data zstd cannot train on (too little or too uniform).
+--- raw bytes, in index order) for codec {codec = "zstd_dict", dict = ...};
+--- returns it as a string. tier: "fast" (32 KiB dictionary, 4 MiB
+--- sample), "balanced" (128 KiB, 16 MiB; the default) or "max" (1 MiB,
+--- 64 MiB), never a number. The library's one sample rule (as in Python
+--- and zr) picks the records: those whose index is a multiple of a stride
+--- that doubles from 1 until they fit the tier's sample bytes. EINVAL for
+--- an unknown tier, a sample that is not a string, or data zstd cannot
+--- train on (too little or too uniform).
 function M.train_dict(samples, tier)
   if tier == nil then tier = "balanced" end
-  local t = M.DICT_TIERS[tier]
-  if type(tier) ~= "string" or t == nil then
+  if type(tier) ~= "string" or DICT_TIERS[tier] == nil then
     fail("EINVAL", "train_dict: unknown dictionary tier %s; expected 'fast', 'balanced' or 'max'",
          type(tier) == "string" and string.format("%q", tier) or tostring(tier))
   end
-  if type(samples) ~= "table" then
-    fail("EINVAL", "train_dict: samples must be a table of strings, got %s", type(samples))
-  end
-  local total = 0
-  for k = 1, #samples do
-    local r = samples[k]
-    if type(r) ~= "string" then
-      fail("EINVAL", "train_dict: sample %d must be a string, got %s", k - 1, type(r))
-    end
-    total = total + #r
-  end
-  local picked = samples
-  if total > t.sample_bytes then
-    local stride = (total + t.sample_bytes - 1) // t.sample_bytes
-    picked = {}
-    for k = 1, #samples, stride do picked[#picked + 1] = samples[k] end
-  end
-  return raw.train_dict(picked, t.dict_bytes)
+  return raw.train_dict(samples, DICT_TIERS[tier])
 end
 
 --- A zero-filled writable buffer of n bytes, reusable as a gather target.

@@ -732,6 +732,10 @@ ZR_INDEX_TO_U64(sizes)
 %rename(zld_batch_detach) zr_py_batch_detach;
 %rename(zld_next_arrays) zr_py_loader_next;
 %rename(zrs_train_dict) zr_py_train_dict;
+%rename(zrs_dict_sample_create) zr_py_dict_sample_create;
+%rename(zrs_dict_sample_offer) zr_py_dict_sample_offer;
+%rename(zrs_dict_sample_store) zr_py_dict_sample_store;
+%rename(zrs_dict_sample_train) zr_py_dict_sample_train;
 %rename(zld_failed_step) zr_py_failed_step;
 %rename(zld_close_slot) zr_py_loader_close_slot;
 %rename(zld_state_json) zr_py_state_json;
@@ -1298,6 +1302,70 @@ PyObject *zr_py_train_dict(const void *data, uint64_t nbytes, const uint64_t *bo
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = zrs_train_dict(data, bounds, nbounds, dict, dict_capacity, &got);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        PyMem_RawFree(dict);
+        zr_py_raise(rc);
+        return NULL;
+    }
+    PyObject *res = PyBytes_FromStringAndSize((const char *)dict, (Py_ssize_t)got);
+    PyMem_RawFree(dict);
+    return res;
+}
+%}
+
+%inline %{
+/* The dictionary-training sample (zrs_dict_sample: the one rule every
+ * binding and zr use) for Python: a handle to free with
+ * zrs_dict_sample_free; records offered as buffers in index order. */
+zrs_dict_sample *zr_py_dict_sample_create(int tier)
+{
+    zrs_dict_sample *s = NULL;
+    int rc = zrs_dict_sample_create(&s, (zrs_dict_tier)tier);
+    if (rc < 0) {
+        zr_py_raise(rc);
+        return NULL;
+    }
+    return s;
+}
+
+/* 1 when record `index` is kept, else 0; raises on an error. */
+PyObject *zr_py_dict_sample_offer(zrs_dict_sample *s, uint64_t index, const void *record,
+                                  uint64_t size)
+{
+    int rc = zrs_dict_sample_offer(s, index, record, size);
+    if (rc < 0) {
+        zr_py_raise(rc);
+        return NULL;
+    }
+    return PyLong_FromLong(rc);
+}
+
+/* Offer a store's records (zrs_dict_sample_store), without the GIL. */
+PyObject *zr_py_dict_sample_store(zrs_dict_sample *s, zrs_store *store)
+{
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = zrs_dict_sample_store(s, store);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        zr_py_raise(rc);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* Train on the sample (zrs_dict_sample_train) without the GIL; the
+ * dictionary as bytes, at most the tier's dictionary size. */
+PyObject *zr_py_dict_sample_train(zrs_dict_sample *s)
+{
+    void *dict = PyMem_RawMalloc((size_t)ZRE_DICT_MAX);
+    if (dict == NULL)
+        return PyErr_NoMemory();
+    uint64_t got = 0;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = zrs_dict_sample_train(s, dict, ZRE_DICT_MAX, &got);
     Py_END_ALLOW_THREADS
     if (rc < 0) {
         PyMem_RawFree(dict);

@@ -92,6 +92,14 @@
 %ignore zre_create_ex;
 %ignore zre_delete;
 %ignore zrs_train_dict;
+/* The dictionary sample copies raw record buffers and writes a dictionary
+ * into one: Lua and Go reach it through zrs_train_dict_tier in their glue,
+ * Python through its own sample glue (records streamed one by one). */
+%ignore zrs_train_dict_tier;
+%ignore zrs_dict_sample_create;
+%ignore zrs_dict_sample_offer;
+%ignore zrs_dict_sample_store;
+%ignore zrs_dict_sample_train;
 %ignore zrs_ragged_encoded_size; /* raw buffers: each binding's glue packs */
 %ignore zrs_ragged_encode;
 

@@ -378,6 +378,71 @@ ZRS_API int zrs_train_dict(const void *samples, const uint64_t *sizes,
                            uint64_t nsamples, void *dict,
                            uint64_t dict_capacity, uint64_t *dict_size);
 
+/* The training sample: one rule for every caller (each binding and `zr`).
+ *
+ * Records are offered in index order (0, 1, 2, ...; gaps are allowed and
+ * count as records not kept). The sample keeps the records whose index is
+ * a multiple of a stride; the stride starts at 1 and doubles, dropping
+ * every other kept record, whenever the kept bytes pass the tier's sample
+ * bytes (zrs_dict_tier_sizes). So the sample spans the whole source
+ * evenly whatever its length, holds at most the sample bytes plus one
+ * record, and depends only on the records' sizes and order: a stream of
+ * unknown length and a random-access source that offers only the indices
+ * zrs_dict_sample_next names end with the same sample. A lone record
+ * larger than the sample bytes is cut to them at training. Empty records
+ * are never kept.
+ *
+ * Ownership: the sample copies what it keeps; the caller's buffers are
+ * only read during zrs_dict_sample_offer. Not thread-safe: one thread
+ * offers at a time. Free with zrs_dict_sample_free. */
+typedef struct zrs_dict_sample zrs_dict_sample;
+
+/* A new, empty sample for `tier` into *out. ZR_EINVAL for an unknown tier
+ * or NULL out, ZR_ENOMEM. */
+ZRS_API int zrs_dict_sample_create(zrs_dict_sample **out, zrs_dict_tier tier);
+
+/* Offer record `index` (data[0..size)). Returns 1 if kept, 0 if not (its
+ * index is not a multiple of the stride now, or it is empty), ZR_EINVAL
+ * for an index not above the last one offered or NULL data with size > 0,
+ * ZR_ENOMEM. */
+ZRS_API int zrs_dict_sample_offer(zrs_dict_sample *s, uint64_t index,
+                                  const void *data, uint64_t size);
+
+/* The next index the sample would keep: the first multiple of the stride
+ * after the last index offered (0 before any). A random-access source
+ * reads only these records. UINT64_MAX for NULL. */
+ZRS_API uint64_t zrs_dict_sample_next(const zrs_dict_sample *s);
+
+/* Records and bytes kept now (NULL: 0). */
+ZRS_API uint64_t zrs_dict_sample_count(const zrs_dict_sample *s);
+ZRS_API uint64_t zrs_dict_sample_bytes(const zrs_dict_sample *s);
+
+/* Offer the store's records in index order, reading only those
+ * zrs_dict_sample_next names. The bytes offered are the engine's records,
+ * the bytes the codec compresses: a dense record's items, a ragged
+ * record's `[u64 ndim][dims][payload]` encoding. Errors of the reads
+ * (ZR_EIO, ZR_ECORRUPT naming the index, ...), ZR_EINVAL, ZR_ENOMEM. */
+ZRS_API int zrs_dict_sample_store(zrs_dict_sample *s, zrs_store *store);
+
+/* Train on the sample with zrs_train_dict: writes at most
+ * min(dict_capacity, the tier's dictionary bytes) to dict and the count to
+ * *dict_size. Errors as zrs_train_dict (ZR_EINVAL: too little or too
+ * uniform data, at least 8 records and 8 KiB). The sample stays usable. */
+ZRS_API int zrs_dict_sample_train(const zrs_dict_sample *s, void *dict,
+                                  uint64_t dict_capacity, uint64_t *dict_size);
+
+/* Free a sample (NULL is fine). */
+ZRS_API void zrs_dict_sample_free(zrs_dict_sample *s);
+
+/* The sample rule applied to records given back to back (record i is
+ * sizes[i] bytes of samples, in index order), then zrs_dict_sample_train:
+ * what the Lua and Go bindings and `zr ingest` call. Errors as
+ * zrs_dict_sample_create / _offer / _train. */
+ZRS_API int zrs_train_dict_tier(const void *samples, const uint64_t *sizes,
+                                uint64_t nsamples, zrs_dict_tier tier,
+                                void *dict, uint64_t dict_capacity,
+                                uint64_t *dict_size);
+
 
 /* ============================================ concatenations (many shards)
  *

@@ -1341,12 +1341,121 @@ static void test_gather_ragged_corrupt(void **state)
     assert_int_equal(zrs_close(s), ZR_OK);
 }
 
+/* ------------------------------------------------ the training sample */
+
+/* Text-like bytes (words of a small vocabulary), which zstd can train on. */
+static void fill_words(unsigned char *p, size_t n, uint64_t seed)
+{
+    static const char *words[] = {"record", "store", "gather", "codec", "shard", "rank",
+                                  "epoch", "step", "batch", "prefetch", " ", "\n"};
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 7;
+    size_t i = 0;
+    while (i < n) {
+        const char *w = words[zt_xorshift64(&x) % 12];
+        for (size_t k = 0; w[k] && i < n; k++)
+            p[i++] = (unsigned char)w[k];
+    }
+}
+
+static void test_dict_sample_rule(void **state)
+{
+    (void)state;
+    enum { N = 1000, SZ = 100 << 10 };
+    unsigned char *rec = malloc(SZ);
+    assert_non_null(rec);
+    fill_words(rec, SZ, 1);
+    zrs_dict_sample *a, *b;
+    assert_int_equal(zrs_dict_sample_create(&a, ZRS_DICT_FAST), ZR_OK);
+    assert_int_equal(zrs_dict_sample_create(&b, ZRS_DICT_FAST), ZR_OK);
+    /* a: every record streamed; b: only the indices the sample names. */
+    for (uint64_t i = 0; i < N; i++) {
+        rec[0] = (unsigned char)i;
+        assert_true(zrs_dict_sample_offer(a, i, rec, SZ) >= 0);
+    }
+    for (uint64_t i = zrs_dict_sample_next(b); i < N; i = zrs_dict_sample_next(b)) {
+        rec[0] = (unsigned char)i;
+        assert_true(zrs_dict_sample_offer(b, i, rec, SZ) >= 0);
+    }
+    /* 4 MiB of sample bytes hold 40 records of 100 KiB: the stride
+     * doubles to 32 (32 records: 0, 32, ..., 992), as 16 would keep 63. */
+    assert_int_equal(zrs_dict_sample_count(a), 32);
+    assert_int_equal(zrs_dict_sample_bytes(a), 32ull * SZ);
+    assert_int_equal(zrs_dict_sample_next(a), 1024);
+    assert_int_equal(zrs_dict_sample_count(b), 32);
+    assert_int_equal(zrs_dict_sample_bytes(b), 32ull * SZ);
+    unsigned char *da = malloc(ZRS_DICT_FAST_DICT_BYTES), *db = malloc(ZRS_DICT_FAST_DICT_BYTES);
+    uint64_t na = 0, nb = 0;
+    assert_int_equal(zrs_dict_sample_train(a, da, 1 << 20, &na), ZR_OK);
+    assert_int_equal(zrs_dict_sample_train(b, db, 1 << 20, &nb), ZR_OK);
+    assert_true(na > 0 && na <= ZRS_DICT_FAST_DICT_BYTES);
+    assert_int_equal(na, nb);
+    assert_memory_equal(da, db, na);
+    /* Out of order is refused, by name. */
+    assert_int_equal(zrs_dict_sample_offer(a, 5, rec, SZ), ZR_EINVAL);
+    assert_msg_contains("record 5 offered after record 999");
+    assert_int_equal(zrs_dict_sample_create(&b, (zrs_dict_tier)7), ZR_EINVAL);
+    zrs_dict_sample_free(a);
+    /* Too little to train on is the builder's named error. */
+    assert_int_equal(zrs_dict_sample_create(&a, ZRS_DICT_FAST), ZR_OK);
+    assert_int_equal(zrs_dict_sample_offer(a, 0, rec, 100), 1);
+    assert_int_equal(zrs_dict_sample_offer(a, 3, rec, 0), 0); /* empty: never kept */
+    assert_int_equal(zrs_dict_sample_count(a), 1);
+    assert_int_equal(zrs_dict_sample_train(a, da, ZRS_DICT_FAST_DICT_BYTES, &na), ZR_EINVAL);
+    assert_msg_contains("not enough data");
+    zrs_dict_sample_free(a);
+    zrs_dict_sample_free(NULL);
+    free(da);
+    free(db);
+    free(rec);
+}
+
+/* A store sampled in C gives the dictionary its records give when offered
+ * from memory, and zrs_train_dict_tier (the rule over given records) the
+ * same again. */
+static void test_dict_sample_store(void **state)
+{
+    fixture *fx = *state;
+    enum { N = 2000, SZ = 4096 };
+    unsigned char *all = malloc((size_t)N * SZ);
+    assert_non_null(all);
+    for (uint64_t i = 0; i < N; i++)
+        fill_words(all + i * SZ, SZ, i + 11);
+    zrs_store *s;
+    uint64_t shape[1] = {SZ}, first;
+    assert_int_equal(zrs_create_dense(&s, zt_dir_at(fx, "d"), ZRS_UINT8, shape, 1,
+                                      ZRE_CODEC_ZSTD), ZR_OK);
+    assert_int_equal(zrs_append_dense(s, all, (uint64_t)N * SZ, N, &first), ZR_OK);
+    zrs_dict_sample *a;
+    assert_int_equal(zrs_dict_sample_create(&a, ZRS_DICT_FAST), ZR_OK);
+    assert_int_equal(zrs_dict_sample_store(a, s), ZR_OK);
+    /* 8,192,000 bytes against 4 MiB: every other record, 1,000 of them. */
+    assert_int_equal(zrs_dict_sample_count(a), 1000);
+    unsigned char *d1 = malloc(ZRS_DICT_FAST_DICT_BYTES), *d2 = malloc(ZRS_DICT_FAST_DICT_BYTES);
+    uint64_t n1 = 0, n2 = 0;
+    assert_int_equal(zrs_dict_sample_train(a, d1, ZRS_DICT_FAST_DICT_BYTES, &n1), ZR_OK);
+    uint64_t *sizes = malloc(N * sizeof *sizes);
+    for (uint64_t i = 0; i < N; i++)
+        sizes[i] = SZ;
+    assert_int_equal(zrs_train_dict_tier(all, sizes, N, ZRS_DICT_FAST, d2,
+                                         ZRS_DICT_FAST_DICT_BYTES, &n2), ZR_OK);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(d1, d2, n1);
+    zrs_dict_sample_free(a);
+    assert_int_equal(zrs_close(s), ZR_OK);
+    free(sizes);
+    free(d1);
+    free(d2);
+    free(all);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dtype_parse),
         cmocka_unit_test(test_dtype_from_name),
         cmocka_unit_test(test_version),
+        cmocka_unit_test(test_dict_sample_rule),
+        cmocka_unit_test_setup_teardown(test_dict_sample_store, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_dense_roundtrip_all_dtypes, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_ragged_roundtrip_all_dtypes, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_ragged_offset_bounds, setup, zt_dir_teardown),

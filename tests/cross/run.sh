@@ -7,7 +7,10 @@
 # the outputs are compared byte for byte, case by case: every language runs
 # every case, and a missing or empty output fails like a difference. And
 # an mrec collection written from Python, Lua and Go must be the same bytes
-# (mrec_write.py, mrec.lua, the Go crosscheck's mrec.go).
+# (mrec_write.py, mrec.lua, the Go crosscheck's mrec.go). And the same
+# records give the same zstd dictionary from `zr train-dict` (the store
+# sampled in C) and from each language's train_dict (dict.py, dict.lua, the
+# Go crosscheck's dict.go): the sample rule is the library's.
 #
 # Run by scripts/test.sh (after its setup); by hand, from the repository
 # root after a build and install: BUILD_DIR (default build), PREFIX
@@ -46,6 +49,23 @@ for lang in lua go; do
 done
 "$VENV/bin/python3" tests/cross/mrec_write.py compare "$work/mrec.py.mrec.lmdb" \
     "$work/mrec.lua.mrec.lmdb" "$work/mrec.go.mrec.lmdb" || status=1
+
+# dictionaries: one sample rule for every language and the zr tool.
+"$VENV/bin/python3" tests/cross/dict.py make "$work/dict"
+"$BUILD_DIR/tools/zr" train-dict --tier fast "$work/dict/src" -o "$work/dict/c" >/dev/null
+"$VENV/bin/python3" tests/cross/dict.py train "$work/dict"
+LUA_CPATH="$(dirname "$lua_module")/?.${lua_module##*.}" lua5.4 tests/cross/dict.lua "$work/dict"
+zr_go run ./internal/crosscheck dict "$work/dict"
+langs="c"
+for lang in python lua go; do
+    if [ -s "$work/dict/$lang" ] && cmp -s "$work/dict/c" "$work/dict/$lang"; then
+        langs="$langs $lang"
+    else
+        echo "cross: dict: the $lang dictionary differs from zr train-dict's" >&2
+        status=1
+    fi
+done
+echo "cross: dict: $(wc -c < "$work/dict/c")-byte dictionary identical in: $langs"
 
 for name in $(grep -v '^#' "$cases" | awk 'NF { print $1 }'); do
     ref=$work/out/$name.c

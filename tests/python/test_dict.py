@@ -85,3 +85,22 @@ def test_spec_recode_example(tmp_path, rng, monkeypatch):
     with DS.open("dst") as d:
         assert d.codec == "zstd_dict"
         np.testing.assert_array_equal(d[:], data)
+
+
+def test_one_sample_rule_for_every_source(store_dir, rng):
+    # 6,000 records of 1 KiB: past the 'fast' tier's 4 MiB sample, so the
+    # rule thins them (every other record). An array, a list, a generator
+    # and a store of the same records give the same dictionary, byte for
+    # byte: the rule is the library's, not the source's.
+    base = rng.integers(0, 255, size=1024, dtype=np.uint8)
+    noise = rng.random((6000, 1024)) < 0.2
+    data = np.where(noise, rng.integers(0, 255, size=(6000, 1024)), base).astype(np.uint8)
+    d_arr = train_dict(data, tier="fast")
+    assert train_dict(list(data), tier="fast") == d_arr
+    assert train_dict((x for x in data), tier="fast") == d_arr
+    with DenseStore.create(store_dir / "s", np.uint8, (1024,), codec="zstd") as s:
+        s.append(data)
+    with DenseStore.open(store_dir / "s", readonly=True) as s:
+        assert train_dict(s, tier="fast") == d_arr
+    # The odd records are another sample: another dictionary.
+    assert train_dict(data[1::2], tier="fast") != d_arr

@@ -99,20 +99,9 @@ int zr_cmd_recode(int argc, char **argv)
     if (rc < 0)
         return zr_fail_open(CMD, src, rc);
     const uint64_t n = zrs_length(s);
-    unsigned char *sample = NULL;
-    uint64_t *sb = NULL, ns = 0;
-    status = 0;
-    if (so.codec == ZRE_CODEC_ZSTD_DICT && !so.dict_path && !zrp_path_exists(dst)) {
-        uint64_t dcap, scap;
-        zrs_dict_tier_sizes(so.tier, &dcap, &scap);
-        status = zr_sample_records(CMD, s, scap, &sample, &sb, &ns);
-    }
-    zr_sink k = {.cmd = CMD, .path = dst, .o = &so};
-    if (status == 0)
-        status = zr_sink_open(&k, zrs_get_kind(s), zrs_get_dtype(s), zrs_item_shape(s),
-                              zrs_item_ndim(s), sample, sb, ns);
-    free(sample);
-    free(sb);
+    zr_sink k = {.cmd = CMD, .path = dst, .o = &so, .sample_from = s};
+    status = zr_sink_open(&k, zrs_get_kind(s), zrs_get_dtype(s), zrs_item_shape(s),
+                          zrs_item_ndim(s), NULL, NULL, 0);
     if (status) {
         zrs_close(s);
         return status;

@@ -75,20 +75,11 @@ int zr_cmd_train_dict(int argc, char **argv)
     rc = zrs_open_ex(&s, store, ZRE_OPEN_READONLY);
     if (rc < 0)
         return zr_fail_open(CMD, store, rc);
-    uint64_t dict_cap, sample_cap, n;
-    zrs_dict_tier_sizes(tier, &dict_cap, &sample_cap);
-    unsigned char *data;
-    uint64_t *bounds;
-    int status = zr_sample_records(CMD, s, sample_cap, &data, &bounds, &n);
-    zrs_close(s);
-    if (status)
-        return status;
     void *dict;
-    uint64_t dict_size;
-    status = zr_train_tier(CMD, store, tier, data, bounds, n, &dict, &dict_size);
-    uint64_t sample_bytes = bounds[n];
-    free(data);
-    free(bounds);
+    uint64_t dict_size, n, sample_bytes;
+    int status = zr_train_tier(CMD, store, tier, s, NULL, NULL, 0, &dict, &dict_size, &n,
+                               &sample_bytes);
+    zrs_close(s);
     if (status)
         return status;
     rc = zrp_write_file_atomic(out, dict, (size_t)dict_size);

@@ -51,32 +51,36 @@ int zr_sink_codec(const zr_command *cmd, const char *codec, const char *tier, co
     return 0;
 }
 
-int zr_train_tier(const char *cmd, const char *what, zrs_dict_tier tier, const void *samples,
-                  const uint64_t *bounds, uint64_t n, void **dict, uint64_t *dict_size)
+int zr_train_tier(const char *cmd, const char *what, zrs_dict_tier tier, zrs_store *from,
+                  const void *samples, const uint64_t *bounds, uint64_t n, void **dict,
+                  uint64_t *dict_size, uint64_t *nsampled, uint64_t *sampled_bytes)
 {
-    uint64_t dict_cap, sample_cap;
+    uint64_t dict_cap;
     *dict = NULL;
     *dict_size = 0;
-    if (zrs_dict_tier_sizes(tier, &dict_cap, &sample_cap) < 0)
+    if (zrs_dict_tier_sizes(tier, &dict_cap, NULL) < 0)
         return zr_fail(cmd, what, "dictionary tier", ZR_EINVAL);
-    uint64_t take = 0;
-    while (take < n && bounds[take + 1] - bounds[0] <= sample_cap)
-        take++;
-    if (take == 0 && n > 0)
-        take = 1;
-    uint64_t *sizes = malloc((take ? take : 1) * sizeof *sizes);
+    zrs_dict_sample *sm = NULL;
     void *d = malloc(dict_cap);
-    if (!sizes || !d) {
-        free(sizes);
+    int rc = d ? zrs_dict_sample_create(&sm, tier) : ZR_ENOMEM;
+    if (rc == ZR_ENOMEM) {
         free(d);
+        zrs_dict_sample_free(sm);
         zr_error(cmd, what, "out of memory for a %" PRIu64 "-byte dictionary", dict_cap);
         return ZR_EXIT_FAILED;
     }
-    for (uint64_t i = 0; i < take; i++)
-        sizes[i] = bounds[i + 1] - bounds[i];
-    int rc = zrs_train_dict((const unsigned char *)samples + bounds[0], sizes, take, d, dict_cap,
-                            dict_size);
-    free(sizes);
+    if (rc >= 0 && from)
+        rc = zrs_dict_sample_store(sm, from);
+    const unsigned char *p = (const unsigned char *)samples + (n ? bounds[0] : 0);
+    for (uint64_t i = 0; rc >= 0 && !from && i < n; p += bounds[i + 1] - bounds[i], i++)
+        rc = zrs_dict_sample_offer(sm, i, p, bounds[i + 1] - bounds[i]);
+    if (rc >= 0)
+        rc = zrs_dict_sample_train(sm, d, dict_cap, dict_size);
+    if (nsampled)
+        *nsampled = zrs_dict_sample_count(sm);
+    if (sampled_bytes)
+        *sampled_bytes = zrs_dict_sample_bytes(sm);
+    zrs_dict_sample_free(sm);
     if (rc < 0) {
         free(d);
         return zr_fail(cmd, what, "cannot train a dictionary", rc);
@@ -149,12 +153,12 @@ int zr_sink_open(zr_sink *k, zrs_kind kind, zrs_dtype dtype, const uint64_t *sha
             }
             dict_size = len;
         } else {
-            if (nsamples == 0) {
+            if (nsamples == 0 && (k->sample_from == NULL || zrs_length(k->sample_from) == 0)) {
                 zr_error(k->cmd, k->path, "no records to train a dictionary on");
                 return ZR_EXIT_FAILED;
             }
-            int ex = zr_train_tier(k->cmd, k->path, k->o->tier, samples, bounds, nsamples, &dict,
-                                   &dict_size);
+            int ex = zr_train_tier(k->cmd, k->path, k->o->tier, k->sample_from, samples, bounds,
+                                   nsamples, &dict, &dict_size, NULL, NULL);
             if (ex)
                 return ex;
         }

@@ -133,10 +133,12 @@ typedef struct zr_sink_opts {
 
 /* A store being filled in committed slices. Fill cmd, path and o, then
  * zr_sink_open with the identity (and, for zstd_dict, training samples:
- * the first records, packed with bounds[0..nsamples]). */
+ * the first records, packed with bounds[0..nsamples]; or set sample_from
+ * to a store the dictionary is sampled from instead). */
 typedef struct zr_sink {
     const char *cmd, *path;
     const zr_sink_opts *o;
+    zrs_store *sample_from;
     zrs_store *s;
     uint64_t added;   /* records appended by this sink */
     uint64_t before;  /* records the store held at open */
@@ -168,10 +170,13 @@ int zr_sink_append(zr_sink *k, const void *data, const uint64_t *bounds, uint64_
                    uint64_t nbytes);
 int zr_sink_close(zr_sink *k);
 
-/* Train a dictionary of `tier` on packed samples (bounds[0..n]), taking
- * at most the tier's sample bytes. *dict is malloc'd. ZR_EXIT_* status. */
-int zr_train_tier(const char *cmd, const char *what, zrs_dict_tier tier, const void *samples,
-                  const uint64_t *bounds, uint64_t n, void **dict, uint64_t *dict_size);
+/* Train a dictionary of `tier` on packed samples (bounds[0..n]), or on
+ * the store `from` when it is not NULL, through the library's sample rule
+ * (zrs_dict_sample). *dict is malloc'd; *nsampled / *sampled_bytes (may
+ * be NULL) say what the sample held. ZR_EXIT_* status, printed. */
+int zr_train_tier(const char *cmd, const char *what, zrs_dict_tier tier, zrs_store *from,
+                  const void *samples, const uint64_t *bounds, uint64_t n, void **dict,
+                  uint64_t *dict_size, uint64_t *nsampled, uint64_t *sampled_bytes);
 int zr_parse_tier(const char *s, zrs_dict_tier *out);
 
 /* -------------------------------------------------------------- slices */
@@ -193,11 +198,5 @@ typedef struct zr_slice {
 int zr_read_slices(const char *cmd, zrs_store *s, uint64_t begin, uint64_t end,
                    uint64_t slice_bytes, int (*fn)(void *ctx, const zr_slice *sl), void *ctx);
 
-/* About `bytes` of records spread evenly over the store (every k-th
- * record), as stored physically (ragged prefixes included): the training
- * sample of a dictionary. *data and *bounds (n + 1) are malloc'd.
- * ZR_EXIT_* status. */
-int zr_sample_records(const char *cmd, zrs_store *s, uint64_t bytes, unsigned char **data,
-                      uint64_t **bounds, uint64_t *n);
 
 #endif

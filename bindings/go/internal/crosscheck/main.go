@@ -214,6 +214,12 @@ func run(c kase, stores string) string {
 }
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == "dict" {
+		if err := writeDict(os.Args[2]); err != nil {
+			fail(err)
+		}
+		return
+	}
 	if len(os.Args) == 3 && os.Args[1] == "mrec" {
 		if err := writeMrec(os.Args[2]); err != nil {
 			fail(err)
@@ -221,7 +227,7 @@ func main() {
 		return
 	}
 	if len(os.Args) != 4 {
-		fmt.Fprintln(os.Stderr, "usage: crosscheck CASES STORES OUT | crosscheck mrec OUT.mrec.lmdb")
+		fmt.Fprintln(os.Stderr, "usage: crosscheck CASES STORES OUT | crosscheck mrec OUT.mrec.lmdb | crosscheck dict DIR")
 		os.Exit(2)
 	}
 	for _, c := range parse(os.Args[1]) {
