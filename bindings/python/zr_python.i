@@ -763,9 +763,10 @@ PyObject *zr_py_zsm_bernoulli(uint64_t seed, uint64_t step, uint64_t first, uint
     }
     PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count);
     if (out == NULL) return NULL;
-    if (zsm_bernoulli(seed, step, first, count, p, (uint8_t *)PyBytes_AS_STRING(out)) != ZSM_OK) {
+    int rc = zsm_bernoulli(seed, step, first, count, p, (uint8_t *)PyBytes_AS_STRING(out));
+    if (rc != ZSM_OK) {
         Py_DECREF(out);
-        PyErr_Format(PyExc_ValueError, "p must be in [0, 1], got %g", p);
+        zr_py_raise(rc);
         return NULL;
     }
     return out;
@@ -1124,19 +1125,16 @@ int zr_py_zsm_bucket_indices(const zsm_config *cfg, const void *data, uint64_t n
                             (unsigned long long)(nbytes / 4), (unsigned long long)cfg->length);
     if (cfg->batch_size > dst_capacity / 8)
         return zr_set_error(ZR_EINVAL, "bucket: dst too small");
+    /* An invalid window or configuration needs no scratch: the call
+     * names what is wrong. */
     size_t need = zsm_bucket_scratch_bytes(cfg, window);
-    void *scratch = need ? malloc(need) : NULL;
+    void *scratch = malloc(need ? need : 1);
     if (scratch == NULL)
-        return zr_set_error(ZR_EINVAL, "bucket: invalid configuration (window %llu, or cyclic "
-                            "batch_size * world_size > length) or out of memory",
-                            (unsigned long long)window);
+        return zr_set_error(ZR_ENOMEM, "bucket: out of memory for %zu bytes of scratch", need);
     int rc = zsm_bucket_indices(cfg, (const uint32_t *)data, window, step, (uint64_t *)dst,
                                 scratch, need);
     free(scratch);
-    if (rc < 0)
-        return zr_set_error(ZR_EINVAL, "bucket: invalid sampler configuration (cyclic rules: "
-                            "batch_size * world_size <= length)");
-    return 0;
+    return rc;
 }
 
 /* The step at which the loader's workers failed, or None. */

@@ -90,8 +90,12 @@ int zsm_mixture_positions(const zsm_mixture *m, uint64_t step, uint64_t first, u
     if (zsm_mixture_validate(m) != ZSM_OK)
         return ZSM_EINVAL;
     const uint64_t g = m->batch_size * m->world_size;
-    if (first > g || count > g - first || (count > 0 && (source == NULL || index == NULL)))
-        return ZSM_EINVAL;
+    if (first > g || count > g - first)
+        return zr_set_error(ZSM_EINVAL, "zsm_mixture_positions: positions %" PRIu64 "..%" PRIu64
+                            " are past the global batch of %" PRIu64, first, first + count, g);
+    if (count > 0 && (source == NULL || index == NULL))
+        return zr_set_error(ZSM_EINVAL, "zsm_mixture_positions: %s is NULL",
+                            source == NULL ? "source" : "index");
     if (count == 0)
         return ZSM_OK;
     double total = 0.0;

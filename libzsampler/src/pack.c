@@ -49,16 +49,18 @@ const char *zsm_pack_overlong_name(zsm_pack_overlong overlong)
 }
 
 /* The value among values[0..n) whose name (namer) is `name`, ignoring case. */
-static int parse_name(const char *name, const char *(*namer)(int), const int *values, size_t n,
-                      int *out)
+static int parse_name(const char *fn, const char *name, const char *(*namer)(int),
+                      const int *values, size_t n, int *out)
 {
-    if (name == NULL || out == NULL) return ZSM_EINVAL;
+    if (name == NULL || out == NULL)
+        return zr_set_error(ZSM_EINVAL, "%s: %s is NULL", fn, name == NULL ? "name" : "out");
     for (size_t i = 0; i < n; i++)
         if (zsm__name_eq(name, namer(values[i]))) {
             *out = values[i];
             return ZSM_OK;
         }
-    return ZSM_EINVAL;
+    return zr_set_error(ZSM_EINVAL, "%s: unknown name \"%.64s\" (%s, %s, %s)", fn, name,
+                        namer(values[0]), namer(values[1]), namer(values[2]));
 }
 
 static const char *policy_namer(int v) { return zsm_pack_policy_name((zsm_pack_policy)v); }
@@ -67,7 +69,7 @@ static const char *overlong_namer(int v) { return zsm_pack_overlong_name((zsm_pa
 int zsm_pack_policy_parse(const char *name, zsm_pack_policy *out)
 {
     static const int all[] = {ZSM_PACK_FIRST_FIT, ZSM_PACK_BEST_FIT, ZSM_PACK_CONCAT};
-    int v = 0, rc = parse_name(name, policy_namer, all, 3, out ? &v : NULL);
+    int v = 0, rc = parse_name("zsm_pack_policy_parse", name, policy_namer, all, 3, out ? &v : NULL);
     if (rc == ZSM_OK) *out = (zsm_pack_policy)v;
     return rc;
 }
@@ -75,7 +77,7 @@ int zsm_pack_policy_parse(const char *name, zsm_pack_policy *out)
 int zsm_pack_overlong_parse(const char *name, zsm_pack_overlong *out)
 {
     static const int all[] = {ZSM_PACK_SPLIT, ZSM_PACK_TRUNCATE, ZSM_PACK_DROP};
-    int v = 0, rc = parse_name(name, overlong_namer, all, 3, out ? &v : NULL);
+    int v = 0, rc = parse_name("zsm_pack_overlong_parse", name, overlong_namer, all, 3, out ? &v : NULL);
     if (rc == ZSM_OK) *out = (zsm_pack_overlong)v;
     return rc;
 }
@@ -210,10 +212,14 @@ size_t zsm_pack_scratch_bytes(const zsm_pack *p)
     return scratch_layout(p, NULL, NULL);
 }
 
-static int carve(const zsm_pack *p, void *scratch, size_t scratch_bytes, work *wk)
+static int carve(const char *fn, const zsm_pack *p, void *scratch, size_t scratch_bytes,
+                 work *wk)
 {
-    if (scratch == NULL) return ZSM_EINVAL;
-    if (scratch_layout(p, NULL, NULL) > scratch_bytes) return ZSM_EINVAL;
+    if (scratch == NULL) return zr_set_error(ZSM_EINVAL, "%s: scratch is NULL", fn);
+    size_t need = scratch_layout(p, NULL, NULL);
+    if (need > scratch_bytes)
+        return zr_set_error(ZSM_EINVAL, "%s: scratch of %zu bytes, the plan needs %zu "
+                            "(zsm_pack_scratch_bytes)", fn, scratch_bytes, need);
     (void)scratch_layout(p, scratch, wk);
     return ZSM_OK;
 }
@@ -437,6 +443,20 @@ static uint64_t window_row(const zsm_pack *p, uint64_t epoch, uint64_t k, uint64
     return r;
 }
 
+/* The rows' pieces do not fit the caller's array. */
+static int no_room(uint64_t capacity)
+{
+    return zr_set_error(ZSM_EINVAL, "zsm_pack_rows: the rows have more pieces than the "
+                        "%" PRIu64 " the pieces array holds (capacity)", capacity);
+}
+
+/* A plan from other lengths or options than the pack's. */
+static int stale_plan(void)
+{
+    return zr_set_error(ZSM_EINVAL, "zsm_pack_rows: the plan does not match the pack's lengths "
+                        "and options (make it with zsm_pack_epoch on this pack and epoch)");
+}
+
 /* Append row `r` of a packed window to pieces[*np..]. */
 static int emit_row(const zsm_pack *p, const work *wk, const packed *pw, uint64_t r,
                     zsm_piece *pieces, uint64_t capacity, uint64_t *np)
@@ -445,7 +465,7 @@ static int emit_row(const zsm_pack *p, const work *wk, const packed *pw, uint64_
     if (r < pw->fitted) {
         for (uint32_t a = wk->row_first[r]; a < wk->row_first[r + 1]; a++) {
             uint32_t i = wk->row_items[a];
-            if (*np >= capacity) return ZSM_EINVAL;
+            if (*np >= capacity) return no_room(capacity);
             pieces[*np].doc = wk->docs[i];
             pieces[*np].offset = (wk->len[i] / L) * L;
             pieces[*np].length = wk->len[i] % L;
@@ -457,7 +477,7 @@ static int emit_row(const zsm_pack *p, const work *wk, const packed *pw, uint64_
     for (uint64_t i = 0; i < pw->ndocs; i++) {
         uint64_t c = wk->len[i] / L;
         if (f < c) {
-            if (*np >= capacity) return ZSM_EINVAL;
+            if (*np >= capacity) return no_room(capacity);
             pieces[*np].doc = wk->docs[i];
             pieces[*np].offset = f * L;
             pieces[*np].length = L;
@@ -466,7 +486,7 @@ static int emit_row(const zsm_pack *p, const work *wk, const packed *pw, uint64_
         }
         f -= c;
     }
-    return ZSM_EINVAL; /* a plan that does not match the lengths */
+    return stale_plan(); /* a plan that does not match the lengths */
 }
 
 /* ---------------------------------------------------------------- epoch */
@@ -475,8 +495,10 @@ int zsm_pack_epoch(const zsm_pack *p, uint64_t epoch, uint64_t *plan, uint64_t *
                    void *scratch, size_t scratch_bytes)
 {
     work wk;
-    if (plan == NULL || rows == NULL || zsm_pack_validate(p) != ZSM_OK) return ZSM_EINVAL;
-    if (carve(p, scratch, scratch_bytes, &wk) != ZSM_OK) return ZSM_EINVAL;
+    if (plan == NULL || rows == NULL)
+        return zr_set_error(ZSM_EINVAL, "zsm_pack_epoch: %s is NULL", plan == NULL ? "plan" : "rows");
+    if (zsm_pack_validate(p) != ZSM_OK) return ZSM_EINVAL; /* detail set */
+    if (carve("zsm_pack_epoch", p, scratch, scratch_bytes, &wk) != ZSM_OK) return ZSM_EINVAL;
     const uint64_t nwin = zsm_pack_windows(p);
     /* The bitmap starts empty (best fit leaves it empty after each window). */
     for (unsigned l = 0; l < wk.levels; l++) memset(wk.bits[l], 0, wk.words[l] * sizeof(uint64_t));
@@ -527,7 +549,7 @@ static int rows_fitted(const zsm_pack *p, uint64_t epoch, const uint64_t *plan, 
         if (k == UINT64_MAX || row >= plan[k + 1]) {
             k = find_window(plan, nwin, row);
             pack_window(p, epoch, k, wk, &pw, 1);
-            if (plan[k + 1] - plan[k] != pw.fitted + pw.full) return ZSM_EINVAL;
+            if (plan[k + 1] - plan[k] != pw.fitted + pw.full) return stale_plan();
         }
         const uint64_t nrows = plan[k + 1] - plan[k];
         uint64_t r = window_row(p, epoch, k, nrows, row - plan[k]);
@@ -556,7 +578,7 @@ static int rows_concat(const zsm_pack *p, uint64_t epoch, const uint64_t *plan, 
         if (end > total) end = total;
         while (pos < end) {
             while (i == n) { /* on to the next window */
-                if (++k >= nwin) return ZSM_EINVAL;
+                if (++k >= nwin) return stale_plan();
                 n = load_window(p, epoch, k, wk);
                 i = 0;
             }
@@ -567,7 +589,7 @@ static int rows_concat(const zsm_pack *p, uint64_t epoch, const uint64_t *plan, 
                 continue;
             }
             uint64_t take = (at + dl < end ? at + dl : end) - pos;
-            if (np >= capacity) return ZSM_EINVAL;
+            if (np >= capacity) return no_room(capacity);
             pieces[np].doc = wk->docs[i];
             pieces[np].offset = pos - at;
             pieces[np].length = take;
@@ -584,15 +606,18 @@ int zsm_pack_rows(const zsm_pack *p, uint64_t epoch, const uint64_t *plan, uint6
                   void *scratch, size_t scratch_bytes)
 {
     work wk;
-    if (plan == NULL || row_start == NULL || (pieces == NULL && capacity > 0) ||
-        zsm_pack_validate(p) != ZSM_OK)
-        return ZSM_EINVAL;
-    if (carve(p, scratch, scratch_bytes, &wk) != ZSM_OK) return ZSM_EINVAL;
+    if (plan == NULL || row_start == NULL || (pieces == NULL && capacity > 0))
+        return zr_set_error(ZSM_EINVAL, "zsm_pack_rows: %s is NULL",
+                            plan == NULL ? "plan" : row_start == NULL ? "row_start" : "pieces");
+    if (zsm_pack_validate(p) != ZSM_OK) return ZSM_EINVAL; /* detail set */
+    if (carve("zsm_pack_rows", p, scratch, scratch_bytes, &wk) != ZSM_OK) return ZSM_EINVAL;
     const uint64_t nwin = zsm_pack_windows(p), L = p->row_length;
     const uint64_t rows = p->policy == ZSM_PACK_CONCAT
                               ? plan[nwin] / L + (plan[nwin] % L != 0)
                               : plan[nwin];
-    if (first > rows || count > rows - first) return ZSM_EINVAL;
+    if (first > rows || count > rows - first)
+        return zr_set_error(ZSM_EINVAL, "zsm_pack_rows: rows %" PRIu64 "..%" PRIu64 " are past "
+                            "the epoch's %" PRIu64 " rows", first, first + count, rows);
     if (p->policy == ZSM_PACK_CONCAT)
         return rows_concat(p, epoch, plan, nwin, first, count, pieces, capacity, row_start, &wk);
     for (unsigned l = 0; l < wk.levels; l++) memset(wk.bits[l], 0, wk.words[l] * sizeof(uint64_t));

@@ -441,13 +441,23 @@ int zsm_bucket_indices(const zsm_config *cfg, const uint32_t *lengths, uint64_t 
 {
     zsm_config c;
     uint64_t g = 0;
-    if (cfg == NULL || lengths == NULL || out == NULL || scratch == NULL || window == 0)
-        return ZSM_EINVAL;
+    if (cfg == NULL || lengths == NULL || out == NULL || scratch == NULL)
+        return zr_set_error(ZSM_EINVAL, "zsm_bucket_indices: %s is NULL",
+                            cfg == NULL ? "cfg" : lengths == NULL ? "lengths"
+                                                : out == NULL ? "out" : "scratch");
+    if (window == 0)
+        return zr_set_error(ZSM_EINVAL, "zsm_bucket_indices: window is 0 (need >= 1 batch)");
     c = *cfg;
     c.mode = ZSM_CYCLIC;
-    if (zsm_validate(&c) != ZSM_OK) return ZSM_EINVAL;
+    if (zsm_validate(&c) != ZSM_OK) return ZSM_EINVAL; /* detail set */
     size_t need = zsm_bucket_scratch_bytes(&c, window);
-    if (need == 0 || scratch_bytes < need) return ZSM_EINVAL;
+    if (need == 0)
+        return zr_set_error(ZSM_EINVAL, "zsm_bucket_indices: window %" PRIu64 " of %" PRIu64
+                            "-record global batches is too large to sort in memory", window,
+                            c.batch_size * (uint64_t)c.world_size);
+    if (scratch_bytes < need)
+        return zr_set_error(ZSM_EINVAL, "zsm_bucket_indices: scratch of %zu bytes, the window "
+                            "needs %zu (zsm_bucket_scratch_bytes)", scratch_bytes, need);
     (void)global_batch(&c, &g);
     const uint64_t n = c.length, per_cycle = n / g;
     const uint64_t cycle = step / per_cycle, j = step % per_cycle;
@@ -490,7 +500,9 @@ int zsm_bucket_indices(const zsm_config *cfg, const uint32_t *lengths, uint64_t 
 int zsm_bernoulli(uint64_t seed, uint64_t step, uint64_t first, uint64_t count, double p,
                   uint8_t *out)
 {
-    if ((out == NULL && count > 0) || !(p >= 0.0 && p <= 1.0)) return ZSM_EINVAL;
+    if (out == NULL && count > 0) return zr_set_error(ZSM_EINVAL, "zsm_bernoulli: out is NULL");
+    if (!(p >= 0.0 && p <= 1.0))
+        return zr_set_error(ZSM_EINVAL, "zsm_bernoulli: p must be in [0, 1], got %g", p);
     /* p * 2^53 is exact in a double; u takes the top 53 bits of a draw. */
     const uint64_t limit = (uint64_t)(p * 9007199254740992.0);
     const uint64_t key = mix64(mix64(seed ^ COIN_DOMAIN) + step * GOLDEN);

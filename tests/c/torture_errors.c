@@ -280,6 +280,57 @@ static void test_zsampler_details(void **state)
     pk.lengths = NULL;
     assert_int_equal(zsm_pack_validate(&pk), ZSM_EINVAL);
     assert_string_equal(zr_last_error(), "zsm_pack_validate: lengths is NULL");
+    pk.lengths = lengths;
+
+    /* The planner, the bucketing, the coins and mixture positions name
+     * what is wrong too. */
+    zsm_pack_policy pol;
+    assert_int_equal(zsm_pack_policy_parse("worst_fit", &pol), ZSM_EINVAL);
+    assert_string_equal(zr_last_error(), "zsm_pack_policy_parse: unknown name \"worst_fit\" "
+                                         "(first_fit, best_fit, concat)");
+    zsm_pack_overlong ol;
+    assert_int_equal(zsm_pack_overlong_parse(NULL, &ol), ZSM_EINVAL);
+    assert_string_equal(zr_last_error(), "zsm_pack_overlong_parse: name is NULL");
+    uint64_t plan[2], rows = 0;
+    unsigned char small[8];
+    assert_int_equal(zsm_pack_epoch(&pk, 0, plan, &rows, small, sizeof small), ZSM_EINVAL);
+    assert_contains(zr_last_error(), "zsm_pack_epoch: scratch of 8 bytes, the plan needs");
+    size_t need = zsm_pack_scratch_bytes(&pk);
+    void *scratch = malloc(need);
+    assert_int_equal(zsm_pack_epoch(&pk, 0, plan, &rows, scratch, need), ZSM_OK);
+    zsm_piece pieces[16];
+    uint64_t starts[8];
+    assert_int_equal(zsm_pack_rows(&pk, 0, plan, rows, 1, pieces, 16, starts, scratch, need),
+                     ZSM_EINVAL);
+    assert_contains(zr_last_error(), "are past the epoch's");
+    assert_int_equal(zsm_pack_rows(&pk, 0, plan, 0, rows, pieces, 0, starts, scratch, need),
+                     ZSM_EINVAL);
+    assert_contains(zr_last_error(), "pieces array holds (capacity)");
+    free(scratch);
+
+    zsm_config bc = {.length = 100, .batch_size = 10, .seed = 1, .mode = ZSM_CYCLIC,
+                     .rank = 0, .world_size = 1};
+    uint32_t blen[100] = {0};
+    uint64_t bout[10];
+    uint64_t bscratch[4];
+    assert_int_equal(zsm_bucket_indices(&bc, blen, 0, 0, bout, bscratch, sizeof bscratch),
+                     ZSM_EINVAL);
+    assert_string_equal(zr_last_error(), "zsm_bucket_indices: window is 0 (need >= 1 batch)");
+    assert_int_equal(zsm_bucket_indices(&bc, blen, 2, 0, bout, bscratch, sizeof bscratch),
+                     ZSM_EINVAL);
+    assert_contains(zr_last_error(), "zsm_bucket_indices: scratch of 32 bytes, the window needs");
+    bc.batch_size = 200;
+    assert_int_equal(zsm_bucket_indices(&bc, blen, 2, 0, bout, bscratch, sizeof bscratch),
+                     ZSM_EINVAL);
+    assert_contains(zr_last_error(), "cyclic");
+    uint8_t coins[4];
+    assert_int_equal(zsm_bernoulli(1, 0, 0, 4, 2.0, coins), ZSM_EINVAL);
+    assert_string_equal(zr_last_error(), "zsm_bernoulli: p must be in [0, 1], got 2");
+    uint32_t src[4];
+    uint64_t idx[4];
+    assert_int_equal(zsm_mixture_positions(&mx, 0, 2, 4, src, idx, NULL), ZSM_EINVAL);
+    assert_string_equal(zr_last_error(), "zsm_mixture_positions: positions 2..6 are past the "
+                                         "global batch of 4");
 }
 
 /* ------------------------------------------------------------ zmrec */
