@@ -48,6 +48,15 @@ def new_goals(res):
             r.get("zr-raw/npy+fsync"), 0.95)
         add(f"zstd append ({what} records) vs zstd's own all-thread level-3 compression",
             r.get("zr-zstd/zstd-mt"), 0.90)
+    ing = res.get("ingest") or {}
+    for key, what in (("zr-raw/litdata", "LitData optimize"), ("zr-raw/mds", "Mosaic MDSWriter"),
+                      ("zr-zstd/litdata-zstd", "LitData optimize, both zstd"),
+                      ("zr-zstd/mds-zstd", "Mosaic MDSWriter, both zstd")):
+        add(f"zr ingest of an image folder (147 KiB files), records/s vs {what}",
+            (ing.get("ratios") or {}).get(key), 1.0)
+    for peer, why in (ing.get("skipped") or {}).items():
+        out.append((f"zr ingest of an image folder vs {peer}", ">= 1.00x",
+                    f"not measured: {why}", None, None))
     il = res.get("interleaved") or {}
     for key, what, target in (("vision_dense", "dense vision 147 KiB", 1.7),
                               ("token_blocks", "fixed 2 KiB token blocks", 1.2),

@@ -243,6 +243,15 @@ def writes(cfg, workdir):
                                blocks_n=cfg["token_n"], dir=os.path.join(workdir, "writes"))
 
 
+def ingest(cfg, workdir):
+    """zr ingest of an image folder against LitData's optimize and Mosaic's
+    MDSWriter, records/s (bench/bench_ingest.py, every method in turn)."""
+    import bench_ingest
+    return bench_ingest.measure(n=cfg["vision_n"] if cfg is QUICK else 2500,
+                                repeats=cfg["write_repeats"] if cfg is QUICK else 3,
+                                dir=os.path.join(workdir, "ingest"), log=log)
+
+
 # ---------------------------------------------------------------- workloads
 
 def workloads(cfg):
@@ -568,8 +577,10 @@ def main():
     ap.add_argument("--json", default=None, help="also write the raw results here")
     ap.add_argument("--only", default=None, metavar="SECTIONS",
                     help="run only these sections, comma-separated: 'writes' (the write "
-                    "goals, bench/bench_write.py) and/or 'interleaved' (the second read "
-                    "method); prints their goal rows and writes --json, not the report")
+                    "goals, bench/bench_write.py), 'ingest' (an image folder against "
+                    "LitData and MDSWriter, bench/bench_ingest.py) and/or 'interleaved' (the "
+                    "second read method); prints their goal rows and writes --json, not the "
+                    "report")
     args = ap.parse_args()
     cfg = QUICK if args.quick else FULL
     if args.only:
@@ -606,7 +617,7 @@ def main():
 
 def run_only(cfg, args):
     sections = set(args.only.split(","))
-    unknown = sections - {"writes", "interleaved"}
+    unknown = sections - {"writes", "ingest", "interleaved"}
     if unknown:
         raise SystemExit(f"bench: --only: unknown section(s) {sorted(unknown)}")
     workdir = args.workdir or tempfile.mkdtemp(prefix="loaderx-bench-")
@@ -616,6 +627,9 @@ def run_only(cfg, args):
         if "writes" in sections:
             log("writes: append vs np.save, np.save + fsync and zstd's own compression")
             res["writes"] = writes(cfg, workdir)
+        if "ingest" in sections:
+            log("ingest: an image folder, zr ingest vs LitData optimize and MDSWriter")
+            res["ingest"] = ingest(cfg, workdir)
         if "interleaved" in sections:
             log("interleaved reads")
             res["interleaved"] = interleaved(cfg, workdir)
@@ -638,6 +652,8 @@ def measure_all(cfg, chosen, workdir, exclude, quick):
     res["tables"], _ = run_stores(cfg, chosen, workdir)
     log("writes: append vs np.save, np.save + fsync and zstd's own compression")
     res["writes"] = writes(cfg, workdir)
+    log("ingest: an image folder, zr ingest vs LitData optimize and MDSWriter")
+    res["ingest"] = ingest(cfg, workdir)
     log("interleaved reads")
     res["interleaved"] = interleaved(cfg, workdir)
     log("scale: time per record against batch size and record size")

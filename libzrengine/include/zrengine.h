@@ -254,7 +254,9 @@ ZRE_API const char *zre_path(const zre_engine *e);
  * count+1 increasing byte offsets into src; record i is
  * src[bounds[i], bounds[i+1]) and record_size is ignored).
  * Every record must be 1..ZRE_RECORD_MAX bytes (ZR_EINVAL / ZR_ETOOBIG).
- * Compressed stores compress records in parallel on all CPUs.
+ * Compressed stores compress records in parallel on all CPUs, writing
+ * each 8 MiB window while the next is compressed; the handle keeps those
+ * two windows' buffers (about 16 MiB) for its next append, until close.
  * On success *first_index (if not NULL) receives the index of the first
  * new record; on failure nothing is committed (length is unchanged).
  * The engine does not keep any pointer into src after return. */

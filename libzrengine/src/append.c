@@ -1,6 +1,7 @@
 /*
  * append.c - zre_append: raw (positional writes straight from the caller's
- * buffer) and zstd (per-record frames compressed in parallel).
+ * buffer) and zstd (per-record frames compressed in parallel, one window
+ * written while the next compresses).
  *
  * Commit protocol: payloads, then record-table entries, then meta.zr, then
  * the in-memory length (release store). The frontier lives in locals until
@@ -22,9 +23,11 @@
 
 /* Loc entries written per raw window (16 bytes each: 1 MiB of buffer). */
 #define RAW_WINDOW_RECORDS 65536u
-/* Compressed windows bound working memory (frame slots + loc entries). */
+/* Compressed windows bound working memory (frame slots + loc entries) and
+ * set the grain of the pipeline (one window written while the next is
+ * compressed). */
 #define ZSTD_WINDOW_RECORDS 4096u
-#define ZSTD_WINDOW_BYTES ((uint64_t)64 << 20)
+#define ZSTD_WINDOW_BYTES ((uint64_t)8 << 20)
 
 typedef struct append_src {
     const unsigned char *base;
@@ -150,40 +153,70 @@ static int append_raw(zre_engine *e, const append_src *s, uint64_t count, uint64
 
 /* ----------------------------------------------------------------- zstd */
 
+/* One compression window: call records [a, a+n), their frame slots in
+ * `arena`, the compressed sizes and the encoded table entries. */
+struct zre_zwin {
+    uint64_t a, n;
+    unsigned char *arena;  /* frame slots */
+    size_t cap;            /* arena bytes allocated */
+    size_t slot[ZSTD_WINDOW_RECORDS + 1]; /* n+1 offsets into arena */
+    size_t csz[ZSTD_WINDOW_RECORDS];      /* n frame sizes */
+    unsigned char locs[ZSTD_WINDOW_RECORDS * ZRE_LOC_ENTRY_SIZE];
+};
+
+/* A window pair's arenas stay with the handle between calls up to this
+ * size each (a window's frames take about ZSTD_WINDOW_BYTES), so repeated
+ * appends reuse warm memory instead of faulting in fresh pages. */
+#define ZSTD_ARENA_KEEP ((size_t)16 << 20)
+
 typedef struct zjob {
     zre_engine *e;
     const append_src *s;
     uint64_t first;        /* store index of record 0 of the call */
-    uint64_t a, n;         /* window: call records [a, a+n) */
-    unsigned char *arena;  /* frame slots */
-    size_t *slot;          /* n+1 offsets into arena */
-    size_t *csz;           /* n frame sizes */
+    struct zre_zwin *cur;  /* window being compressed */
+    struct zre_zwin *prev; /* compressed window shard 0 writes first, or NULL */
+    zre_pos *at;           /* frontier */
+    uint64_t *entries;     /* table entries the call wrote (or began to) */
+    int write_rc;          /* shard 0's result of writing `prev` */
     _Atomic uint64_t next; /* next window record to claim */
     _Atomic int failed;
     zrp_mutex lock;        /* guards err */
     zre_err err;
 } zjob;
 
-/* Compress window records into their slots, claiming them one at a time. */
+static int zwindow_write(zre_engine *e, const zjob *j, struct zre_zwin *w);
+
+/* Compress window records into their slots, claiming them one at a time.
+ * Shard 0 runs on the calling thread: it first writes and records the
+ * previous window, so that the serial part of one window overlaps the
+ * compression of the next. A failed write stops the compression and is
+ * reported by the caller (its error is the calling thread's). */
 static void zjob_worker(void *arg, unsigned shard)
 {
-    (void)shard;
     zjob *j = arg;
+    if (shard == 0 && j->prev) {
+        j->write_rc = zwindow_write(j->e, j, j->prev);
+        if (j->write_rc < 0) {
+            atomic_store(&j->failed, 1);
+            return;
+        }
+    }
+    const struct zre_zwin *w = j->cur;
     ZSTD_CCtx *cctx = zre_cctx_get(j->e);
     int rc = ZR_OK;
     if (!cctx)
         rc = zr_set_error(ZR_ENOMEM, "append: cannot create a zstd compression context");
     while (rc == 0 && !atomic_load_explicit(&j->failed, memory_order_relaxed)) {
         uint64_t k = atomic_fetch_add(&j->next, 1);
-        if (k >= j->n)
+        if (k >= w->n)
             break;
-        uint64_t i = j->a + k;
-        size_t csz = ZSTD_compress2(cctx, j->arena + j->slot[k], j->slot[k + 1] - j->slot[k],
+        uint64_t i = w->a + k;
+        size_t csz = ZSTD_compress2(cctx, w->arena + w->slot[k], w->slot[k + 1] - w->slot[k],
                                     j->s->base + rec_start(j->s, i), (size_t)rec_size(j->s, i));
         if (ZSTD_isError(csz))
             rc = zr_set_error(ZR_EIO, "append: zstd compression of record %" PRIu64 " failed: %s",
                               j->first + i, ZSTD_getErrorName(csz));
-        j->csz[k] = csz;
+        j->cur->csz[k] = csz;
     }
     if (rc < 0) {
         zrp_mutex_lock(&j->lock);
@@ -196,63 +229,94 @@ static void zjob_worker(void *arg, unsigned shard)
     zre_cctx_put(j->e, cctx);
 }
 
-/* Place the window's frames in index order from *at, pack each run that
- * lands in one chunk into one stretch of the arena (a frame only moves
- * down: its packed place never passes its slot, and its end never reaches
- * the next slot), write each run with one call, and encode the entries
- * into `locs`. */
-static int zwindow_write(zre_engine *e, const zjob *j, zre_pos *at, unsigned char *locs)
+/* Place the window's frames in index order from the frontier, pack each
+ * run that lands in one chunk into one stretch of the arena (a frame only
+ * moves down: its packed place never passes its slot, and its end never
+ * reaches the next slot), write each run with one call, then the window's
+ * table entries. */
+static int zwindow_write(zre_engine *e, const zjob *j, struct zre_zwin *w)
 {
     size_t packed = 0, run_start = 0;
     zre_pos run_at = {0, 0};
     int rc = ZR_OK;
-    for (uint64_t k = 0; k < j->n && rc == 0; k++) {
+    for (uint64_t k = 0; k < w->n && rc == 0; k++) {
         zre_pos where;
-        rc = place(e, at, j->csz[k], j->first + j->a + k, &where);
+        rc = place(e, j->at, w->csz[k], j->first + w->a + k, &where);
         if (rc == 0 && k > 0 && where.chunk != run_at.chunk) {
-            rc = write_run(e, run_at, j->arena + run_start, packed - run_start);
+            rc = write_run(e, run_at, w->arena + run_start, packed - run_start);
             run_start = packed;
         }
         if (rc < 0)
             break;
         if (packed == run_start)
             run_at = where;
-        memmove(j->arena + packed, j->arena + j->slot[k], j->csz[k]);
-        packed += j->csz[k];
-        zre_loc l = {where.offset, (uint32_t)j->csz[k], (uint32_t)rec_size(j->s, j->a + k),
+        memmove(w->arena + packed, w->arena + w->slot[k], w->csz[k]);
+        packed += w->csz[k];
+        zre_loc l = {where.offset, (uint32_t)w->csz[k], (uint32_t)rec_size(j->s, w->a + k),
                      where.chunk};
-        zre_loc_encode(locs + k * ZRE_LOC_ENTRY_SIZE, &l);
+        zre_loc_encode(w->locs + k * ZRE_LOC_ENTRY_SIZE, &l);
     }
     if (rc == 0 && packed > run_start)
-        rc = write_run(e, run_at, j->arena + run_start, packed - run_start);
+        rc = write_run(e, run_at, w->arena + run_start, packed - run_start);
+    if (rc == 0) {
+        *j->entries = w->a + w->n;
+        rc = zre_write_locs(e, j->first + w->a, w->locs, w->n);
+    }
     return rc;
 }
 
-/* The next window from call record `a`: at least one record, then up to
- * the record and byte bounds; sets j->a, j->n and the slots, and returns
- * the arena bytes it needs. */
-static size_t zwindow_plan(zjob *j, uint64_t a, uint64_t count)
+/* Plan window `w` from call record `a`: at least one record, then up to
+ * the record and byte bounds; sets its slots and makes its arena large
+ * enough. */
+static int zwindow_plan(const append_src *s, struct zre_zwin *w, uint64_t a, uint64_t count)
 {
     uint64_t n = 0, in_bytes = 0;
     size_t need = 0;
     while (a + n < count && n < ZSTD_WINDOW_RECORDS) {
-        uint64_t sz = rec_size(j->s, a + n);
+        uint64_t sz = rec_size(s, a + n);
         if (n > 0 && in_bytes + sz > ZSTD_WINDOW_BYTES)
             break;
-        j->slot[n] = need;
+        w->slot[n] = need;
         need += ZSTD_compressBound((size_t)sz);
         in_bytes += sz;
         n++;
     }
-    j->slot[n] = need;
-    j->a = a;
-    j->n = n;
-    return need;
+    w->slot[n] = need;
+    w->a = a;
+    w->n = n;
+    if (need > w->cap) {
+        free(w->arena);
+        w->arena = malloc(need);
+        w->cap = w->arena ? need : 0;
+        if (!w->arena)
+            return zr_set_error(ZR_ENOMEM, "append: out of memory for %zu bytes of frames", need);
+    }
+    return ZR_OK;
 }
 
+void zre_append_free(zre_engine *e)
+{
+    if (!e->zwin)
+        return;
+    free(e->zwin[0].arena);
+    free(e->zwin[1].arena);
+    free(e->zwin);
+    e->zwin = NULL;
+}
+
+/* Windows are pipelined: while the pool compresses window k+1, the calling
+ * thread places, packs and writes window k and its table entries, then
+ * joins the compression. Writes still happen in index order on the calling
+ * thread, payload before the entries that point at it, and nothing is
+ * committed before meta.zr is written after the last window. */
 static int append_zstd(zre_engine *e, const append_src *s, uint64_t count, uint64_t first,
                        zre_pos *at, uint64_t *entries)
 {
+    if (!e->zwin) {
+        e->zwin = calloc(2, sizeof *e->zwin);
+        if (!e->zwin)
+            return zr_set_error(ZR_ENOMEM, "append: out of memory for two compression windows");
+    }
     zjob j;
     memset(&j, 0, sizeof j);
     if (zrp_mutex_init(&j.lock) != 0)
@@ -260,42 +324,43 @@ static int append_zstd(zre_engine *e, const append_src *s, uint64_t count, uint6
     j.e = e;
     j.s = s;
     j.first = first;
-    size_t arena_cap = 0;
+    j.at = at;
+    j.entries = entries;
     int rc = ZR_OK;
-    j.slot = malloc((ZSTD_WINDOW_RECORDS + 1) * sizeof *j.slot);
-    j.csz = malloc(ZSTD_WINDOW_RECORDS * sizeof *j.csz);
-    unsigned char *locs = malloc((size_t)ZSTD_WINDOW_RECORDS * ZRE_LOC_ENTRY_SIZE);
-    if (!j.slot || !j.csz || !locs)
-        rc = zr_set_error(ZR_ENOMEM, "append: out of memory for a compression window");
-    for (uint64_t a = 0; a < count && rc == 0; a += j.n) {
-        size_t need = zwindow_plan(&j, a, count);
-        if (need > arena_cap) {
-            free(j.arena);
-            j.arena = malloc(need);
-            arena_cap = j.arena ? need : 0;
-            if (!j.arena) {
-                rc = zr_set_error(ZR_ENOMEM, "append: out of memory for %zu bytes of frames", need);
+    struct zre_zwin *prev = NULL;
+    unsigned side = 0;
+    for (uint64_t a = 0; rc == 0 && (a < count || prev); side ^= 1) {
+        struct zre_zwin *cur = NULL;
+        if (a < count) {
+            cur = &e->zwin[side];
+            rc = zwindow_plan(s, cur, a, count);
+            if (rc < 0)
                 break;
-            }
-        }
-        atomic_store(&j.next, 0);
-        atomic_store(&j.failed, 0);
-        unsigned shards = j.n < e->ncpu ? (unsigned)j.n : e->ncpu;
-        zre_pool_run(&e->pool, shards, zjob_worker, &j);
-        if (atomic_load(&j.failed)) {
-            rc = zre_err_raise(&j.err);
+        } else {
+            /* The last window: nothing left to overlap its write with. */
+            rc = zwindow_write(e, &j, prev);
             break;
         }
-        rc = zwindow_write(e, &j, at, locs);
-        if (rc == 0) {
-            *entries = a + j.n;
-            rc = zre_write_locs(e, first + a, locs, j.n);
-        }
+        j.cur = cur;
+        j.prev = prev;
+        j.write_rc = 0;
+        atomic_store(&j.next, 0);
+        atomic_store(&j.failed, 0);
+        unsigned shards = cur->n < e->ncpu ? (unsigned)cur->n : e->ncpu;
+        zre_pool_run(&e->pool, shards, zjob_worker, &j);
+        if (j.write_rc < 0)
+            rc = j.write_rc;
+        else if (atomic_load(&j.failed))
+            rc = zre_err_raise(&j.err);
+        prev = cur;
+        a += cur->n;
     }
-    free(j.arena);
-    free(j.slot);
-    free(j.csz);
-    free(locs);
+    for (int i = 0; i < 2; i++)
+        if (e->zwin[i].cap > ZSTD_ARENA_KEEP) {
+            free(e->zwin[i].arena);
+            e->zwin[i].arena = NULL;
+            e->zwin[i].cap = 0;
+        }
     zrp_mutex_destroy(&j.lock);
     return rc;
 }

@@ -379,6 +379,9 @@ struct zre_engine {
     size_t dctx_count, dctx_cap;
     void **cctx_free;
     size_t cctx_count, cctx_cap;
+
+    /* Compressed append's two windows (writer lock), kept between calls. */
+    struct zre_zwin *zwin;
 };
 
 /* The committed state (writer lock held). */
@@ -423,6 +426,8 @@ void *zre_cctx_get(zre_engine *e);
 void zre_cctx_put(zre_engine *e, void *cctx);
 /* Free every pooled context (close). */
 void zre_ctx_free_all(zre_engine *e);
+/* Free compressed append's windows (append.c). */
+void zre_append_free(zre_engine *e);
 
 /* Map a platform error to a status: ZRP_ESHORT -> `short_status`, a
  * remote failure -> its own status, anything else -> ZR_EIO. */

@@ -355,6 +355,11 @@ int zre_clear_locs(zre_engine *e, uint64_t first, uint64_t n)
         uint64_t seg, in_seg, take = seg_span(first, n, &seg, &in_seg);
         const zre_fent *ent = zre_fdtab_ent(&e->locs, seg);
         uint64_t size = ent && ent->f.fd >= 0 ? atomic_load(&ent->size) : 0;
+        /* A write that failed part way (a full disk) may have landed
+         * entries past the size the handle tracks: go by the file's. */
+        uint64_t on_disk = 0;
+        if (ent && ent->f.fd >= 0 && zrp_file_size(ent->f, &on_disk) == 0 && on_disk > size)
+            size = on_disk;
         /* Only what the file holds: entries past its end were never written. */
         uint64_t lo = in_seg * ZRE_LOC_ENTRY_SIZE, hi = (in_seg + take) * ZRE_LOC_ENTRY_SIZE;
         hi = hi < size ? hi : size;

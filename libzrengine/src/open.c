@@ -40,6 +40,7 @@ static void engine_free(zre_engine *e)
     engine_close_files(e, true);
     zre_remote_detach(e);
     zre_ctx_free_all(e);
+    zre_append_free(e);
     ZSTD_freeDDict(e->ddict);
     ZSTD_freeCDict(e->cdict);
     free(e->dict);

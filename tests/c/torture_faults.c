@@ -586,6 +586,119 @@ static void test_failed_append_clears_its_entries(void **s)
     zt_model_free(&m);
 }
 
+/* Writes of one compressed append, in order: for each pwrite its number
+ * and whether it went to a record table (.loc) or elsewhere. */
+typedef struct write_log {
+    uint64_t n;
+    uint64_t number[1 << 14];
+    unsigned char is_loc[1 << 14];
+} write_log;
+
+static void log_write(const zrp_fp_event *ev, void *arg)
+{
+    write_log *w = arg;
+    if (ev->kind != ZRP_EV_WRITE || w->n >= sizeof w->number / sizeof w->number[0])
+        return;
+    size_t len = strlen(ev->path);
+    w->number[w->n] = zrp_fp_count(ZRP_FP_PWRITE);
+    w->is_loc[w->n] = len > 4 && strcmp(ev->path + len - 4, ".loc") == 0;
+    w->n++;
+}
+
+/* A compressed append of several windows writes window k (payload, then
+ * its table entries) while window k+1 is compressed on the pool. A write
+ * that fails there, in any window and whether once, for good (a full
+ * disk) or torn, fails the call with an error naming it and the store,
+ * commits nothing, leaves no table entry past the length, and the store
+ * takes the same append afterwards. */
+static void test_pipelined_append_write_failure(void **s)
+{
+    (void)s;
+    const char *p = sp("pipe");
+    const uint64_t base = 20, big = 2 * 4096 + 300; /* three windows */
+    /* Where the windows' writes fall: the same append on the same store,
+     * observed. A table write following a payload write starts a window's
+     * entries; a payload write following a table write, the next window. */
+    zt_model m = {0};
+    make_store(p, ZRE_CODEC_ZSTD, &m, base);
+    zre_engine *e = open_engine(p, 0);
+    static write_log w;
+    memset(&w, 0, sizeof w);
+    zrp_fp_reset();
+    zrp_fp_observe(log_write, &w);
+    zt_model probe = {0};
+    zt_model_copy(&probe, &m);
+    assert_int_equal(append_n(e, &probe, big), 0);
+    zrp_fp_observe(NULL, NULL);
+    zt_model_free(&probe);
+    zre_close(e);
+    uint64_t picks[16];
+    unsigned npick = 0, windows = 0;
+    for (uint64_t i = 0; i < w.n && npick + 4 <= 16; i++) {
+        int first_payload = !w.is_loc[i] && (i == 0 || w.is_loc[i - 1]);
+        int first_loc = w.is_loc[i] && i > 0 && !w.is_loc[i - 1];
+        if (first_payload && windows < 3)
+            windows++;
+        if (windows <= 2 && (first_payload || first_loc)) {
+            picks[npick++] = w.number[i]; /* a window's first payload or table write */
+            if (first_loc)
+                picks[npick++] = w.number[i] - 1; /* its last payload write */
+        }
+    }
+    if (windows < 3)
+        fail_msg("the append of %" PRIu64 " records wrote %u windows, not 3", big, windows);
+    assert_true(npick >= 6);
+
+    for (unsigned k = 0; k < npick; k++) {
+        for (int mode = 0; mode < 3; mode++) {
+            make_store(p, ZRE_CODEC_ZSTD, &m, base);
+            e = open_engine(p, 0);
+            zt_model tried = {0};
+            zt_model_copy(&tried, &m);
+            zrp_fp_reset();
+            if (mode == 2)
+                zrp_fp_arm(ZRP_FP_PWRITE, picks[k], ZRP_FP_SHORT, 1);
+            else
+                zrp_fp_arm(ZRP_FP_PWRITE, picks[k], mode ? -ENOSPC : -EIO, mode);
+            int rc = append_n(e, &tried, big);
+            uint64_t injected = zrp_fp_injected();
+            zrp_fp_reset();
+            zt_model_free(&tried);
+            if (rc == 0 || injected == 0)
+                fail_msg("pwrite #%" PRIu64 " (mode %d): append returned %d, %" PRIu64
+                         " injected", picks[k], mode, rc, injected);
+            const char *d = zr_last_error();
+            if (!strstr(d, "append") || !strstr(d, p))
+                fail_msg("pwrite #%" PRIu64 ": the error does not name the call and the store: %s",
+                         picks[k], d);
+            /* A full disk may keep the call from clearing its entries:
+             * then the handle refuses until reopened. */
+            int poisoned = zre_sync(e) == ZR_ESTATE;
+            if (poisoned) {
+                assert_int_not_equal(mode, 0);
+                zre_close(e);
+                e = open_engine(p, 0);
+            }
+            check_model(e, &m, "after a failed pipelined append");
+            /* Otherwise no table entry past the length survives the call. */
+            char lp[800];
+            snprintf(lp, sizeof lp, "%s/0.loc", p);
+            unsigned char t[64 * 16];
+            size_t n = zt_read_file(lp, t, sizeof t);
+            for (size_t i = base * 16; i < n && !poisoned; i++)
+                if (t[i])
+                    fail_msg("pwrite #%" PRIu64 " (mode %d) failed: entry %zu past the length is "
+                             "not cleared", picks[k], mode, i / 16);
+            assert_int_equal(append_n(e, &m, big), 0);
+            assert_int_equal(zre_close(e), 0);
+            e = open_engine(p, ZRE_OPEN_READONLY);
+            check_model(e, &m, "reopened after a failed pipelined append");
+            zre_close(e);
+        }
+    }
+    zt_model_free(&m);
+}
+
 /* A writable open turns the 32-byte meta.zr of an older version into two
  * copies by writing copy 1 first: torn there, the old header still holds
  * the store. */
@@ -874,6 +987,7 @@ int main(void)
         cmocka_unit_test(test_errors_name_the_call),
         cmocka_unit_test(test_torn_header_write),
         cmocka_unit_test(test_failed_append_clears_its_entries),
+        cmocka_unit_test(test_pipelined_append_write_failure),
         cmocka_unit_test(test_torn_header_conversion),
         cmocka_unit_test(test_damaged_header_refused_at_once),
         cmocka_unit_test(test_sweep_raw),
