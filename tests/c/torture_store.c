@@ -1393,7 +1393,9 @@ static void test_dict_sample_rule(void **state)
     /* Out of order is refused, by name. */
     assert_int_equal(zrs_dict_sample_offer(a, 5, rec, SZ), ZR_EINVAL);
     assert_msg_contains("record 5 offered after record 999");
+    zrs_dict_sample_free(b);
     assert_int_equal(zrs_dict_sample_create(&b, (zrs_dict_tier)7), ZR_EINVAL);
+    assert_null(b);
     zrs_dict_sample_free(a);
     /* Too little to train on is the builder's named error. */
     assert_int_equal(zrs_dict_sample_create(&a, ZRS_DICT_FAST), ZR_OK);
