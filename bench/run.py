@@ -495,7 +495,9 @@ def run_hyperfine(cfg, workdir):
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
     np.save(os.path.join(d, "data.npy"), vision_dense(cfg["vision_n"]))
-    env = dict(os.environ, ZR=zr, GATHER_BENCH=gb, RUNS=str(cfg["hf_runs"]))
+    # PYTHON: the scripts' helpers need numpy, which this interpreter has and
+    # the python3 first on PATH may not.
+    env = dict(os.environ, ZR=zr, GATHER_BENCH=gb, RUNS=str(cfg["hf_runs"]), PYTHON=sys.executable)
     for codec in ("raw", "zstd"):
         subprocess.run([zr, "ingest", os.path.join(d, "data.npy"),
                         os.path.join(d, f"store-{codec}"), "--codec", codec],
