@@ -139,6 +139,7 @@ type loaderHandle struct {
 	h       zrcore.Struct_SS_zld_loader
 	streams []*storeHandle
 	concats []*concatHandle              // the concatenations it reads
+	mrecs   []*mrecHandle                // the mrec sources it reads
 	mixture zrcore.Struct_SS_zld_mixture // a mixture loader's own mixture, freed with it
 }
 
@@ -163,6 +164,9 @@ func (lh *loaderHandle) close() {
 	}
 	for _, ch := range lh.concats {
 		ch.forget(lh)
+	}
+	for _, mh := range lh.mrecs {
+		mh.forget(lh)
 	}
 }
 
