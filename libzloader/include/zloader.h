@@ -320,8 +320,9 @@ typedef struct zld_store_spec {
  * only when all of them are complete is each renamed to its path. So a
  * failure or a crash never leaves a store at a final path that lacks
  * records: on failure every .partial is removed (a crash may leave them,
- * never a final path); only when a rename itself fails can the stores
- * renamed before it stay, each complete. ZR_EINVAL for no streams, a NULL
+ * never a final path); only when publishing itself fails (a rename, or
+ * the directory's sync after one) can the stores renamed before it stay,
+ * each complete. ZR_EINVAL for no streams, a NULL
  * or repeated path, unequal lengths, a record size the dtype and shape do
  * not give, an unknown codec; ZR_EEXIST naming a path that exists; a
  * stream's own error with "write stores: PATH (stream NAME)" in front;
