@@ -796,15 +796,7 @@ func openMrecSource(op, path string, o MrecOptions) (*mrecHandle, error) {
 
 // close closes the loaders reading the source, then frees it. Idempotent.
 func (mh *mrecHandle) close() {
-	mh.lmu.Lock()
-	ls := make([]*loaderHandle, 0, len(mh.loaders))
-	for l := range mh.loaders {
-		ls = append(ls, l)
-	}
-	mh.lmu.Unlock()
-	for _, l := range ls {
-		l.close()
-	}
+	closeLoaders(&mh.lmu, mh.loaders)
 	mh.mu.Lock()
 	h := mh.h
 	mh.h = nil

@@ -190,6 +190,20 @@ func (ch *concatHandle) register(lh *loaderHandle) {
 	ch.lmu.Unlock()
 }
 
+// closeLoaders closes the loaders registered in loaders (guarded by lmu),
+// outside the lock: a loader's close unregisters itself there.
+func closeLoaders(lmu *sync.Mutex, loaders map[*loaderHandle]struct{}) {
+	lmu.Lock()
+	ls := make([]*loaderHandle, 0, len(loaders))
+	for l := range loaders {
+		ls = append(ls, l)
+	}
+	lmu.Unlock()
+	for _, l := range ls {
+		l.close()
+	}
+}
+
 func (ch *concatHandle) forget(lh *loaderHandle) {
 	ch.lmu.Lock()
 	delete(ch.loaders, lh)
@@ -208,15 +222,7 @@ func (ch *concatHandle) acquire(op string) (zrcore.Struct_SS_zrs_concat, error) 
 // close closes the loaders reading the concatenation, then frees it
 // (closing the stores it opened). Idempotent.
 func (ch *concatHandle) close() error {
-	ch.lmu.Lock()
-	ls := make([]*loaderHandle, 0, len(ch.loaders))
-	for l := range ch.loaders {
-		ls = append(ls, l)
-	}
-	ch.lmu.Unlock()
-	for _, l := range ls {
-		l.close()
-	}
+	closeLoaders(&ch.lmu, ch.loaders)
 	ch.mu.Lock()
 	h := ch.h
 	ch.h = nil
