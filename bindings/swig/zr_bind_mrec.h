@@ -7,7 +7,8 @@
  * arrays; the calls here take and return scalars, strings and one byte
  * buffer each, so one piece of C serves every language, and a binding
  * adds typemaps only (zr_bind_mrec.i wraps these functions for Lua and
- * Go). Every rule of the layout is checked by libzmrec; this file only
+ * Go). A collection's item source as loader streams and its conversion
+ * into stores (the end of this file) serve Python too. Every rule of the layout is checked by libzmrec; this file only
  * names frame kinds and dtypes and copies. Header-only.
  */
 #ifndef ZR_BIND_MREC_H

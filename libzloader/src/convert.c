@@ -80,10 +80,13 @@ static char *ws_parent(const char *path)
     return p;
 }
 
-/* Copy every record of st into s, slice by slice. */
-static int ws_copy(const zld_stream *st, zrs_store *s, int codec_auto, const zld_store_spec *spec,
-                   const char *tmp, zre_codec codec, zrs_store **made)
+/* Copy every record of st into a new store at tmp (*made), slice by
+ * slice; the store is created at the first slice (codec "auto" chooses
+ * from it). A stream of 0 records makes no store here. */
+static int ws_copy(const zld_stream *st, int codec_auto, const zld_store_spec *spec, const char *tmp,
+                   zre_codec codec, zrs_store **made)
 {
+    zrs_store *s = NULL;
     uint64_t *idx = malloc(WS_SLICE_RECORDS * sizeof *idx);
     uint64_t *sizes = malloc(WS_SLICE_RECORDS * sizeof *sizes);
     uint64_t *bounds = malloc((WS_SLICE_RECORDS + 1) * sizeof *bounds);
@@ -192,7 +195,7 @@ int zld_write_stores(const zld_stream *streams, const zld_store_spec *specs, siz
         free(parent);
     }
     for (size_t k = 0; rc == ZR_OK && k < n; k++) {
-        rc = ws_copy(&streams[k], NULL, codec == ZLD_CODEC_AUTO, &specs[k], tmp[k],
+        rc = ws_copy(&streams[k], codec == ZLD_CODEC_AUTO, &specs[k], tmp[k],
                      codec == ZLD_CODEC_AUTO ? ZRE_CODEC_RAW : (zre_codec)codec, &made[k]);
         if (rc == ZR_OK && made[k] == NULL) /* a stream of 0 records */
             rc = streams[k].kind == ZLD_STREAM_RAGGED
