@@ -743,9 +743,8 @@ type mrecHandle struct {
 	mu      sync.RWMutex // read: any call; write: close
 	h       zrcore.Struct_SS_zr_bind_mrec_source
 	path    string
-	lmu     sync.Mutex
-	loaders map[*loaderHandle]struct{} // guarded by lmu
-	refs    int32                      // streams not yet finalized
+	readers loaderSet
+	refs    int32 // streams not yet finalized
 }
 
 func openMrecSource(op, path string, o MrecOptions) (*mrecHandle, error) {
@@ -790,13 +789,12 @@ func openMrecSource(op, path string, o MrecOptions) (*mrecHandle, error) {
 	}); err != nil {
 		return nil, err
 	}
-	return &mrecHandle{h: zrcore.SwigcptrStruct_SS_zr_bind_mrec_source(out[0]), path: path,
-		loaders: map[*loaderHandle]struct{}{}}, nil
+	return &mrecHandle{h: zrcore.SwigcptrStruct_SS_zr_bind_mrec_source(out[0]), path: path}, nil
 }
 
 // close closes the loaders reading the source, then frees it. Idempotent.
 func (mh *mrecHandle) close() {
-	closeLoaders(&mh.lmu, mh.loaders)
+	mh.readers.closeAll()
 	mh.mu.Lock()
 	h := mh.h
 	mh.h = nil
@@ -806,11 +804,7 @@ func (mh *mrecHandle) close() {
 	}
 }
 
-func (mh *mrecHandle) forget(lh *loaderHandle) {
-	mh.lmu.Lock()
-	delete(mh.loaders, lh)
-	mh.lmu.Unlock()
-}
+func (mh *mrecHandle) forget(lh *loaderHandle) { mh.readers.forget(lh) }
 
 // MrecStream is one stream of a collection read straight from LMDB (see
 // MrecStreams). A Loader takes it anywhere it takes a store (NewLoaderOf);
@@ -910,9 +904,7 @@ func (s *MrecStream) release() { s.in.mu.RUnlock() }
 
 func (s *MrecStream) register(lh *loaderHandle) {
 	lh.mrecs = append(lh.mrecs, s.in)
-	s.in.lmu.Lock()
-	s.in.loaders[lh] = struct{}{}
-	s.in.lmu.Unlock()
+	s.in.readers.add(lh)
 }
 
 // MrecToStores converts a collection into stores under outDir (made if

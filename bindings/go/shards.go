@@ -71,9 +71,44 @@ type concatHandle struct {
 	mu       sync.RWMutex // read: any call; write: close
 	h        zrcore.Struct_SS_zrs_concat
 	path     string
-	lmu      sync.Mutex
-	loaders  map[*loaderHandle]struct{} // guarded by lmu
-	borrowed []*storeHandle             // the stores it borrows (NewConcat)
+	readers  loaderSet
+	borrowed []*storeHandle // the stores it borrows (NewConcat)
+}
+
+// loaderSet is the loaders reading a concatenation or an mrec source, so
+// that closing it closes them first.
+type loaderSet struct {
+	mu      sync.Mutex
+	loaders map[*loaderHandle]struct{} // guarded by mu
+}
+
+func (ls *loaderSet) add(lh *loaderHandle) {
+	ls.mu.Lock()
+	if ls.loaders == nil {
+		ls.loaders = map[*loaderHandle]struct{}{}
+	}
+	ls.loaders[lh] = struct{}{}
+	ls.mu.Unlock()
+}
+
+func (ls *loaderSet) forget(lh *loaderHandle) {
+	ls.mu.Lock()
+	delete(ls.loaders, lh)
+	ls.mu.Unlock()
+}
+
+// closeAll closes the loaders, outside the lock (a loader's close
+// forgets itself here).
+func (ls *loaderSet) closeAll() {
+	ls.mu.Lock()
+	all := make([]*loaderHandle, 0, len(ls.loaders))
+	for l := range ls.loaders {
+		all = append(all, l)
+	}
+	ls.mu.Unlock()
+	for _, l := range all {
+		l.close()
+	}
 }
 
 // OpenConcat opens the stores at paths as readers and concatenates them,
@@ -139,7 +174,7 @@ func NewConcat(stores []*Store) (*Concat, error) {
 
 func wrapConcat(ptr uintptr, borrowed []*Store) *Concat {
 	h := zrcore.SwigcptrStruct_SS_zrs_concat(ptr)
-	c := &Concat{in: &concatHandle{h: h, loaders: map[*loaderHandle]struct{}{}}}
+	c := &Concat{in: &concatHandle{h: h}}
 	c.kind = Kind(zrcore.Zrs_concat_kind(h))
 	c.dtype = zrcore.Zrs_dtype_str(zrcore.Zrs_concat_dtype(h))
 	c.path = zrcore.Zrs_path(zrcore.Zrs_concat_shard(h, 0))
@@ -185,30 +220,10 @@ func (c *Concat) register(lh *loaderHandle) { c.in.register(lh) }
 
 func (ch *concatHandle) register(lh *loaderHandle) {
 	lh.concats = append(lh.concats, ch)
-	ch.lmu.Lock()
-	ch.loaders[lh] = struct{}{}
-	ch.lmu.Unlock()
+	ch.readers.add(lh)
 }
 
-// closeLoaders closes the loaders registered in loaders (guarded by lmu),
-// outside the lock: a loader's close unregisters itself there.
-func closeLoaders(lmu *sync.Mutex, loaders map[*loaderHandle]struct{}) {
-	lmu.Lock()
-	ls := make([]*loaderHandle, 0, len(loaders))
-	for l := range loaders {
-		ls = append(ls, l)
-	}
-	lmu.Unlock()
-	for _, l := range ls {
-		l.close()
-	}
-}
-
-func (ch *concatHandle) forget(lh *loaderHandle) {
-	ch.lmu.Lock()
-	delete(ch.loaders, lh)
-	ch.lmu.Unlock()
-}
+func (ch *concatHandle) forget(lh *loaderHandle) { ch.readers.forget(lh) }
 
 func (ch *concatHandle) acquire(op string) (zrcore.Struct_SS_zrs_concat, error) {
 	ch.mu.RLock()
@@ -222,7 +237,7 @@ func (ch *concatHandle) acquire(op string) (zrcore.Struct_SS_zrs_concat, error) 
 // close closes the loaders reading the concatenation, then frees it
 // (closing the stores it opened). Idempotent.
 func (ch *concatHandle) close() error {
-	closeLoaders(&ch.lmu, ch.loaders)
+	ch.readers.closeAll()
 	ch.mu.Lock()
 	h := ch.h
 	ch.h = nil
