@@ -157,6 +157,8 @@ static int check_exclusive(const zrs_store *s, const char *what)
                         s->path, n, n == 1 ? "" : "s", what, n == 1 ? "it" : "them");
 }
 
+static int resolve_in(uint64_t length, const int64_t *index, uint64_t count, uint64_t *out);
+
 /* Resolve indices into a caller-provided stack buffer when small, else
  * into a malloc'd one (*heap receives it; free it after use). */
 static int resolve_tmp(const zrs_store *s, const char *what, const int64_t *index,
@@ -175,7 +177,8 @@ static int resolve_tmp(const zrs_store *s, const char *what, const int64_t *inde
                                 " resolved indices", what, count);
         *heap = buf;
     }
-    int rc = zrs_resolve_index(s, index, count, buf);
+    /* Every caller entered the store (enter), so the engine is live. */
+    int rc = resolve_in(zre_length(s->engine), index, count, buf);
     if (rc != ZR_OK) {
         free(*heap);
         *heap = NULL;
@@ -665,17 +668,9 @@ zre_engine *zrs_engine(zrs_store *s) { return s ? s->engine : NULL; }
 
 /* ------------------------------------------------------------ indices */
 
-int zrs_resolve_index(const zrs_store *s, const int64_t *index, uint64_t count,
-                      uint64_t *out)
+/* zrs_resolve_index against `length` (the caller entered the store). */
+static int resolve_in(uint64_t length, const int64_t *index, uint64_t count, uint64_t *out)
 {
-    if (s == NULL)
-        return zr_set_error(ZR_EINVAL, "resolve_index: NULL store handle");
-    if (count == 0)
-        return ZR_OK;
-    if (index == NULL || out == NULL)
-        return zr_set_error(ZR_EINVAL, "resolve_index: NULL %s with count %" PRIu64,
-                            index == NULL ? "index" : "output", count);
-    uint64_t length = zrs_length(s);
     for (uint64_t i = 0; i < count; i++) {
         int64_t v = index[i];
         int ok;
@@ -696,6 +691,24 @@ int zrs_resolve_index(const zrs_store *s, const int64_t *index, uint64_t count,
         out[i] = r;
     }
     return ZR_OK;
+}
+
+int zrs_resolve_index(const zrs_store *s, const int64_t *index, uint64_t count,
+                      uint64_t *out)
+{
+    if (s == NULL)
+        return zr_set_error(ZR_EINVAL, "resolve_index: NULL store handle");
+    if (count == 0)
+        return ZR_OK;
+    if (index == NULL || out == NULL)
+        return zr_set_error(ZR_EINVAL, "resolve_index: NULL %s with count %" PRIu64,
+                            index == NULL ? "index" : "output", count);
+    int rc = enter(s, "resolve_index");
+    if (rc != ZR_OK)
+        return rc;
+    rc = resolve_in(zre_length(s->engine), index, count, out);
+    leave(s);
+    return rc;
 }
 
 /* -------------------------------------------------------------- dense */
