@@ -394,8 +394,7 @@ int zrs_concat_borrowers(const zrs_concat *cc)
         return 0;
     zrs_concat *c = (zrs_concat *)cc;
     int closed = atomic_load(&c->closed);
-    long n = atomic_load(&c->refs) - (closed ? 0 : 1);
-    return n < 0 ? 0 : n > INT32_MAX ? INT32_MAX : (int)n;
+    return zrs__borrowers(atomic_load(&c->refs), closed);
 }
 
 int zrs_concat_is_closed(const zrs_concat *c)

@@ -604,8 +604,7 @@ int zrs_borrowers(const zrs_store *cs)
         return 0;
     zrs_store *s = (zrs_store *)cs;
     int closed = atomic_load(&s->closed);
-    long n = atomic_load(&s->refs) - (closed ? 0 : 1);
-    return n < 0 ? 0 : n > INT32_MAX ? INT32_MAX : (int)n;
+    return zrs__borrowers(atomic_load(&s->refs), closed);
 }
 
 int zrs_is_closed(const zrs_store *s)

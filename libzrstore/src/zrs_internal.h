@@ -69,4 +69,12 @@ int zrs__ragged_check(const unsigned char *rec, uint64_t size,
 int zrs__enter(const zrs_store *s, const char *what);
 void zrs__leave(const zrs_store *s);
 
+/* Borrowers from a reference count that includes the owner until it
+ * closed (`closed` 0): refs - 1, else refs; clamped to [0, INT32_MAX]. */
+static inline int zrs__borrowers(long refs, int closed)
+{
+    long n = refs - (closed ? 0 : 1);
+    return n < 0 ? 0 : n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
 #endif /* ZRS_INTERNAL_H */

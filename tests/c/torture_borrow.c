@@ -289,14 +289,21 @@ static void gather_loop(void *arg)
     }
 }
 
+/* A store of N records at <dir>/<name>, closed, its path in path[600];
+ * the rounds to run (ZR_BORROW_ROUNDS, default 200). */
+static unsigned closed_store(zt_dir *d, const char *name, char *path)
+{
+    zrs_store *s = make_store(d, name);
+    snprintf(path, 600, "%s", zrs_path(s));
+    assert_int_equal(zrs_close(s), ZR_OK);
+    return (unsigned)zt_env_u64("ZR_BORROW_ROUNDS", 200);
+}
+
 static void test_close_during_gathers(void **state)
 {
-    zt_dir *d = *state;
-    unsigned rounds = (unsigned)zt_env_u64("ZR_BORROW_ROUNDS", 200);
-    zrs_store *s = make_store(d, "g");
     char path[600];
-    snprintf(path, sizeof path, "%s", zrs_path(s));
-    assert_int_equal(zrs_close(s), ZR_OK);
+    unsigned rounds = closed_store(*state, "g", path);
+    zrs_store *s = NULL;
     unsigned long closed = 0;
     for (unsigned r = 0; r < rounds; r++) {
         assert_int_equal(zrs_open_ex(&s, path, ZRE_OPEN_READONLY), ZR_OK);
@@ -327,12 +334,9 @@ static void test_close_during_gathers(void **state)
 /* A loader with two workers over a store closed at a varying moment. */
 static void test_close_under_loader_repeated(void **state)
 {
-    zt_dir *d = *state;
-    unsigned rounds = (unsigned)zt_env_u64("ZR_BORROW_ROUNDS", 200);
-    zrs_store *s = make_store(d, "r");
     char path[600];
-    snprintf(path, sizeof path, "%s", zrs_path(s));
-    assert_int_equal(zrs_close(s), ZR_OK);
+    unsigned rounds = closed_store(*state, "r", path);
+    zrs_store *s = NULL;
     for (unsigned r = 0; r < rounds; r++) {
         assert_int_equal(zrs_open_ex(&s, path, ZRE_OPEN_READONLY), ZR_OK);
         zld_options o = opts(2);
