@@ -573,9 +573,15 @@ int zrs_close(zrs_store *s)
         return ZR_OK;
     if (atomic_exchange(&s->closed, 1))
         return ZR_OK; /* closed already (the owner's handle is gone by contract) */
-    /* Borrowers' calls that entered before `closed` was set finish first. */
-    while (atomic_load(&s->active) > 0)
-        zrp_yield();
+    /* Borrowers' calls that entered before `closed` was set finish first
+     * (a gather: microseconds to milliseconds; a download from a URL may
+     * take longer, so the wait backs off from yielding to sleeping). */
+    for (unsigned spins = 0; atomic_load(&s->active) > 0; spins++) {
+        if (spins < 1000)
+            zrp_yield();
+        else
+            zrp_sleep_ms(1);
+    }
     int rc = zre_close(s->engine);
     s->engine = NULL;
     zrs_unborrow(s); /* the owner's reference */
