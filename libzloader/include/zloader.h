@@ -325,7 +325,10 @@ ZLD_API int zld_create_streams(zld_loader **out, const zld_stream *streams,
 
 /* Block until the next step's batch is ready and hand it to the caller
  * (*out owned by the caller; free with zld_batch_free). ZR_ESTATE if a
- * worker failed (detail names the step); ZR_ECLOSED after zld_close.
+ * worker failed (detail names the step); ZR_ECLOSED after zld_stop, or
+ * once a store, concatenation or mixture it reads was closed (detail
+ * "zld_next: stream <k>: store '<path>' was closed while this loader read
+ * it"; every later call too).
  * A finite pass (options.pass) past its last step: ZLD_END (a positive
  * value), *out NULL. */
 #define ZLD_END 2
