@@ -16,7 +16,7 @@ type Source interface {
 
 // streamSource is what newLoader needs of a stream: its handle added to
 // the C list (and a store of its identity, for flips) under its read
-// lock, and the loader registered so that closing it closes the loader.
+// lock; the C loader borrows what it reads.
 type streamSource interface {
 	acquire(what string, set zrcore.Struct_SS_zr_bind_set) (zrcore.Struct_SS_zrs_store, Kind, error)
 	release()
@@ -269,8 +269,9 @@ func (c *Concat) GatherRecords(indices []int64) ([]Record, error) {
 		})
 }
 
-// Close closes the loaders reading the concatenation, then the shards it
-// opened (OpenConcat); borrowed stores (NewConcat) stay open. Idempotent.
+// Close closes the concatenation (loaders reading it fail with ErrClosed
+// from then on) and the shards it opened (OpenConcat); borrowed stores
+// (NewConcat) stay open. Idempotent.
 func (c *Concat) Close() error {
 	runtime.SetFinalizer(c, nil)
 	return c.in.close()

@@ -288,7 +288,7 @@ func TestLoader(t *testing.T) {
 	if l.Step() != 5 {
 		t.Fatalf("step %d", l.Step())
 	}
-	// closing a stream closes the loader reading it first
+	// closing a stream closes the loader reading it
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,9 @@
 --   * errors are raised as strings "<CODE>: <detail>" (EINVAL, ERANGE,
 --     EBUSY, ECLOSED, ...), never a crash;
 --   * every handle closes on :close(), at the end of a `local x <close>`
---     scope, and on garbage collection, whichever comes first; closing a
---     store first closes any loader still reading it.
+--     scope, and on garbage collection, whichever comes first, in any
+--     order: a loader borrows its stores in C, and closing a store under
+--     it turns its next() into ECLOSED naming the store.
 
 local raw = ...
 local M = { raw = raw }

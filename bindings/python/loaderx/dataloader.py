@@ -112,8 +112,9 @@ stores that reopen themselves there (read-only stores do; a writable
 store raises a clear error instead). Closing it in the child never touches
 the parent's threads.
 
-The stores must stay open: the loader keeps references to them, and
-closing a store closes the loaders reading it first.
+The loader keeps references to its stores, and the library counts its
+borrow of each: closing a store under a loader is safe, and closes the
+loader (``closed`` turns True, ``next()`` raises ClosedError).
 """
 
 import atexit
@@ -1033,8 +1034,7 @@ class DataLoader(_Closing):
 
     @property
     def closed(self):
-        """True once closed, also when a store it reads was closed (which
-        closes the loader first)."""
+        """True once closed, also once a store it reads was closed."""
         return self._native is None or self._native.gone()
 
     def close(self):
