@@ -316,8 +316,8 @@ class ConcatStore(_Closing):
 
     def _handle(self):
         h = self._h
-        if h is None:
-            raise closed("concatenated store")
+        if h is None or (self._pid == os.getpid() and _zr.zrs_concat_is_closed(h)):
+            raise closed("concatenated store")  # by close(), or a borrowed shard's
         if self._pid != os.getpid():
             # A forked child: the shards reopen themselves (read-only ones
             # do); the parent's concatenation is left untouched.
