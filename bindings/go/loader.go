@@ -117,10 +117,9 @@ type Batch struct {
 // Loader is an endless prefetching loader over index-aligned stores.
 // Next may be called from one goroutine at a time; Close from any.
 //
-// A Loader keeps its Stores reachable (a dropped Loader is finalized
-// before its stores); the C handle lives in the inner loaderHandle, which
-// the stores' inner handles know about so that closing a store closes
-// the loaders reading it first (see Store for why the split).
+// The C loader borrows the stores (concatenations, mixture) it reads, so
+// they may be closed or finalized in any order: once one is closed, Next
+// fails with ErrClosed naming it, and Closed reports true.
 type Loader struct {
 	in        *loaderHandle
 	streams   []Source // keeps the user-facing stores reachable while the Loader is
@@ -132,19 +131,22 @@ type Loader struct {
 	pack      bool
 }
 
-// loaderHandle owns the C loader handle. It references the stores' inner
-// handles (never a Store or a Loader) and carries no finalizer.
+// loaderHandle owns the C loader handle and carries no finalizer.
 type loaderHandle struct {
 	mu      sync.Mutex
 	h       zrcore.Struct_SS_zld_loader
-	streams []*storeHandle
-	concats []*concatHandle              // the concatenations it reads
-	mrecs   []*mrecHandle                // the mrec sources it reads
 	mixture zrcore.Struct_SS_zld_mixture // a mixture loader's own mixture, freed with it
+	mrecs   []*mrecHandle                // the mrec sources it reads (no borrow count: they close it first)
 }
 
-// close stops the workers, frees the C loader and unregisters it from
-// its stores. Idempotent.
+// closed reports whether the loader is closed or a store it reads was
+// (lh.mu held).
+func (lh *loaderHandle) closed() bool {
+	return lh.h == nil || zrcore.Zld_is_closed(lh.h) != 0
+}
+
+// close stops the workers and frees the C loader (which lets go of its
+// stores). Idempotent.
 func (lh *loaderHandle) close() {
 	lh.mu.Lock()
 	h := lh.h
@@ -157,23 +159,26 @@ func (lh *loaderHandle) close() {
 	if lh.mixture != nil {
 		zrcore.Zld_mixture_free(lh.mixture)
 	}
-	for _, sh := range lh.streams {
-		sh.lmu.Lock()
-		delete(sh.loaders, lh)
-		sh.lmu.Unlock()
-	}
-	for _, ch := range lh.concats {
-		ch.forget(lh)
-	}
 	for _, mh := range lh.mrecs {
-		mh.forget(lh)
+		mh.readers.forget(lh)
 	}
 }
 
+// Closed reports whether the loader is closed: by Close, or because a
+// store, concatenation or mixture source it reads was closed (Next then
+// fails with ErrClosed naming it).
+func (l *Loader) Closed() bool {
+	lh := l.in
+	lh.mu.Lock()
+	defer lh.mu.Unlock()
+	return lh.closed()
+}
+
 // NewLoader starts a loader over streams (open stores of equal length).
-// The stores must stay open while it runs; closing a store closes the
-// loaders reading it first. A nil or closed stream is an error naming
-// its position.
+// Closing a store while the loader runs is safe: the loader's Next then
+// fails with ErrClosed naming the store, and Delete and Compact on a
+// store a loader reads fail with ErrBusy. A nil or closed stream is an
+// error naming its position.
 func NewLoader(streams []*Store, opts LoaderOptions) (*Loader, error) {
 	for i, s := range streams {
 		if s == nil {
@@ -305,6 +310,18 @@ func newLoader(op string, streams []Source, mix *Mixture, opts LoaderOptions) (*
 	if err == nil {
 		err = callAs(op, func() int { return zrcore.Zr_bind_loader_create(out, set, o) })
 	}
+	var lh *loaderHandle
+	if err == nil {
+		lh = &loaderHandle{h: zrcore.SwigcptrStruct_SS_zld_loader(out[0]), mixture: mixture}
+		// an mrec source has no borrow count: it closes the loaders reading
+		// it before it goes (registered while its read lock is held)
+		for _, s := range streams {
+			if m, ok := s.(*MrecStream); ok {
+				lh.mrecs = append(lh.mrecs, m.in)
+				m.in.readers.add(lh)
+			}
+		}
+	}
 	for _, s := range streams {
 		s.source().release()
 	}
@@ -313,17 +330,6 @@ func newLoader(op string, streams []Source, mix *Mixture, opts LoaderOptions) (*
 			zrcore.Zld_mixture_free(mixture)
 		}
 		return nil, err
-	}
-	lh := &loaderHandle{h: zrcore.SwigcptrStruct_SS_zld_loader(out[0]), mixture: mixture}
-	for _, s := range streams {
-		s.source().register(lh)
-	}
-	if mix != nil { // closing any source's stream closes this loader
-		for _, src := range mix.sources[1:] {
-			for _, c := range src.Streams {
-				c.in.register(lh)
-			}
-		}
 	}
 	l := &Loader{in: lh, streams: append([]Source(nil), streams...), mix: mix, mixMode: mixMode, kinds: kinds, flip: flip, batchSize: opts.BatchSize, pack: opts.Pack}
 	runtime.SetFinalizer(l, func(l *Loader) { l.in.close() })

@@ -737,6 +737,42 @@ type MrecOptions struct {
 	Codec          string
 }
 
+// loaderSet is the loaders reading an mrec source, so that closing it
+// closes them first (the source has no borrow count of its own).
+type loaderSet struct {
+	mu      sync.Mutex
+	loaders map[*loaderHandle]struct{} // guarded by mu
+}
+
+func (ls *loaderSet) add(lh *loaderHandle) {
+	ls.mu.Lock()
+	if ls.loaders == nil {
+		ls.loaders = map[*loaderHandle]struct{}{}
+	}
+	ls.loaders[lh] = struct{}{}
+	ls.mu.Unlock()
+}
+
+func (ls *loaderSet) forget(lh *loaderHandle) {
+	ls.mu.Lock()
+	delete(ls.loaders, lh)
+	ls.mu.Unlock()
+}
+
+// closeAll closes the loaders, outside the lock (a loader's close
+// forgets itself here).
+func (ls *loaderSet) closeAll() {
+	ls.mu.Lock()
+	all := make([]*loaderHandle, 0, len(ls.loaders))
+	for l := range ls.loaders {
+		all = append(all, l)
+	}
+	ls.mu.Unlock()
+	for _, l := range all {
+		l.close()
+	}
+}
+
 // mrecHandle owns one C item source (zr_bind_mrec_source), shared by the
 // streams of one MrecStreams call; it knows the loaders reading it.
 type mrecHandle struct {
@@ -803,8 +839,6 @@ func (mh *mrecHandle) close() {
 		zrcore.Zr_bind_mrec_source_free(h)
 	}
 }
-
-func (mh *mrecHandle) forget(lh *loaderHandle) { mh.readers.forget(lh) }
 
 // MrecStream is one stream of a collection read straight from LMDB (see
 // MrecStreams). A Loader takes it anywhere it takes a store (NewLoaderOf);
@@ -901,11 +935,6 @@ func (s *MrecStream) acquire(what string, set zrcore.Struct_SS_zr_bind_set) (zrc
 }
 
 func (s *MrecStream) release() { s.in.mu.RUnlock() }
-
-func (s *MrecStream) register(lh *loaderHandle) {
-	lh.mrecs = append(lh.mrecs, s.in)
-	s.in.readers.add(lh)
-}
 
 // MrecToStores converts a collection into stores under outDir (made if
 // missing): "positions" (ragged f64), "record" (dense u64) and one dense

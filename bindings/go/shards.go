@@ -16,11 +16,10 @@ type Source interface {
 
 // streamSource is what newLoader needs of a stream: its handle added to
 // the C list (and a store of its identity, for flips) under its read
-// lock, and the loader registered so that closing it closes the loader.
+// lock; the C loader borrows what it reads.
 type streamSource interface {
 	acquire(what string, set zrcore.Struct_SS_zr_bind_set) (zrcore.Struct_SS_zrs_store, Kind, error)
 	release()
-	register(lh *loaderHandle)
 }
 
 type storeSource struct{ s *Store }
@@ -37,14 +36,6 @@ func (ss storeSource) acquire(what string, set zrcore.Struct_SS_zr_bind_set) (zr
 }
 
 func (ss storeSource) release() { ss.s.release() }
-
-func (ss storeSource) register(lh *loaderHandle) {
-	sh := ss.s.in
-	lh.streams = append(lh.streams, sh)
-	sh.lmu.Lock()
-	sh.loaders[lh] = struct{}{}
-	sh.lmu.Unlock()
-}
 
 // ---------------------------------------------------------------- Concat
 
@@ -68,47 +59,9 @@ type Concat struct {
 }
 
 type concatHandle struct {
-	mu       sync.RWMutex // read: any call; write: close
-	h        zrcore.Struct_SS_zrs_concat
-	path     string
-	readers  loaderSet
-	borrowed []*storeHandle // the stores it borrows (NewConcat)
-}
-
-// loaderSet is the loaders reading a concatenation or an mrec source, so
-// that closing it closes them first.
-type loaderSet struct {
-	mu      sync.Mutex
-	loaders map[*loaderHandle]struct{} // guarded by mu
-}
-
-func (ls *loaderSet) add(lh *loaderHandle) {
-	ls.mu.Lock()
-	if ls.loaders == nil {
-		ls.loaders = map[*loaderHandle]struct{}{}
-	}
-	ls.loaders[lh] = struct{}{}
-	ls.mu.Unlock()
-}
-
-func (ls *loaderSet) forget(lh *loaderHandle) {
-	ls.mu.Lock()
-	delete(ls.loaders, lh)
-	ls.mu.Unlock()
-}
-
-// closeAll closes the loaders, outside the lock (a loader's close
-// forgets itself here).
-func (ls *loaderSet) closeAll() {
-	ls.mu.Lock()
-	all := make([]*loaderHandle, 0, len(ls.loaders))
-	for l := range ls.loaders {
-		all = append(all, l)
-	}
-	ls.mu.Unlock()
-	for _, l := range all {
-		l.close()
-	}
+	mu   sync.RWMutex // read: any call; write: close
+	h    zrcore.Struct_SS_zrs_concat
+	path string
 }
 
 // OpenConcat opens the stores at paths as readers and concatenates them,
@@ -140,7 +93,7 @@ func openConcat(op string, paths []string, flags uint) (*Concat, error) {
 }
 
 // NewConcat concatenates open stores (borrowed: they stay yours; closing
-// one closes the Concat, and the loaders reading it, first).
+// one closes the Concat, and the loaders reading it fail with ErrClosed).
 func NewConcat(stores []*Store) (*Concat, error) {
 	const op = "zrecord.NewConcat"
 	if len(stores) == 0 {
@@ -189,16 +142,6 @@ func wrapConcat(ptr uintptr, borrowed []*Store) *Concat {
 		c.recsize = zrcore.Zrs_concat_record_size(h)
 	}
 	c.borrowed = append([]*Store(nil), borrowed...)
-	for _, s := range borrowed {
-		sh := s.in
-		c.in.borrowed = append(c.in.borrowed, sh)
-		sh.lmu.Lock()
-		if sh.concats == nil {
-			sh.concats = map[*concatHandle]struct{}{}
-		}
-		sh.concats[c.in] = struct{}{}
-		sh.lmu.Unlock()
-	}
 	runtime.SetFinalizer(c, func(c *Concat) { c.in.close() })
 	return c
 }
@@ -216,39 +159,27 @@ func (c *Concat) acquire(what string, set zrcore.Struct_SS_zr_bind_set) (zrcore.
 
 func (c *Concat) release() { c.in.mu.RUnlock() }
 
-func (c *Concat) register(lh *loaderHandle) { c.in.register(lh) }
-
-func (ch *concatHandle) register(lh *loaderHandle) {
-	lh.concats = append(lh.concats, ch)
-	ch.readers.add(lh)
-}
-
-func (ch *concatHandle) forget(lh *loaderHandle) { ch.readers.forget(lh) }
-
+// acquire takes the read lock and returns the handle, or ErrClosed once
+// the concatenation or one of the stores it borrows was closed.
 func (ch *concatHandle) acquire(op string) (zrcore.Struct_SS_zrs_concat, error) {
 	ch.mu.RLock()
-	if ch.h == nil {
+	if ch.h == nil || zrcore.Zrs_concat_is_closed(ch.h) != 0 {
 		ch.mu.RUnlock()
 		return nil, errorf(StatusClosed, "%s: concatenation %s is closed", op, ch.path)
 	}
 	return ch.h, nil
 }
 
-// close closes the loaders reading the concatenation, then frees it
-// (closing the stores it opened). Idempotent.
+// close closes the concatenation (and the stores it opened); loaders
+// still reading it keep the library's handle and fail with ErrClosed.
+// Idempotent.
 func (ch *concatHandle) close() error {
-	ch.readers.closeAll()
 	ch.mu.Lock()
 	h := ch.h
 	ch.h = nil
 	ch.mu.Unlock()
 	if h == nil {
 		return nil
-	}
-	for _, sh := range ch.borrowed {
-		sh.lmu.Lock()
-		delete(sh.concats, ch)
-		sh.lmu.Unlock()
 	}
 	return callAs("zrecord.Concat.Close", func() int { return zrcore.Zrs_concat_close(h) })
 }
@@ -338,8 +269,9 @@ func (c *Concat) GatherRecords(indices []int64) ([]Record, error) {
 		})
 }
 
-// Close closes the loaders reading the concatenation, then the shards it
-// opened (OpenConcat); borrowed stores (NewConcat) stay open. Idempotent.
+// Close closes the concatenation (loaders reading it fail with ErrClosed
+// from then on) and the shards it opened (OpenConcat); borrowed stores
+// (NewConcat) stay open. Idempotent.
 func (c *Concat) Close() error {
 	runtime.SetFinalizer(c, nil)
 	return c.in.close()
@@ -392,8 +324,8 @@ type MixtureSource struct {
 // (NewMixtureLoader) draws each batch position's source by weight and its
 // index inside the source by that source's mode, as a pure function of
 // (Seed, step, Rank): resume with State is exact and batch k is the same
-// whatever NumWorkers. The Concats are borrowed: closing one closes the
-// loaders reading the mixture.
+// whatever NumWorkers. The Concats are borrowed: once one is closed, the
+// loaders reading the mixture fail with ErrClosed.
 type Mixture struct {
 	sources []MixtureSource
 }
@@ -510,7 +442,7 @@ func (m *Mixture) Locate(l *Loader, indices []uint64) ([]string, []uint64, error
 	lh := l.in
 	lh.mu.Lock()
 	defer lh.mu.Unlock()
-	if lh.h == nil {
+	if lh.closed() {
 		return nil, nil, errorf(StatusClosed, "loader is closed")
 	}
 	names := make([]string, len(indices))

@@ -51,13 +51,12 @@ type Record struct {
 // Store is an open dense or ragged store. Append and Gather may be called
 // concurrently from many goroutines; Close waits for them.
 //
-// Ownership (why there are two structs): the finalizer sits on this
-// user-facing struct only. The C handle and the set of loaders reading
-// the store live in the inner storeHandle, which never points back at a
-// Store or a Loader. Inner handles may reference each other in a cycle
-// (store -> its loaders -> their stores), which the garbage collector
-// frees like any cycle because none of them has a finalizer; a cycle
-// between two finalizer-carrying structs would never be finalized.
+// Ownership: the finalizer sits on this user-facing struct; the C handle
+// lives in the inner storeHandle. A Loader or Concat reading the store
+// borrows the C handle in the library itself (zrs_borrow), so Close and
+// the finalizers may run in any order: closing a store under a Loader
+// makes the loader's Next fail with ErrClosed naming the store, and the
+// library frees the handle when the last borrower lets go.
 type Store struct {
 	in       *storeHandle
 	kind     Kind
@@ -69,15 +68,11 @@ type Store struct {
 	shape    []uint64
 }
 
-// storeHandle owns the C store handle. It references only other inner
-// handles (never a Store or a Loader) and carries no finalizer.
+// storeHandle owns the C store handle and carries no finalizer.
 type storeHandle struct {
-	mu      sync.RWMutex // read: any call; write: close
-	h       zrcore.Struct_SS_zrs_store
-	path    string
-	lmu     sync.Mutex
-	loaders map[*loaderHandle]struct{} // loaders reading this store; guarded by lmu
-	concats map[*concatHandle]struct{} // concatenations borrowing it; guarded by lmu
+	mu   sync.RWMutex // read: any call; write: close
+	h    zrcore.Struct_SS_zrs_store
+	path string
 }
 
 // acquire takes the read lock and returns the handle, or ErrClosed.
@@ -92,25 +87,9 @@ func (sh *storeHandle) acquire(op string) (zrcore.Struct_SS_zrs_store, error) {
 
 func (sh *storeHandle) release() { sh.mu.RUnlock() }
 
-// close closes the loaders reading the store (they hold pointers into
-// it), then syncs and closes the C handle. Idempotent.
+// close syncs and closes the C handle (the library keeps its memory for
+// the loaders and concatenations still borrowing it). Idempotent.
 func (sh *storeHandle) close() error {
-	sh.lmu.Lock()
-	ls := make([]*loaderHandle, 0, len(sh.loaders))
-	for l := range sh.loaders {
-		ls = append(ls, l)
-	}
-	cs := make([]*concatHandle, 0, len(sh.concats))
-	for c := range sh.concats {
-		cs = append(cs, c)
-	}
-	sh.lmu.Unlock()
-	for _, c := range cs { // a concatenation borrowing it goes first, with its loaders
-		c.close()
-	}
-	for _, l := range ls {
-		l.close()
-	}
 	sh.mu.Lock()
 	h := sh.h
 	sh.h = nil
@@ -150,7 +129,7 @@ func Itemsize(dtype string) (int, error) {
 
 func wrapStore(ptr uintptr) *Store {
 	h := zrcore.SwigcptrStruct_SS_zrs_store(ptr)
-	s := &Store{in: &storeHandle{h: h, loaders: map[*loaderHandle]struct{}{}}}
+	s := &Store{in: &storeHandle{h: h}}
 	s.kind = Kind(zrcore.Zrs_get_kind(h))
 	s.path = zrcore.Zrs_path(h)
 	s.in.path = s.path

@@ -288,7 +288,7 @@ func TestLoader(t *testing.T) {
 	if l.Step() != 5 {
 		t.Fatalf("step %d", l.Step())
 	}
-	// closing a stream closes the loader reading it first
+	// closing a stream closes the loader reading it
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -325,5 +325,54 @@ func TestFinalizer(t *testing.T) {
 	defer s.Close()
 	if s.Len() != 1 {
 		t.Fatalf("len %d", s.Len())
+	}
+}
+
+// Closing a store under a live loader (two workers gathering) is safe:
+// Next fails with ErrClosed naming the store, every time, Closed reports
+// it; a store a loader reads refuses Delete and Compact (ErrBusy).
+func TestCloseStoreUnderLiveLoader(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		p := tmp(t, "d")
+		d, err := zrecord.CreateDense(p, "uint8", []uint64{3}, "raw")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 64; i++ {
+			d.Append([]byte{byte(i), byte(i), byte(i)})
+		}
+		l, err := zrecord.NewLoader([]*zrecord.Store{d}, zrecord.LoaderOptions{BatchSize: 4, NumWorkers: 2, Prefetch: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Next(); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Delete([]int64{0}); !errors.Is(err, zrecord.ErrBusy) || !strings.Contains(err.Error(), "exclusive") {
+			t.Fatalf("delete under a loader: %v", err)
+		}
+		if err := d.Compact(); !errors.Is(err, zrecord.ErrBusy) {
+			t.Fatalf("compact under a loader: %v", err)
+		}
+		if d.Len() != 64 {
+			t.Fatalf("%d records after a refused delete", d.Len())
+		}
+		if l.Closed() {
+			t.Fatal("closed before its store")
+		}
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !l.Closed() {
+			t.Fatal("the loader must report its store's close")
+		}
+		for k := 0; k < 3; k++ {
+			_, err := l.Next()
+			if !errors.Is(err, zrecord.ErrClosed) || !strings.Contains(err.Error(), p) ||
+				!strings.Contains(err.Error(), "was closed while") {
+				t.Fatalf("next after the store's close: %v", err)
+			}
+		}
+		l.Close()
 	}
 }

@@ -630,7 +630,12 @@ ZR_LUA_INT_IN(zrs_dict_tier, 0)
     }
 %}
 /* Predicates returning 0/1, not a status. */
-%typemap(out) int zrs_is_readonly, int zre_is_readonly %{ lua_pushboolean(L, $1 > 0); SWIG_arg++; %}
+%typemap(out) int zrs_is_readonly, int zre_is_readonly, int zld_is_closed, int zrs_is_closed,
+    int zrs_concat_is_closed %{ lua_pushboolean(L, $1 > 0); SWIG_arg++; %}
+/* Counts. */
+%typemap(out) int zrs_borrowers, int zrs_concat_borrowers %{
+    lua_pushinteger(L, (lua_Integer)$1); SWIG_arg++;
+%}
 /* zld_failed: failed (boolean), then the failing step (integer or nil). */
 %typemap(in, numinputs=0) uint64_t *step (uint64_t tmp = 0) %{ $1 = &tmp; %}
 %typemap(out) int zld_failed %{ lua_pushboolean(L, $1 > 0); SWIG_arg++; %}

@@ -15,8 +15,9 @@
 --   * errors are raised as strings "<CODE>: <detail>" (EINVAL, ERANGE,
 --     EBUSY, ECLOSED, ...), never a crash;
 --   * every handle closes on :close(), at the end of a `local x <close>`
---     scope, and on garbage collection, whichever comes first; closing a
---     store first closes any loader still reading it.
+--     scope, and on garbage collection, whichever comes first, in any
+--     order: a loader borrows its stores in C, and closing a store under
+--     it turns its next() into ECLOSED naming the store.
 
 local raw = ...
 local M = { raw = raw }
@@ -105,7 +106,6 @@ local function wrap_store(h)
   local kind = raw.zrs_get_kind(h) == raw.ZRS_DENSE and "dense" or "ragged"
   local self = {
     _h = h,
-    _loaders = setmetatable({}, { __mode = "k" }),
     kind = kind,
     path = raw.zrs_path(h),
     dtype = raw.zrs_dtype_str(raw.zrs_get_dtype(h)),
@@ -273,12 +273,12 @@ function Store:info()
   }
 end
 
---- Sync, release the lock and the handle. Idempotent. Loaders still
---- reading this store are closed first.
+--- Sync, release the lock and the handle. Idempotent. A loader still
+--- reading this store keeps the library's handle alive (a borrow) and
+--- fails with ECLOSED, naming the store, from its next step on.
 function Store:close()
   local h = rawget(self, "_h")
   if h == nil then return end
-  for l in pairs(self._loaders) do l:close() end
   self._h = nil
   raw.zrs_close(h)
 end
@@ -346,7 +346,9 @@ end
 
 local function concat_handle(self)
   local h = rawget(self, "_h")
-  if h == nil then fail("ECLOSED", "concatenation %s is closed", self.path) end
+  if h == nil or raw.zrs_concat_is_closed(h) then
+    fail("ECLOSED", "concatenation %s is closed", self.path)
+  end
   return h
 end
 
@@ -387,7 +389,7 @@ function M.concat(shards, opts)
   end
   local kind = raw.zrs_concat_kind(h) == raw.ZRS_DENSE and "dense" or "ragged"
   local self = setmetatable({
-    _h = h, _loaders = setmetatable({}, { __mode = "k" }), _borrowed = stores and shards or {},
+    _h = h, _borrowed = stores and shards or {},
     kind = kind, ragged = kind == "ragged",
     dtype = raw.zrs_dtype_str(raw.zrs_concat_dtype(h)),
     path = raw.zrs_path(raw.zrs_concat_shard(h, 0)),
@@ -399,14 +401,16 @@ function M.concat(shards, opts)
     self.item_shape = {}
     for k = 1, raw.zrs_concat_item_ndim(h) do self.item_shape[k] = raw.zr_bind_concat_dim(h, k - 1) end
   end
-  -- closing a borrowed store closes this concatenation (and its loaders) first
-  for _, st in ipairs(self._borrowed) do st._loaders[self] = true end
   return self
 end
 
 function Concat:len() return raw.zrs_concat_length(concat_handle(self)) end
 Concat.__len = Concat.len
-function Concat:closed() return rawget(self, "_h") == nil end
+--- True once closed, or once a store it borrows was closed.
+function Concat:closed()
+  local h = rawget(self, "_h")
+  return h == nil or raw.zrs_concat_is_closed(h)
+end
 
 --- The shards' paths (or URLs), in order.
 function Concat:paths()
@@ -446,16 +450,12 @@ end
 
 Concat.get = Store.get -- one record by 0-based global index, as a store's
 
---- Close the loaders reading it, then the shards it opened from paths
---- (borrowed stores stay open). Idempotent.
+--- Close it, and the shards it opened from paths (borrowed stores stay
+--- open). Idempotent. Loaders reading it fail with ECLOSED from then on.
 function Concat:close()
   local h = rawget(self, "_h")
   if h == nil then return end
   self._h = nil
-  for l in pairs(self._loaders) do l:close() end
-  for _, st in ipairs(self._borrowed) do
-    if rawget(st, "_loaders") then st._loaders[self] = nil end
-  end
   raw.zrs_concat_close(h)
 end
 
@@ -523,8 +523,8 @@ function M.mixture(sources, weights, modes)
     if type(modes) == "table" then md[k] = by_name(modes, n) else md[k] = modes end
   end
   local streams
-  local self = setmetatable({ names = names, weights = w, modes = md, _concats = {}, _owned = {},
-                              _loaders = setmetatable({}, { __mode = "k" }) }, Mixture)
+  local self = setmetatable({ names = names, weights = w, modes = md, _concats = {}, _owned = {} },
+                           Mixture)
   local ok, err = pcall(function()
     for k, n in ipairs(names) do
       local ds = sources[#sources > 0 and k or n]
@@ -561,9 +561,6 @@ function M.mixture(sources, weights, modes)
   for _, x in ipairs(w) do total = total + x end
   self.shares = {}
   for k, n in ipairs(names) do self.shares[n] = w[k] / total end
-  for _, row in ipairs(self._concats) do
-    for _, c in ipairs(row) do c._loaders[self] = true end
-  end
   return self
 end
 
@@ -611,14 +608,11 @@ function Mixture:locate(loader, indices)
   return src, idx
 end
 
---- Close every loader reading this mixture, then the shards it opened.
+--- Close the shards it opened; loaders reading this mixture fail with
+--- ECLOSED from then on.
 function Mixture:close()
   if self._closed then return end
   self._closed = true
-  for l in pairs(self._loaders) do l:close() end
-  for _, row in ipairs(self._concats) do
-    for _, c in ipairs(row) do if rawget(c, "_loaders") then c._loaders[self] = nil end end
-  end
   for _, c in ipairs(self._owned) do c:close() end
 end
 Mixture.__close = function(self) self:close() end
@@ -889,7 +883,10 @@ function M.loader(streams, options)
   local self = setmetatable({ _h = h[1], _streams = mixture and { mixture } or list, _names = names,
                               _dtypes = dtypes, _flips = h[2], _mixture = mix,
                               _mixture_of = mixture, _mix_mode = mix_mode, _pack = pack }, Loader)
-  for _, s in ipairs(self._streams) do s._loaders[self] = true end
+  -- an mrec source has no borrow count: closing it closes this loader first
+  for _, s in ipairs(list) do
+    if getmetatable(s) == M.MrecStream then s._loaders[self] = true end
+  end
   return self
 end
 
@@ -1006,9 +1003,13 @@ function Loader:close()
   self._h = nil
   raw.zld_close(h)
   if rawget(self, "_mixture") then raw.zld_mixture_free(self._mixture) end
-  for _, s in ipairs(self._streams) do
-    if rawget(s, "_loaders") then s._loaders[self] = nil end
-  end
+end
+
+--- True once closed, or once a store (concatenation, mixture) it reads
+--- was closed: next() then fails with ECLOSED naming it.
+function Loader:closed()
+  local h = rawget(self, "_h")
+  return h == nil or raw.zld_is_closed(h)
 end
 
 Loader.__close = function(self) self:close() end

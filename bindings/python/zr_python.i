@@ -442,7 +442,10 @@ static PyObject *zr_py_u64_array_copy(const uint64_t *src, uint64_t n)
 }
 
 /* Predicates return a plain truth value, not a status. */
-%typemap(out) int zrs_is_readonly, int zre_is_readonly { $result = PyBool_FromLong($1); }
+%typemap(out) int zrs_is_readonly, int zre_is_readonly, int zld_is_closed, int zrs_is_closed,
+    int zrs_concat_is_closed { $result = PyBool_FromLong($1); }
+/* Counts. */
+%typemap(out) int zrs_borrowers, int zrs_concat_borrowers { $result = PyLong_FromLong($1); }
 
 /* ============================================================ out handles */
 

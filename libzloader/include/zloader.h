@@ -35,8 +35,19 @@
  * Errors: 0 or a negative zr_status (zrerror.h) with zr_last_error().
  * An error in a worker (a failed gather) is returned by the consumer's next
  * zld_next as ZR_ESTATE, with a detail naming the step and the cause; the
- * loader then stops. The streams are borrowed: they must stay open until
- * zld_close returns.
+ * loader then stops.
+ *
+ * Lifetime: a loader borrows every store, concatenation and mixture its
+ * streams read (zrs_borrow, zrs_concat_borrow; streams from
+ * zld_stream_from_store, zld_stream_from_concat, zld_mixture_stream and
+ * zld_create) from create to zld_close. Closing one of them under a live
+ * loader is safe: it stays valid in memory until zld_close, the workers'
+ * reads of it fail, and zld_next returns ZR_ECLOSED with the detail
+ * "stream <k>: store '<path>' was closed while this loader read it" (no
+ * batch prepared before is handed out); zld_is_closed reports it. While
+ * a loader reads a store, zrs_delete and zrs_compact on it are ZR_EBUSY.
+ * Any other zld_stream's `user` is the caller's: it must outlive the
+ * loader.
  *
  * Fork: worker threads do not survive fork(). Never use (or close) a
  * parent's loader in a child; create one there from zld_get_state.
@@ -291,8 +302,9 @@ typedef struct zld_stream {
 } zld_stream;
 
 /* Describe an open store as a stream (gather, sizes and advise through
- * libzrstore/libzrengine; name = the store's path). The store is borrowed.
- * ZR_EINVAL for NULL arguments. */
+ * libzrstore/libzrengine; name = the store's path). A loader created over
+ * the stream borrows the store (see the file comment); the struct itself
+ * holds no reference. ZR_EINVAL for NULL arguments. */
 ZLD_API int zld_stream_from_store(zld_stream *out, zrs_store *store);
 
 /* One store zld_write_stores makes from a stream: its final path (must not
@@ -334,9 +346,10 @@ ZLD_API int zld_write_stores(const zld_stream *streams, const zld_store_spec *sp
 typedef struct zld_loader zld_loader;
 typedef struct zld_batch zld_batch;
 
-/* Start a loader over streams[0..nstreams) (borrowed, must outlive the
- * loader). ZR_EINVAL: no streams, unequal lengths (naming both), an empty
- * store, or options the sampler refuses. Workers start at once. */
+/* Start a loader over the stores streams[0..nstreams) (borrowed until
+ * zld_close, see the file comment). ZR_EINVAL: no streams, unequal lengths
+ * (naming both), an empty store, or options the sampler refuses;
+ * ZR_ECLOSED naming the stream for a closed store. Workers start at once. */
 ZLD_API int zld_create(zld_loader **out, zrs_store *const *streams,
                        size_t nstreams, const zld_options *options);
 
@@ -348,7 +361,10 @@ ZLD_API int zld_create_streams(zld_loader **out, const zld_stream *streams,
 
 /* Block until the next step's batch is ready and hand it to the caller
  * (*out owned by the caller; free with zld_batch_free). ZR_ESTATE if a
- * worker failed (detail names the step); ZR_ECLOSED after zld_close.
+ * worker failed (detail names the step); ZR_ECLOSED after zld_stop, or
+ * once a store, concatenation or mixture it reads was closed (detail
+ * "zld_next: stream <k>: store '<path>' was closed while this loader read
+ * it"; every later call too).
  * A finite pass (options.pass) past its last step: ZLD_END (a positive
  * value), *out NULL. */
 #define ZLD_END 2
@@ -422,6 +438,12 @@ ZLD_API const char *zld_resume_note(const zld_loader *l);
  * failing step in *step (may be NULL); 0 otherwise. The consumer gets
  * ZR_ESTATE from zld_next once it reaches that step. */
 ZLD_API int zld_failed(zld_loader *l, uint64_t *step);
+
+/* 1 once the loader cannot hand out another batch because it was stopped
+ * (zld_stop) or because a store, concatenation or mixture it reads was
+ * closed (zld_next then says which); 0 otherwise (1 for NULL).
+ * Thread-safe. */
+ZLD_API int zld_is_closed(zld_loader *l);
 
 /* Stop the workers and wake every thread blocked in zld_next (they return
  * ZR_ECLOSED), without freeing the loader: later zld_next calls return
@@ -562,8 +584,11 @@ ZLD_API int zld_stream_from_concat(zld_stream *out, zrs_concat *concat);
  * identity that differs between sources, an empty source, a weight that is
  * not finite and > 0, an unknown mode, a cyclic source shorter than
  * batch_size * world_size, or batch_size * world_size above 2^32 - 1.
- * The mixture must outlive every loader reading its streams; free it with
- * zld_mixture_free (NULL: no-op). */
+ * The mixture borrows its source concatenations (zrs_concat_borrow) and is
+ * borrowed by every loader reading its streams: zld_mixture_free (NULL:
+ * no-op; the owner must not use the handle after it) frees it once no
+ * loader reads it, else the last zld_close does; a loader over a freed
+ * mixture, or over a mixture whose source was closed, gets ZR_ECLOSED. */
 typedef struct zld_mixture zld_mixture;
 ZLD_API int zld_mixture_create(zld_mixture **out, zrs_concat *const *concats, size_t nsources,
                                size_t nstreams, const double *weights, const zsm_mode *modes,

@@ -271,6 +271,8 @@ struct zld_loader {
     uint64_t fail_step;
     int fail_status;
     char fail_msg[ZLD_ERRMSG_MAX];
+
+    int held; /* the streams' stores, concatenations, mixtures are borrowed */
 };
 
 /* -------------------------------------------------------------- batches */
@@ -801,6 +803,57 @@ static int store_advise(void *user, const uint64_t *index, uint64_t count)
 zrs_store *zld__stream_store(const zld_stream *st)
 {
     return st->advise == store_advise ? st->user : NULL;
+}
+
+/* Lifetime: a loader borrows every store, concatenation and mixture its
+ * streams read (zrs_borrow, ...) from create to close, so closing one of
+ * them under it frees nothing the workers use: their reads fail with
+ * ZR_ECLOSED, and so does zld_next (no batch prepared before is handed
+ * out). Streams of other kinds are the caller's (see zld_stream). */
+static void release_streams(const zld_stream *streams, size_t n)
+{
+    for (size_t s = 0; s < n; s++) {
+        if (streams[s].advise == store_advise)
+            zrs_unborrow(streams[s].user);
+        else
+            zld__stream_release(&streams[s]);
+    }
+}
+
+static int hold_streams(const zld_stream *streams, size_t nstreams)
+{
+    for (size_t s = 0; s < nstreams; s++) {
+        int rc = streams[s].advise == store_advise ? zrs_borrow(streams[s].user)
+                                                   : zld__stream_hold(&streams[s]);
+        if (rc < 0) {
+            char msg[ZLD_ERRMSG_MAX - 64];
+            snprintf(msg, sizeof msg, "%s", zr_last_error());
+            release_streams(streams, s);
+            return zr_set_error(rc, "zld_create: stream %zu: %s", s, msg);
+        }
+    }
+    return ZR_OK;
+}
+
+/* 1 with the detail set (ZR_ECLOSED naming the stream and what was
+ * closed) once something a stream reads was closed, else 0. */
+static int streams_closed(const zld_loader *l, const char *what)
+{
+    char msg[ZLD_ERRMSG_MAX - 64];
+    for (size_t s = 0; s < l->plan.nstreams; s++) {
+        const zld_stream *st = &l->streams[s];
+        if (st->advise == store_advise) {
+            if (!zrs_is_closed(st->user))
+                continue;
+            snprintf(msg, sizeof msg, "store '%s' was closed while this loader read it",
+                     zrs_path(st->user));
+        } else if (!zld__stream_closed(st, msg, sizeof msg)) {
+            continue;
+        }
+        zr_set_error(ZR_ECLOSED, "%s: stream %zu: %s", what, s, msg);
+        return 1;
+    }
+    return 0;
 }
 
 /* ZLD_READAHEAD_AUTO: hint unless the hinted streams' bytes are already in
@@ -1352,12 +1405,26 @@ int zld_create_streams(zld_loader **out, const zld_stream *streams, size_t nstre
     zld_plan plan;
     memset(&plan, 0, sizeof plan);
     zld_loader *l = NULL;
-    int rc = options == NULL ? zr_set_error(ZR_EINVAL, "zld_create: options is NULL")
-                             : check_streams(streams, nstreams, &plan);
+    if (options == NULL)
+        return zr_set_error(ZR_EINVAL, "zld_create: options is NULL");
+    int held = 0;
+    if (streams != NULL && nstreams > 0 && nstreams <= SIZE_MAX / sizeof(zld_stream) / 2) {
+        int hrc = hold_streams(streams, nstreams); /* ZR_ECLOSED for a closed store */
+        if (hrc != ZR_OK)
+            return hrc;
+        held = 1;
+    }
+    int rc = check_streams(streams, nstreams, &plan);
     if (rc == ZR_OK) rc = normalise_options(options, streams, &plan);
     if (rc == ZR_OK) rc = loader_alloc(&l, &plan, streams);
     if (rc == ZR_OK) rc = start_workers(l);
-    if (rc == ZR_OK) *out = l;
+    if (rc != ZR_OK) {
+        if (held)
+            release_streams(streams, nstreams);
+        return rc;
+    }
+    l->held = 1;
+    *out = l;
     return rc;
 }
 
@@ -1404,6 +1471,10 @@ static int next_batch(zld_loader *l, zld_batch **out, uint64_t timeout_ns, int t
     for (;;) {
         if (l->stop) {
             rc = zr_set_error(ZR_ECLOSED, "zld_next: the loader is closed");
+            break;
+        }
+        if (streams_closed(l, "zld_next")) {
+            rc = ZR_ECLOSED;
             break;
         }
         if (l->plan.nthreads == 0 && !l->building && !l->failed && l->next_take < l->plan.steps) {
@@ -1518,10 +1589,21 @@ void zld_stop(zld_loader *l)
     stop_workers(l);
 }
 
+int zld_is_closed(zld_loader *l)
+{
+    if (l == NULL) return 1;
+    zrp_mutex_lock(&l->mu);
+    int stopped = l->stop;
+    zrp_mutex_unlock(&l->mu);
+    return stopped || streams_closed(l, "zld_is_closed");
+}
+
 void zld_close(zld_loader *l)
 {
     if (l == NULL) return;
     stop_workers(l);
+    if (l->held) /* the workers are joined: nothing reads the streams now */
+        release_streams(l->streams, l->plan.nstreams);
     loader_destroy(l);
 }
 

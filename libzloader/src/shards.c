@@ -15,6 +15,7 @@
  * the batch buffer (zrs_concat -> zre_gather_multi), never copied twice.
  */
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,12 +94,17 @@ struct zld_mixture {
     uint64_t g;      /* global batch */
     uint64_t length; /* virtual length, a multiple of g */
     mix_stream *streams;
+    zrs_concat **sources; /* [nsources * nstreams] borrowed (zrs_concat_borrow) */
+    size_t nborrowed;     /* sources[0..nborrowed) are borrowed */
+    _Atomic long refs;    /* the owner (until zld_mixture_free) + loaders */
+    _Atomic int closed;   /* zld_mixture_free was called */
 };
 
-void zld_mixture_free(zld_mixture *m)
+static void mixture_destroy(zld_mixture *m)
 {
-    if (m == NULL)
-        return;
+    for (size_t k = 0; k < m->nborrowed; k++)
+        zrs_concat_unborrow(m->sources[k]);
+    free(m->sources);
     for (size_t s = 0; m->streams && s < m->nstreams; s++) {
         zrs_concat_close(m->streams[s].all); /* borrowed stores: not closed */
         free(m->streams[s].name);
@@ -110,6 +116,19 @@ void zld_mixture_free(zld_mixture *m)
     free(m->base);
     free(m->shard_first);
     free(m);
+}
+
+static void mixture_release(zld_mixture *m)
+{
+    if (atomic_fetch_sub(&m->refs, 1) == 1)
+        mixture_destroy(m);
+}
+
+void zld_mixture_free(zld_mixture *m)
+{
+    if (m == NULL || atomic_exchange(&m->closed, 1))
+        return;
+    mixture_release(m); /* the owner's reference; a loader may hold more */
 }
 
 /* Decode virtual indices into global indices of the `all` concatenations
@@ -253,7 +272,11 @@ static zld_mixture *mixture_alloc(size_t nsources, size_t nstreams)
     m->base = malloc(nsources * sizeof *m->base);
     m->shard_first = malloc((nsources + 1) * sizeof *m->shard_first);
     m->streams = calloc(nstreams, sizeof *m->streams);
-    if (!m->weights || !m->lengths || !m->modes || !m->base || !m->shard_first || !m->streams) {
+    m->sources = calloc(nsources * nstreams, sizeof *m->sources);
+    atomic_init(&m->refs, 1);
+    atomic_init(&m->closed, 0);
+    if (!m->weights || !m->lengths || !m->modes || !m->base || !m->shard_first || !m->streams ||
+        !m->sources) {
         zld_mixture_free(m);
         return NULL;
     }
@@ -378,7 +401,12 @@ int zld_mixture_create(zld_mixture **out, zrs_concat *const *concats, size_t nso
     zld_mixture *m = mixture_alloc(nsources, nstreams);
     if (m == NULL)
         return zr_set_error(ZR_ENOMEM, "mixture: out of memory for %zu sources", nsources);
-    rc = mixture_sources(m, concats, weights, modes);
+    for (size_t k = 0; k < nsources * nstreams && rc == ZR_OK; k++) {
+        rc = zrs_concat_borrow(concats[k]); /* closing a source stops the mixture's reads */
+        if (rc == ZR_OK)
+            m->sources[m->nborrowed++] = concats[k];
+    }
+    if (rc == ZR_OK) rc = mixture_sources(m, concats, weights, modes);
     if (rc == ZR_OK) rc = mixture_sampler(m, concats, seed, batch_size, world_size);
     if (rc == ZR_OK) rc = mixture_streams(m, concats);
     if (rc != ZR_OK) {
@@ -458,4 +486,53 @@ int zld__stream_bytes(const zld_stream *st, uint64_t *bytes, double *resident, i
     *bytes = zrs_concat_data_bytes(c);
     *resident_rc = zrs_concat_resident_fraction(c, resident);
     return 1;
+}
+
+/* Lifetime: what a loader borrows for a concatenation or mixture stream. */
+
+int zld__stream_hold(const zld_stream *st)
+{
+    if (st->advise == concat_advise)
+        return zrs_concat_borrow(st->user);
+    if (st->advise == mix_advise) {
+        zld_mixture *m = ((const mix_stream *)st->user)->m;
+        if (atomic_load(&m->closed))
+            return zr_set_error(ZR_ECLOSED, "mixture stream '%s': the mixture is closed",
+                                ((const mix_stream *)st->user)->name);
+        atomic_fetch_add(&m->refs, 1);
+        return ZR_OK;
+    }
+    return 1;
+}
+
+void zld__stream_release(const zld_stream *st)
+{
+    if (st->advise == concat_advise)
+        zrs_concat_unborrow(st->user);
+    else if (st->advise == mix_advise)
+        mixture_release(((const mix_stream *)st->user)->m);
+}
+
+int zld__stream_closed(const zld_stream *st, char *msg, size_t cap)
+{
+    if (st->advise == concat_advise) {
+        if (!zrs_concat_is_closed(st->user))
+            return 0;
+        snprintf(msg, cap, "the concatenation of '%s' (or one of its stores) was closed while "
+                 "a loader read it", zrs_path(zrs_concat_shard(st->user, 0)));
+        return 1;
+    }
+    if (st->advise == mix_advise) {
+        const mix_stream *ms = st->user;
+        const zld_mixture *m = ms->m;
+        int closed = atomic_load(&((zld_mixture *)m)->closed) || zrs_concat_is_closed(ms->all);
+        for (size_t k = 0; !closed && k < m->nborrowed; k++)
+            closed = zrs_concat_is_closed(m->sources[k]);
+        if (!closed)
+            return 0;
+        snprintf(msg, cap, "mixture stream '%s': the mixture or one of its sources was closed "
+                 "while a loader read it", ms->name);
+        return 1;
+    }
+    return 0;
 }

@@ -174,8 +174,41 @@ ZRS_API int zrs_uuid_str(const uint8_t uuid[ZRS_UUID_BYTES], char out[ZRS_UUID_S
  * naming the first bad character otherwise. */
 ZRS_API int zrs_uuid_parse(const char *str, size_t len, uint8_t out[ZRS_UUID_BYTES]);
 
-/* Sync and close; the handle is freed whatever the result. NULL: no-op. */
+/* Sync and close. NULL: no-op. Everything is made durable and the
+ * writer's lock released now, as always; the handle is the owner's no
+ * more, whatever the result: the owner must not use it again. Its memory
+ * goes with the last reference: at once when nobody borrows it (see
+ * zrs_borrow), else at the last zrs_unborrow. Calls a borrower makes on
+ * it from now on (gathers, sizes, hints, zrs_length) fail with
+ * ZR_ECLOSED, detail "store '<path>' was closed while a loader or
+ * concatenation read it" (accessors return 0 / NULL-like defaults);
+ * calls already running when zrs_close starts finish first (zrs_close
+ * waits for them), so none reads a freed engine. */
 ZRS_API int zrs_close(zrs_store *s);
+
+/* ------------------------------------------------------------- borrows
+ *
+ * An object that reads a store for longer than one call (a loader, a
+ * concatenation) borrows it: zrs_borrow takes a reference that keeps the
+ * handle's memory valid until the matching zrs_unborrow, even across the
+ * owner's zrs_close (which then turns the borrower's reads into
+ * ZR_ECLOSED instead of reads of freed memory). While a handle is
+ * borrowed, the operations that need exclusive use, zrs_delete and
+ * zrs_compact, fail with ZR_EBUSY naming the store and the number of
+ * borrowers, and change nothing. Thread-safe (atomic counts), except that
+ * zrs_borrow must not race with the owner's zrs_close of the same handle:
+ * the caller borrows from a handle its owner keeps open for the call.
+ *
+ * zrs_borrow: ZR_OK, or ZR_EINVAL for NULL, or ZR_ECLOSED (detail
+ * "store '<path>' is closed") after zrs_close. Each ZR_OK needs exactly
+ * one zrs_unborrow; the last reference (borrow or owner) frees the
+ * handle. zrs_borrowers: the borrows in force now (0 for NULL).
+ * zrs_is_closed: 1 once zrs_close was called on the handle (for its
+ * borrowers; NULL: 0). */
+ZRS_API int zrs_borrow(zrs_store *s);
+ZRS_API void zrs_unborrow(zrs_store *s);
+ZRS_API int zrs_borrowers(const zrs_store *s);
+ZRS_API int zrs_is_closed(const zrs_store *s);
 
 ZRS_API zrs_kind zrs_get_kind(const zrs_store *s);
 ZRS_API zrs_dtype zrs_get_dtype(const zrs_store *s);
@@ -221,11 +254,14 @@ ZRS_API int zrs_sync(zrs_store *s);
 
 /* Delete the records at index[0..count) (negatives wrap; duplicates count
  * once) by swap-last, atomically; see zre_delete. ZR_ERANGE (nothing
- * deleted) for an index outside [-length, length). The store gets a new
+ * deleted) for an index outside [-length, length); ZR_EBUSY (nothing
+ * deleted), naming the store and the number of borrowers, while the handle
+ * is borrowed (a loader or concatenation reads it). The store gets a new
  * uuid (zrs_get_uuid), written to store.zr before any record moves. */
 ZRS_API int zrs_delete(zrs_store *s, const int64_t *index, uint64_t count);
 
-/* Reclaim deleted bytes in place; see zre_compact. */
+/* Reclaim deleted bytes in place; see zre_compact. ZR_EBUSY (nothing
+ * changed) while the handle is borrowed (zrs_borrow), as for zrs_delete. */
 ZRS_API int zrs_compact(zrs_store *s);
 
 /* Resolve `count` indices in place semantics: negative i means
@@ -464,8 +500,10 @@ ZRS_API int zrs_train_dict_tier(const void *samples, const uint64_t *sizes,
 typedef struct zrs_concat zrs_concat;
 
 /* Concatenate open stores[0..nstores) in order (1 <= nstores <= 2^32 - 1).
- * The stores are borrowed: they must stay open until zrs_concat_close,
- * which does not close them. */
+ * Each store is borrowed (zrs_borrow) until the concatenation's memory
+ * goes, and zrs_concat_close does not close them; a store closed by its
+ * owner before then makes the concatenation's reads of it ZR_ECLOSED
+ * (naming the store). ZR_ECLOSED at create for a closed store. */
 ZRS_API int zrs_concat_create(zrs_concat **out, zrs_store *const *stores, size_t nstores);
 
 /* Upload the local store at `path` to `url` (http(s):// PUT or
@@ -506,9 +544,23 @@ ZRS_API int zrs_push_shards(const char *const *paths, size_t npaths, const char 
 ZRS_API int zrs_shard_urls(const char *url, char ***urls, size_t *count);
 ZRS_API void zrs_free_list(char **list, size_t count);
 
-/* Free the handle (closing its stores if zrs_concat_open opened them);
- * returns the first close error. NULL: no-op. */
+/* Close the handle (closing its stores if zrs_concat_open opened them:
+ * durable and unlocked at once); returns the first close error. NULL:
+ * no-op. Like a store, a concatenation can be borrowed (a loader reading
+ * it does): its memory and its own borrows of the stores go with the last
+ * zrs_concat_unborrow, and until then a borrower's reads fail with
+ * ZR_ECLOSED ("the concatenation of '<first shard>' ... was closed while a
+ * loader read it"). The owner must not use the handle after this call. */
 ZRS_API int zrs_concat_close(zrs_concat *c);
+
+/* Borrows of a concatenation, as zrs_borrow / zrs_unborrow /
+ * zrs_borrowers for a store (ZR_ECLOSED from zrs_concat_borrow after
+ * zrs_concat_close). zrs_concat_is_closed: 1 once the concatenation or
+ * any of its stores was closed. */
+ZRS_API int zrs_concat_borrow(zrs_concat *c);
+ZRS_API void zrs_concat_unborrow(zrs_concat *c);
+ZRS_API int zrs_concat_borrowers(const zrs_concat *c);
+ZRS_API int zrs_concat_is_closed(const zrs_concat *c);
 
 /* Total records (the sum of the shard lengths). */
 ZRS_API uint64_t zrs_concat_length(const zrs_concat *c);

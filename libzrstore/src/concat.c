@@ -16,6 +16,7 @@
  * bytes).
  */
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,9 @@ struct zrs_concat {
     uint64_t shape[ZRS_MAX_NDIM];
     uint64_t record_size;
     double per_record;   /* n / length: the proportional guess of a shard */
+    size_t nborrowed;    /* stores[0..nborrowed) are borrowed (zrs_borrow) */
+    _Atomic long refs;   /* the owner (until zrs_concat_close) + borrowers */
+    _Atomic int closed;  /* zrs_concat_close was called */
 };
 
 /* Index counts up to this use stack scratch (no malloc). */
@@ -86,6 +90,8 @@ static void concat_free(zrs_concat *c)
 {
     if (c == NULL)
         return;
+    for (size_t k = 0; k < c->nborrowed; k++)
+        zrs_unborrow(c->stores[k]); /* frees a shard its owner closed already */
     free(c->stores);
     free(c->engines);
     free(c->offset);
@@ -114,10 +120,20 @@ static int build(zrs_concat **out, zrs_store *const *stores, size_t n, int owns)
         memcpy(c->shape, zrs_item_shape(stores[0]), c->ndim * sizeof *c->shape);
     c->record_size = zrs_record_size(stores[0]);
     c->offset[0] = 0;
+    atomic_init(&c->refs, 1);
+    atomic_init(&c->closed, 0);
     for (size_t k = 0; k < n; k++) {
         c->stores[k] = stores[k];
+        int rc = zrs_borrow(stores[k]);
+        if (rc != ZR_OK) {
+            char msg[600];
+            snprintf(msg, sizeof msg, "%s", zr_last_error());
+            concat_free(c);
+            return zr_set_error(rc, "concat: shard %zu: %s", k, msg);
+        }
+        c->nborrowed = k + 1;
         c->engines[k] = zrs_engine(stores[k]);
-        int rc = check_identity(c, k, stores[k]);
+        rc = check_identity(c, k, stores[k]);
         if (rc != ZR_OK) {
             concat_free(c);
             return rc;
@@ -341,16 +357,97 @@ int zrs_concat_close(zrs_concat *c)
 {
     if (c == NULL)
         return ZR_OK;
+    if (atomic_exchange(&c->closed, 1))
+        return ZR_OK;
     int rc = ZR_OK;
-    if (c->owns) {
+    if (c->owns) { /* durable and unlocked now; freed with our borrows */
         for (size_t k = 0; k < c->n; k++) {
             int r = zrs_close(c->stores[k]);
             if (rc == ZR_OK)
                 rc = r;
         }
     }
-    concat_free(c);
+    zrs_concat_unborrow(c); /* the owner's reference */
     return rc;
+}
+
+int zrs_concat_borrow(zrs_concat *c)
+{
+    if (c == NULL)
+        return zr_set_error(ZR_EINVAL, "concat borrow: NULL concat handle");
+    if (atomic_load(&c->closed))
+        return zr_set_error(ZR_ECLOSED, "concat borrow: the concatenation of '%s' is closed",
+                            zrs_path(c->stores[0]));
+    atomic_fetch_add(&c->refs, 1);
+    return ZR_OK;
+}
+
+void zrs_concat_unborrow(zrs_concat *c)
+{
+    if (c != NULL && atomic_fetch_sub(&c->refs, 1) == 1)
+        concat_free(c);
+}
+
+int zrs_concat_borrowers(const zrs_concat *cc)
+{
+    if (cc == NULL)
+        return 0;
+    zrs_concat *c = (zrs_concat *)cc;
+    int closed = atomic_load(&c->closed);
+    return zrs__borrowers(atomic_load(&c->refs), closed);
+}
+
+int zrs_concat_is_closed(const zrs_concat *c)
+{
+    if (c == NULL)
+        return 0;
+    if (atomic_load(&((zrs_concat *)c)->closed))
+        return 1;
+    for (size_t k = 0; k < c->n; k++)
+        if (zrs_is_closed(c->stores[k]))
+            return 1;
+    return 0;
+}
+
+/* ZR_ECLOSED once the owner closed the concatenation (its memory lives on
+ * while borrowed). */
+static int check_open(const zrs_concat *c, const char *what)
+{
+    if (!atomic_load(&((zrs_concat *)c)->closed))
+        return ZR_OK;
+    return zr_set_error(ZR_ECLOSED, "%s: the concatenation of '%s' (%zu shards) was closed "
+                        "while a loader read it", what, zrs_path(c->stores[0]), c->n);
+}
+
+/* The shards a direct engine gather touches stay open until it returns
+ * (zrs__enter): every shard when there are no more shards than records,
+ * else the shard of each record (entered once per record). */
+static void leave_shards(const zrs_concat *c, const uint32_t *shard, uint64_t count, uint64_t upto)
+{
+    for (uint64_t i = 0; i < upto; i++)
+        zrs__leave(c->stores[c->n <= count ? i : shard[i]]);
+}
+
+static int enter_shards(const zrs_concat *c, const char *what, const uint32_t *shard,
+                        uint64_t count)
+{
+    int rc = check_open(c, what);
+    if (rc != ZR_OK)
+        return rc;
+    uint64_t m = c->n <= count ? c->n : count;
+    for (uint64_t i = 0; i < m; i++) {
+        rc = zrs__enter(c->stores[c->n <= count ? i : shard[i]], what);
+        if (rc != ZR_OK) {
+            leave_shards(c, shard, count, i);
+            return rc;
+        }
+    }
+    return ZR_OK;
+}
+
+static void leave_all(const zrs_concat *c, const uint32_t *shard, uint64_t count)
+{
+    leave_shards(c, shard, count, c->n <= count ? c->n : count);
 }
 
 /* ------------------------------------------------------------- accessors */
@@ -608,7 +705,12 @@ int zrs_concat_gather_dense(zrs_concat *c, const int64_t *index, uint64_t count,
     rc = locate_tmp(c, "concat gather", index, count, &t);
     if (rc != ZR_OK)
         return rc;
-    rc = zre_gather_multi(c->engines, c->n, t.shard, t.local, count, dst, dst_capacity, rs, NULL);
+    rc = enter_shards(c, "concat gather", t.shard, count);
+    if (rc == ZR_OK) {
+        rc = zre_gather_multi(c->engines, c->n, t.shard, t.local, count, dst, dst_capacity, rs,
+                              NULL);
+        leave_all(c, t.shard, count);
+    }
     free(t.heap);
     return rc;
 }
@@ -632,6 +734,9 @@ int zrs_concat_ragged_sizes(zrs_concat *c, const int64_t *index, uint64_t count,
     if (index == NULL || sizes == NULL)
         return zr_set_error(ZR_EINVAL, "concat ragged_sizes: NULL %s with count %" PRIu64,
                             index == NULL ? "index" : "sizes", count);
+    rc = check_open(c, "concat ragged_sizes");
+    if (rc != ZR_OK)
+        return rc;
     located t;
     rc = locate_tmp(c, "concat ragged_sizes", index, count, &t);
     if (rc != ZR_OK)
@@ -658,7 +763,12 @@ int zrs_concat_gather_ragged(zrs_concat *c, const int64_t *index, uint64_t count
     rc = locate_tmp(c, "concat gather_ragged", index, count, &t);
     if (rc != ZR_OK)
         return rc;
-    rc = zre_gather_multi(c->engines, c->n, t.shard, t.local, count, dst, dst_capacity, 0, bounds);
+    rc = enter_shards(c, "concat gather_ragged", t.shard, count);
+    if (rc == ZR_OK) {
+        rc = zre_gather_multi(c->engines, c->n, t.shard, t.local, count, dst, dst_capacity, 0,
+                              bounds);
+        leave_all(c, t.shard, count);
+    }
     if (rc == ZR_OK) {
         /* The engine checked sizes and frames; the shape prefix is ours. */
         const unsigned char *base = dst;
@@ -685,8 +795,11 @@ int zrs_concat_advise(zrs_concat *c, const int64_t *index, uint64_t count)
         return ZR_OK;
     if (index == NULL)
         return zr_set_error(ZR_EINVAL, "concat advise: NULL index with count %" PRIu64, count);
+    int rc = check_open(c, "concat advise");
+    if (rc != ZR_OK)
+        return rc;
     located t;
-    int rc = locate_tmp(c, "concat advise", index, count, &t);
+    rc = locate_tmp(c, "concat advise", index, count, &t);
     if (rc != ZR_OK)
         return rc;
     if (c->n == 1)

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,15 @@ struct zrs_store {
      * the one a rewrite keeps (always, except for a store.zr written by
      * hand in a non-canonical form, whose tag covers its own bytes). */
     int rewritable;
+    /* Lifetime (see zrs_borrow): refs counts the owner (until zrs_close)
+     * and every borrower; the last reference frees the handle. `closed`
+     * is set by zrs_close, which then waits until `active` (engine calls
+     * in flight, see enter/leave) is 0 and closes the engine; later calls
+     * through a borrower find `closed` and fail with ZR_ECLOSED. */
+    _Atomic long refs;
+    _Atomic int closed;
+    _Atomic long active;
+    char *path; /* the directory, kept after the engine is closed */
 };
 
 /* store.zr is tiny; anything bigger is not ours. */
@@ -85,10 +95,69 @@ static int check_handle(const zrs_store *s, const char *what, int want_kind)
     if (want_kind >= 0 && (int)s->id.kind != want_kind)
         return zr_set_error(ZR_EINVAL,
                             "%s: store %s is %s, this call is for %s stores",
-                            what, zre_path(s->engine), kind_name(s->id.kind),
+                            what, s->path, kind_name(s->id.kind),
                             kind_name((zrs_kind)want_kind));
     return ZR_OK;
 }
+
+/* Bracket every engine call a borrower may make (gathers, sizes, hints,
+ * sizing): enter fails with ZR_ECLOSED once zrs_close began, and
+ * zrs_close waits for the calls that entered before it to leave, so the
+ * engine is never freed under a running call. enter and zrs_close each
+ * write their flag before reading the other's (sequentially consistent
+ * atomics), so one of them always sees the other. */
+static int enter(const zrs_store *cs, const char *what)
+{
+    zrs_store *s = (zrs_store *)cs; /* the counters are not part of the value */
+    atomic_fetch_add(&s->active, 1);
+    if (!atomic_load(&s->closed))
+        return ZR_OK;
+    atomic_fetch_sub(&s->active, 1);
+    return zr_set_error(ZR_ECLOSED, "%s: store '%s' was closed while a loader or "
+                        "concatenation read it", what, s->path);
+}
+
+static void leave(const zrs_store *cs)
+{
+    atomic_fetch_sub(&((zrs_store *)cs)->active, 1);
+}
+
+int zrs__enter(const zrs_store *s, const char *what) { return enter(s, what); }
+void zrs__leave(const zrs_store *s) { leave(s); }
+
+static void store_free(zrs_store *s)
+{
+    free(s->path);
+    free(s);
+}
+
+/* Give a fresh handle its lifetime fields: one reference, the owner's. */
+static int store_init(zrs_store *s, const char *what)
+{
+    const char *p = zre_path(s->engine);
+    size_t n = strlen(p) + 1;
+    s->path = malloc(n);
+    if (s->path == NULL)
+        return zr_set_error(ZR_ENOMEM, "%s: out of memory for %s", what, p);
+    memcpy(s->path, p, n);
+    atomic_init(&s->refs, 1);
+    atomic_init(&s->closed, 0);
+    atomic_init(&s->active, 0);
+    return ZR_OK;
+}
+
+/* Exclusive operations (delete, compact) refuse a borrowed handle. */
+static int check_exclusive(const zrs_store *s, const char *what)
+{
+    int n = zrs_borrowers(s);
+    if (n <= 0)
+        return ZR_OK;
+    return zr_set_error(ZR_EBUSY, "%s: store '%s' is read by %d borrower%s (a loader or "
+                        "concatenation); %s needs exclusive use, close %s first", what,
+                        s->path, n, n == 1 ? "" : "s", what, n == 1 ? "it" : "them");
+}
+
+static int resolve_in(uint64_t length, const int64_t *index, uint64_t count, uint64_t *out);
 
 /* Resolve indices into a caller-provided stack buffer when small, else
  * into a malloc'd one (*heap receives it; free it after use). */
@@ -108,7 +177,8 @@ static int resolve_tmp(const zrs_store *s, const char *what, const int64_t *inde
                                 " resolved indices", what, count);
         *heap = buf;
     }
-    int rc = zrs_resolve_index(s, index, count, buf);
+    /* Every caller entered the store (enter), so the engine is live. */
+    int rc = resolve_in(zre_length(s->engine), index, count, buf);
     if (rc != ZR_OK) {
         free(*heap);
         *heap = NULL;
@@ -298,6 +368,11 @@ static int create_store(zrs_store **out, const char *path, zrs_identity *id,
     rc = zre_create_ex(&s->engine, path, &opt);
     if (rc != ZR_OK)
         goto fail;
+    rc = store_init(s, "create");
+    if (rc != ZR_OK) {
+        rc = discard_engine_keep_error(s->engine, rc);
+        goto fail;
+    }
     /* store.zr marks the directory as a store, so the engine's files must
      * be durable before it appears. */
     rc = zre_sync(s->engine);
@@ -330,6 +405,8 @@ static int create_store(zrs_store **out, const char *path, zrs_identity *id,
 fail:
     free(buf);
     free(zr_path);
+    if (s != NULL)
+        free(s->path);
     free(s);
     return rc;
 }
@@ -451,6 +528,11 @@ int zrs_open_ex(zrs_store **out, const char *path, unsigned flags)
         s->rewritable = zrs__identity_tag(&typed, buf, len) == tag;
     }
     s->engine = e;
+    rc = store_init(s, "open");
+    if (rc != ZR_OK) {
+        rc = close_engine_keep_error(e, rc);
+        goto done;
+    }
     *out = s;
     s = NULL;
 
@@ -472,7 +554,7 @@ int zrs_push(const char *path, const char *url,
     if (rc == 0)
         return zrs_close(s);
     zre_engine *e = s->engine;
-    free(s);
+    store_free(s);
     return close_engine_keep_error(e, rc);
 }
 
@@ -489,9 +571,51 @@ int zrs_close(zrs_store *s)
 {
     if (s == NULL)
         return ZR_OK;
+    if (atomic_exchange(&s->closed, 1))
+        return ZR_OK; /* closed already (the owner's handle is gone by contract) */
+    /* Borrowers' calls that entered before `closed` was set finish first
+     * (a gather: microseconds to milliseconds; a download from a URL may
+     * take longer, so the wait backs off from yielding to sleeping). */
+    for (unsigned spins = 0; atomic_load(&s->active) > 0; spins++) {
+        if (spins < 1000)
+            zrp_yield();
+        else
+            zrp_sleep_ms(1);
+    }
     int rc = zre_close(s->engine);
-    free(s);
+    s->engine = NULL;
+    zrs_unborrow(s); /* the owner's reference */
     return rc;
+}
+
+int zrs_borrow(zrs_store *s)
+{
+    if (s == NULL)
+        return zr_set_error(ZR_EINVAL, "borrow: NULL store handle");
+    if (atomic_load(&s->closed))
+        return zr_set_error(ZR_ECLOSED, "borrow: store '%s' is closed", s->path);
+    atomic_fetch_add(&s->refs, 1);
+    return ZR_OK;
+}
+
+void zrs_unborrow(zrs_store *s)
+{
+    if (s != NULL && atomic_fetch_sub(&s->refs, 1) == 1)
+        store_free(s);
+}
+
+int zrs_borrowers(const zrs_store *cs)
+{
+    if (cs == NULL)
+        return 0;
+    zrs_store *s = (zrs_store *)cs;
+    int closed = atomic_load(&s->closed);
+    return zrs__borrowers(atomic_load(&s->refs), closed);
+}
+
+int zrs_is_closed(const zrs_store *s)
+{
+    return s != NULL && atomic_load(&((zrs_store *)s)->closed);
 }
 
 /* ---------------------------------------------------------- accessors */
@@ -505,10 +629,21 @@ zrs_dtype zrs_get_dtype(const zrs_store *s)
 
 zre_codec zrs_get_codec(const zrs_store *s)
 {
-    return s ? zre_get_codec(s->engine) : ZRE_CODEC_RAW;
+    if (s == NULL || enter(s, "codec") != ZR_OK)
+        return ZRE_CODEC_RAW;
+    zre_codec c = zre_get_codec(s->engine);
+    leave(s);
+    return c;
 }
 
-uint64_t zrs_length(const zrs_store *s) { return s ? zre_length(s->engine) : 0; }
+uint64_t zrs_length(const zrs_store *s)
+{
+    if (s == NULL || enter(s, "length") != ZR_OK)
+        return 0;
+    uint64_t n = zre_length(s->engine);
+    leave(s);
+    return n;
+}
 
 int zrs_refresh(zrs_store *s)
 {
@@ -532,23 +667,15 @@ uint64_t zrs_record_size(const zrs_store *s)
     return (s && s->id.kind == ZRS_DENSE) ? s->id.record_size : 0;
 }
 
-const char *zrs_path(const zrs_store *s) { return s ? zre_path(s->engine) : NULL; }
+const char *zrs_path(const zrs_store *s) { return s ? s->path : NULL; }
 
 zre_engine *zrs_engine(zrs_store *s) { return s ? s->engine : NULL; }
 
 /* ------------------------------------------------------------ indices */
 
-int zrs_resolve_index(const zrs_store *s, const int64_t *index, uint64_t count,
-                      uint64_t *out)
+/* zrs_resolve_index against `length` (the caller entered the store). */
+static int resolve_in(uint64_t length, const int64_t *index, uint64_t count, uint64_t *out)
 {
-    if (s == NULL)
-        return zr_set_error(ZR_EINVAL, "resolve_index: NULL store handle");
-    if (count == 0)
-        return ZR_OK;
-    if (index == NULL || out == NULL)
-        return zr_set_error(ZR_EINVAL, "resolve_index: NULL %s with count %" PRIu64,
-                            index == NULL ? "index" : "output", count);
-    uint64_t length = zre_length(s->engine);
     for (uint64_t i = 0; i < count; i++) {
         int64_t v = index[i];
         int ok;
@@ -569,6 +696,24 @@ int zrs_resolve_index(const zrs_store *s, const int64_t *index, uint64_t count,
         out[i] = r;
     }
     return ZR_OK;
+}
+
+int zrs_resolve_index(const zrs_store *s, const int64_t *index, uint64_t count,
+                      uint64_t *out)
+{
+    if (s == NULL)
+        return zr_set_error(ZR_EINVAL, "resolve_index: NULL store handle");
+    if (count == 0)
+        return ZR_OK;
+    if (index == NULL || out == NULL)
+        return zr_set_error(ZR_EINVAL, "resolve_index: NULL %s with count %" PRIu64,
+                            index == NULL ? "index" : "output", count);
+    int rc = enter(s, "resolve_index");
+    if (rc != ZR_OK)
+        return rc;
+    rc = resolve_in(zre_length(s->engine), index, count, out);
+    leave(s);
+    return rc;
 }
 
 /* -------------------------------------------------------------- dense */
@@ -619,10 +764,13 @@ int zrs_gather_dense(zrs_store *s, const int64_t *index, uint64_t count,
                             dst_capacity, count, rs);
     uint64_t small[SMALL_INDEX_COUNT];
     uint64_t *idx = NULL, *heap = NULL;
-    rc = resolve_tmp(s, "gather", index, count, small, &idx, &heap);
+    rc = enter(s, "gather");
     if (rc != ZR_OK)
         return rc;
-    rc = zre_gather(s->engine, idx, count, dst, dst_capacity, rs, NULL);
+    rc = resolve_tmp(s, "gather", index, count, small, &idx, &heap);
+    if (rc == ZR_OK)
+        rc = zre_gather(s->engine, idx, count, dst, dst_capacity, rs, NULL);
+    leave(s);
     free(heap);
     return rc;
 }
@@ -684,10 +832,13 @@ int zrs_ragged_sizes(zrs_store *s, const int64_t *index, uint64_t count,
                             index == NULL ? "index" : "sizes", count);
     uint64_t small[SMALL_INDEX_COUNT];
     uint64_t *idx = NULL, *heap = NULL;
-    rc = resolve_tmp(s, "ragged_sizes", index, count, small, &idx, &heap);
+    rc = enter(s, "ragged_sizes");
     if (rc != ZR_OK)
         return rc;
-    rc = zre_record_sizes(s->engine, idx, count, sizes);
+    rc = resolve_tmp(s, "ragged_sizes", index, count, small, &idx, &heap);
+    if (rc == ZR_OK)
+        rc = zre_record_sizes(s->engine, idx, count, sizes);
+    leave(s);
     free(heap);
     return rc;
 }
@@ -705,10 +856,13 @@ static int index_call(zrs_store *s, const char *what, const int64_t *index, uint
         return zr_set_error(ZR_EINVAL, "%s: NULL index with count %" PRIu64, what, count);
     uint64_t small[SMALL_INDEX_COUNT];
     uint64_t *idx = NULL, *heap = NULL;
-    rc = resolve_tmp(s, what, index, count, small, &idx, &heap);
+    rc = enter(s, what);
     if (rc != ZR_OK)
         return rc;
-    rc = op(s->engine, idx, count, arg);
+    rc = resolve_tmp(s, what, index, count, small, &idx, &heap);
+    if (rc == ZR_OK)
+        rc = op(s->engine, idx, count, arg);
+    leave(s);
     free(heap);
     return rc;
 }
@@ -738,10 +892,13 @@ int zrs_gather_ragged(zrs_store *s, const int64_t *index, uint64_t count,
                             count);
     uint64_t small[SMALL_INDEX_COUNT];
     uint64_t *idx = NULL, *heap = NULL;
-    rc = resolve_tmp(s, "gather_ragged", index, count, small, &idx, &heap);
+    rc = enter(s, "gather_ragged");
     if (rc != ZR_OK)
         return rc;
-    rc = zre_gather(s->engine, idx, count, dst, dst_capacity, 0, bounds);
+    rc = resolve_tmp(s, "gather_ragged", index, count, small, &idx, &heap);
+    if (rc == ZR_OK)
+        rc = zre_gather(s->engine, idx, count, dst, dst_capacity, 0, bounds);
+    leave(s);
     if (rc == ZR_OK) {
         /* The engine checked sizes and frames; the shape prefix is ours. */
         const unsigned char *base = dst;
@@ -752,7 +909,7 @@ int zrs_gather_ragged(zrs_store *s, const int64_t *index, uint64_t count,
                 rc = zr_set_error(ZR_ECORRUPT,
                                   "gather_ragged: store %s: record at index %" PRId64
                                   " (store index %" PRIu64 ") %s",
-                                  zre_path(s->engine), index[i], idx[i], why);
+                                  s->path, index[i], idx[i], why);
                 break;
             }
         }
@@ -763,14 +920,34 @@ int zrs_gather_ragged(zrs_store *s, const int64_t *index, uint64_t count,
 
 /* ------------------------------------------------------- maintenance */
 
-int zrs_is_readonly(const zrs_store *s) { return s ? zre_is_readonly(s->engine) : 0; }
+int zrs_is_readonly(const zrs_store *s)
+{
+    if (s == NULL || enter(s, "is_readonly") != ZR_OK)
+        return 0;
+    int ro = zre_is_readonly(s->engine);
+    leave(s);
+    return ro;
+}
 
-uint64_t zrs_data_bytes(zrs_store *s) { return s ? zre_chunk_bytes(s->engine) : 0; }
+uint64_t zrs_data_bytes(zrs_store *s)
+{
+    if (s == NULL || enter(s, "data_bytes") != ZR_OK)
+        return 0;
+    uint64_t n = zre_chunk_bytes(s->engine);
+    leave(s);
+    return n;
+}
 
 int zrs_resident_fraction(zrs_store *s, double *fraction)
 {
     int rc = check_handle(s, "resident_fraction", -1);
-    return rc != ZR_OK ? rc : zre_resident_fraction(s->engine, fraction);
+    if (rc == ZR_OK)
+        rc = enter(s, "resident_fraction");
+    if (rc != ZR_OK)
+        return rc;
+    rc = zre_resident_fraction(s->engine, fraction);
+    leave(s);
+    return rc;
 }
 
 void zrs_forget_after_fork(zrs_store *s)
@@ -788,6 +965,8 @@ int zrs_sync(zrs_store *s)
 int zrs_compact(zrs_store *s)
 {
     int rc = check_handle(s, "compact", -1);
+    if (rc == ZR_OK)
+        rc = check_exclusive(s, "compact");
     return rc != ZR_OK ? rc : zre_compact(s->engine);
 }
 
@@ -813,7 +992,7 @@ static int write_identity(zrs_store *s, const zrs_identity *id, const char *what
 {
     void *buf = NULL;
     size_t len = 0;
-    char *zr_path = store_zr_path(zre_path(s->engine));
+    char *zr_path = store_zr_path(s->path);
     if (zr_path == NULL)
         return zr_set_error(ZR_ENOMEM, "%s: out of memory", what);
     int rc = zrs__identity_encode(id, 1, &buf, &len);
@@ -835,11 +1014,11 @@ static int check_rewritable(const zrs_store *s, const char *what)
 {
     if (zre_is_readonly(s->engine))
         return zr_set_error(ZR_EUNSUPPORTED, "%s: store %s is open read-only; its identity "
-                            "changes only through a writable handle", what, zre_path(s->engine));
+                            "changes only through a writable handle", what, s->path);
     if (!s->rewritable)
         return zr_set_error(ZR_EUNSUPPORTED, "%s: store %s has a store.zr in a non-canonical "
                             "form (written by another tool), which cannot be rewritten", what,
-                            zre_path(s->engine));
+                            s->path);
     return ZR_OK;
 }
 
@@ -893,6 +1072,11 @@ static int delete_with_new_uuid(zre_engine *e, const uint64_t *idx, uint64_t cou
 
 int zrs_delete(zrs_store *s, const int64_t *index, uint64_t count)
 {
+    int rc = check_handle(s, "delete", -1);
+    if (rc == ZR_OK)
+        rc = check_exclusive(s, "delete");
+    if (rc != ZR_OK)
+        return rc;
     return index_call(s, "delete", index, count, delete_with_new_uuid, s);
 }
 

@@ -61,4 +61,20 @@ int zrs__ragged_check(const unsigned char *rec, uint64_t size,
                       zrs_dtype dtype, size_t *ndim, uint64_t *dims,
                       uint64_t *payload_offset, char *why);
 
+/* Bracket an engine call on a store reached through a borrow (concat.c
+ * gathers through the engines directly): zrs__enter fails with
+ * ZR_ECLOSED (detail naming the store and `what`) once zrs_close began;
+ * after ZR_OK, zrs__leave must follow the call. zrs_close waits for every
+ * entered call to leave before it closes the engine. */
+int zrs__enter(const zrs_store *s, const char *what);
+void zrs__leave(const zrs_store *s);
+
+/* Borrowers from a reference count that includes the owner until it
+ * closed (`closed` 0): refs - 1, else refs; clamped to [0, INT32_MAX]. */
+static inline int zrs__borrowers(long refs, int closed)
+{
+    long n = refs - (closed ? 0 : 1);
+    return n < 0 ? 0 : n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
 #endif /* ZRS_INTERNAL_H */

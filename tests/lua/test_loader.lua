@@ -117,4 +117,35 @@ T.test("errors name a stream by its key", function()
   T.raises("^ECLOSED: loader: stream 1: ragged store", zr.loader, { d, r }, {})
 end)
 
+T.test("closing a store under a live loader: ECLOSED naming it, no crash", function()
+  for round = 1, 20 do
+    local d, r = stores()
+    local l = zr.loader({ image = d, label = r }, { batch_size = 4, num_workers = 2, prefetch = 4 })
+    T.ok(not l:closed())
+    l:next()
+    -- a borrowed store cannot be changed under the loader
+    T.raises("^EBUSY: delete: store '.*' is read by 1 borrower", d.delete, d, { 0 })
+    T.raises("^EBUSY: compact: .*exclusive", d.compact, d)
+    T.eq(d:len(), 8, "nothing deleted")
+    if round % 2 == 0 then r:close() else d:close() end
+    T.ok(l:closed(), "the loader is closed with its store")
+    for _ = 1, 3 do -- every later step too
+      T.raises("^ECLOSED: .*stream '" .. (round % 2 == 0 and "label" or "image") .. "': store '[^']*/"
+               .. (round % 2 == 0 and "r" or "d") .. "%-%d+' was closed while", l.next, l)
+    end
+    l:close()
+    d:close(); r:close()
+    collectgarbage()
+  end
+  -- and with the loader collected before the store (any order is safe)
+  local d = stores()
+  local l = zr.loader({ d }, { batch_size = 2, num_workers = 2 })
+  l:next()
+  l = nil -- luacheck: ignore
+  collectgarbage()
+  d:delete({ 0 })
+  T.eq(d:len(), 7)
+  d:close()
+end)
+
 T.run()

@@ -112,8 +112,9 @@ stores that reopen themselves there (read-only stores do; a writable
 store raises a clear error instead). Closing it in the child never touches
 the parent's threads.
 
-The stores must stay open: the loader keeps references to them, and
-closing a store closes the loaders reading it first.
+The loader keeps references to its stores, and the library counts its
+borrow of each: closing a store under a loader is safe, and closes the
+loader (``closed`` turns True, ``next()`` raises ClosedError).
 """
 
 import atexit
@@ -242,21 +243,20 @@ class _Native:
     interrupted anywhere and called again: it resumes where it stopped,
     never frees twice and never waits on a notification it missed."""
 
-    def __init__(self, handle, stores):
+    def __init__(self, handle, streams=()):
+        # The native loader borrows its stores (and concatenations, and
+        # mixtures) itself, so they may be closed or collected in any
+        # order: a closed store makes the loader closed (gone()). Only
+        # mrec-lmdb streams, which the library does not count, keep this
+        # handle (strongly, for the collector's order) in their
+        # ``_loaders`` and close it before their source goes.
         self.hslot = [handle]  # [handle], [None] once freed
         self.pid = os.getpid()
         self.lock = threading.Condition()
         self.users = 0
         self.closing = False
-        # Each store keeps a strong reference to this handle (not to the
-        # DataLoader) and closes it before freeing its own native handle.
-        # Strong both ways on purpose: when a loader and its stores become
-        # garbage together, the collector runs every finalizer before it
-        # clears any reference, so whichever finalizer runs first still
-        # finds the loader handle and stops its workers before a store is
-        # freed (a weak reference would already be cleared: use after free).
-        self.stores = stores
-        for st in stores:
+        self.streams = [s for s in streams if hasattr(s, "_loaders")]
+        for st in self.streams:
             st._loaders.add(self)
 
     def call(self, fn, *args):
@@ -275,6 +275,13 @@ class _Native:
                     self.users -= 1
                     if self.users == 0:
                         self.lock.notify_all()
+
+    def gone(self):
+        """True once closed, or once a store it reads was closed (the
+        library says so: zld_is_closed)."""
+        with self.lock:
+            h = self.hslot[0]
+            return self.closing or h is None or bool(_zr.zld_is_closed(h))
 
     def failed_step(self):
         with self.lock:
@@ -306,7 +313,7 @@ class _Native:
                 while self.users > 0:
                     self.lock.wait(0.05)
                 _zr.zld_close_slot(self.hslot)
-        for st in self.stores:
+        for st in self.streams:
             st._loaders.discard(self)
 
 
@@ -376,7 +383,7 @@ class _Transformer:
                 step = native.failed_step()
                 with self.cv:
                     self.held -= 1
-                    if native.closing:  # woken by a close, not a failed gather
+                    if native.gone():  # woken by a close (its own or a store's)
                         self._closed()
                     elif not self.stopping:
                         self._fail(step if step is not None else -1, exc)
@@ -763,9 +770,9 @@ class DataLoader(_Closing):
         handles = [s._handle() for s in self._stores]
         self._slot = [None]
         if all(isinstance(s, (DenseStore, RaggedStore)) for s in self._stores):
-            self._native = _Native(_zr.zld_create(handles, options), self._stores)
+            self._native = _Native(_zr.zld_create(handles, options))
         elif any(getattr(s, "_zsh_stream", False) for s in self._stores):  # loaderx.shards
-            self._native = _Native(_zr.zsh_py_loader_create(handles, options), self._stores)
+            self._native = _Native(_zr.zsh_py_loader_create(handles, options))
         else:  # generic streams (zld_create_streams), stores mixed in as they are
             self._native = _Native(_zr.zmr_py_loader_create(handles, options), self._stores)
         h = self._native.hslot[0]
@@ -862,7 +869,7 @@ class DataLoader(_Closing):
         A KeyboardInterrupt (or any exception) raised while this runs
         takes nothing: the next call returns the same step's batch."""
         native, tf = self._fork_check()
-        if native.closing:  # closed by one of its stores: no prefetched batches either
+        if native.gone():  # closed by one of its stores: no prefetched batches either
             self.close()
             raise closed("loader")
         step = self._step
@@ -872,6 +879,9 @@ class DataLoader(_Closing):
                 self.close()
                 raise StopIteration
             indices, batch, error = item
+            if native.gone():  # a store closed while this step was prepared
+                self.close()
+                raise closed("loader")
             if error is not None:
                 self.close()
                 raise LoaderError(step, self._stream_names(
@@ -882,6 +892,9 @@ class DataLoader(_Closing):
                 try:
                     more = native.call(_zr.zld_next_arrays, self._nparts, slot)
                 except Exception as exc:
+                    if native.gone():  # a store was closed meanwhile
+                        self.close()
+                        raise closed("loader") from exc
                     failed = native.failed_step()
                     if failed is None:
                         raise
@@ -1021,9 +1034,8 @@ class DataLoader(_Closing):
 
     @property
     def closed(self):
-        """True once closed, also when a store it reads was closed (which
-        closes the loader first)."""
-        return self._native is None or self._native.closing
+        """True once closed, also once a store it reads was closed."""
+        return self._native is None or self._native.gone()
 
     def close(self):
         """Stop the workers and free undelivered batches. Idempotent and

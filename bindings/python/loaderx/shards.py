@@ -277,21 +277,6 @@ def _fsync_dir(d):
         os.close(fd)
 
 
-class _Guard:
-    """Put in a borrowed store's ``_loaders``: closing the store closes the
-    object built on it first (as it closes a DataLoader)."""
-
-    __slots__ = ("target",)
-
-    def __init__(self, target):
-        self.target = target
-
-    def close(self):
-        t = self.target
-        if t is not None:
-            t.close()
-
-
 class ConcatStore(_Closing):
     """Shards of one identity as one store (see the module doc)."""
 
@@ -300,8 +285,7 @@ class ConcatStore(_Closing):
 
     def __init__(self, shards, readonly=True):
         self._h = None
-        self._own, self._stores, self._guards = [], [], []
-        self._loaders = set()
+        self._own, self._stores = [], []
         items = shard_paths(shards)
         try:
             for it in items:
@@ -319,11 +303,6 @@ class ConcatStore(_Closing):
             for s in self._own:
                 s.close()
             raise
-        for s in self._stores:
-            if s not in self._own:
-                g = _Guard(self)
-                s._loaders.add(g)
-                self._guards.append((s, g))
         first = self._stores[0]
         self.ragged = isinstance(first, RaggedStore)
         self._dtype = first.dtype
@@ -337,8 +316,8 @@ class ConcatStore(_Closing):
 
     def _handle(self):
         h = self._h
-        if h is None:
-            raise closed("concatenated store")
+        if h is None or (self._pid == os.getpid() and _zr.zrs_concat_is_closed(h)):
+            raise closed("concatenated store")  # by close(), or a borrowed shard's
         if self._pid != os.getpid():
             # A forked child: the shards reopen themselves (read-only ones
             # do); the parent's concatenation is left untouched.
@@ -348,20 +327,19 @@ class ConcatStore(_Closing):
 
     @property
     def closed(self):
-        return self._h is None
+        """True once closed, or once a shard it borrows was closed (the
+        library keeps the count: zrs_concat_is_closed)."""
+        h = self._h
+        return h is None or (self._pid == os.getpid() and bool(_zr.zrs_concat_is_closed(h)))
 
     def close(self):
-        """Close the loaders reading this concatenation, then the shards it
-        opened itself (borrowed stores stay open). Idempotent."""
+        """Close this concatenation (a DataLoader reading it is closed by
+        it), then the shards it opened itself (borrowed stores stay open).
+        Idempotent."""
         h = self._h
         if h is None:
             return
-        for native in list(self._loaders):
-            native.close()
         self._h = None
-        for s, g in self._guards:
-            s._loaders.discard(g)
-        self._guards = []
         if self._pid == os.getpid():
             _zr.zrs_concat_close(h)
         for s in self._own:
@@ -598,12 +576,6 @@ class _Binding(_Closing):
         self._make()
         self.streams = [_MixtureStream(self, k, cs) for k, cs in
                         enumerate(mixture._concats[0])]
-        # closing any source closes this binding (and its loaders) first
-        self._guards = []
-        for cs in mixture._concats:
-            for c in cs:
-                c._loaders.add(self)
-                self._guards.append(c)
 
     def _make(self):
         m = self.mixture
@@ -629,13 +601,8 @@ class _Binding(_Closing):
         h = self._h
         if h is None:
             return
-        for s in self.streams:
-            for native in list(s._loaders):
-                native.close()
         self._h = None
-        for c in self._guards:
-            c._loaders.discard(self)
-        if self._pid == os.getpid():
+        if self._pid == os.getpid():  # freed once no loader reads it
             _zr.zld_mixture_free(h)
 
 
@@ -648,7 +615,6 @@ class _MixtureStream:
     def __init__(self, binding, k, concat):
         self._binding = binding
         self._k = k
-        self._loaders = set()
         self.ragged = concat.ragged
         self.dtype = concat.dtype
         self.path = concat.path

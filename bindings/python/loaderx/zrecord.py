@@ -479,10 +479,6 @@ class _Store(_Closing):
         self._path = _zr.zrs_path(handle)
         self._dtype = np.dtype(_zr.zrs_dtype_str(_zr.zrs_get_dtype(handle)))
         self._codec = _zr.zre_codec_name(_zr.zrs_get_codec(handle))
-        # Native loader handles borrowing this store (dataloader._Native),
-        # held strongly and closed before this handle goes away; see
-        # dataloader._Native for why the reference is strong.
-        self._loaders = set()
         # The process that opened the handle (fork detection, see _handle).
         self._pid = os.getpid()
         _OPEN_STORES.add(self)
@@ -497,7 +493,7 @@ class _Store(_Closing):
         self = cls.__new__(cls)
         self._h, self._pending = None, make
         self._path, self._dtype, self._codec = path, dtype, "auto"
-        self._loaders, self._pid = set(), os.getpid()
+        self._pid = os.getpid()
         for k, v in fields.items():
             setattr(self, k, v)
         _OPEN_STORES.add(self)
@@ -616,7 +612,8 @@ class _Store(_Closing):
 
     def close(self):
         """Make everything durable, release the lock and the handle.
-        Idempotent. Any DataLoader still reading this store is closed first.
+        Idempotent. A DataLoader still reading this store is closed by it:
+        its ``closed`` turns True and its ``next()`` raises ClosedError.
         A codec='auto' store closed before any append is created (zstd),
         so the path holds an empty store."""
         if self._pending is not None and self._pid == os.getpid():
@@ -624,8 +621,6 @@ class _Store(_Closing):
         h = self._h
         if h is None:
             return
-        for native in list(self._loaders):
-            native.close()
         self._h = None
         if self._pid != os.getpid():
             return  # a forked child: the parent's handle is left untouched
@@ -638,13 +633,6 @@ class _Store(_Closing):
         """True for a handle opened with ``readonly=True``."""
         return bool(_zr.zrs_is_readonly(self._handle()))
 
-    def _exclusive(self, what):
-        h = self._handle()
-        if self._loaders:
-            raise StoreBusy(f"{what}: a DataLoader is reading store {self._path!r}; "
-                            f"{what} needs exclusive use, close the loader first")
-        return h
-
     def delete(self, idx):
         """Delete records by swap-last: every index form of reads (int,
         slice, int array, bool mask, tuple of ints; negatives wrap;
@@ -655,7 +643,7 @@ class _Store(_Closing):
         use: StoreBusy while a DataLoader or another thread reads this
         store; NotImplementedError on a read-only handle. The bytes are
         reclaimed by :meth:`compact`."""
-        h = self._exclusive("delete")
+        h = self._handle()  # StoreBusy from the library while a loader reads it
         one, sel = _normalize_key(idx, int(_zr.zrs_length(h)))
         arr = np.array([sel], dtype=np.int64) if one else sel.reshape(-1)
         if arr.size:
@@ -675,7 +663,7 @@ class _Store(_Closing):
         flight (at most 4,096 records or 64 MiB) and raises
         KeyboardInterrupt; every record then reads as before, and running
         compact again finishes the job."""
-        h = self._exclusive("compact")
+        h = self._handle()  # StoreBusy from the library while a loader reads it
         engine = _zr.zrs_engine(h)
         _zr.zre_interrupt(engine, 0)  # withdraw a request an earlier Ctrl-C left
         _interruptible(_zr.zrs_compact, h, stop=lambda: _zr.zre_interrupt(engine, 1))
