@@ -136,6 +136,7 @@ type loaderHandle struct {
 	mu      sync.Mutex
 	h       zrcore.Struct_SS_zld_loader
 	mixture zrcore.Struct_SS_zld_mixture // a mixture loader's own mixture, freed with it
+	mrecs   []*mrecHandle                // the mrec sources it reads (no borrow count: they close it first)
 }
 
 // closed reports whether the loader is closed or a store it reads was
@@ -157,6 +158,9 @@ func (lh *loaderHandle) close() {
 	zrcore.Zld_close(h)
 	if lh.mixture != nil {
 		zrcore.Zld_mixture_free(lh.mixture)
+	}
+	for _, mh := range lh.mrecs {
+		mh.readers.forget(lh)
 	}
 }
 
@@ -306,6 +310,18 @@ func newLoader(op string, streams []Source, mix *Mixture, opts LoaderOptions) (*
 	if err == nil {
 		err = callAs(op, func() int { return zrcore.Zr_bind_loader_create(out, set, o) })
 	}
+	var lh *loaderHandle
+	if err == nil {
+		lh = &loaderHandle{h: zrcore.SwigcptrStruct_SS_zld_loader(out[0]), mixture: mixture}
+		// an mrec source has no borrow count: it closes the loaders reading
+		// it before it goes (registered while its read lock is held)
+		for _, s := range streams {
+			if m, ok := s.(*MrecStream); ok {
+				lh.mrecs = append(lh.mrecs, m.in)
+				m.in.readers.add(lh)
+			}
+		}
+	}
 	for _, s := range streams {
 		s.source().release()
 	}
@@ -315,7 +331,6 @@ func newLoader(op string, streams []Source, mix *Mixture, opts LoaderOptions) (*
 		}
 		return nil, err
 	}
-	lh := &loaderHandle{h: zrcore.SwigcptrStruct_SS_zld_loader(out[0]), mixture: mixture}
 	l := &Loader{in: lh, streams: append([]Source(nil), streams...), mix: mix, mixMode: mixMode, kinds: kinds, flip: flip, batchSize: opts.BatchSize, pack: opts.Pack}
 	runtime.SetFinalizer(l, func(l *Loader) { l.in.close() })
 	return l, nil

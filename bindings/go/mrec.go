@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"loaderx.invalid/zrecord/internal/zrcore"
 )
@@ -716,4 +717,256 @@ func (w *CollectionWriter) Abort() {
 		zrcore.Zmr_writer_abort(w.h)
 		w.h = nil
 	}
+}
+
+// ------------------------------------------ collections as loader streams
+
+// MrecOptions selects what MrecStreams and MrecToStores read of a
+// collection: Block (default "atoms"), Columns (default x, y, z: one
+// column as stored, or several 1-d f64 columns side by side as (n, k)),
+// Scalars (default step, pe; nil for the default, an empty non-nil slice
+// for none), ExcludeSystems (leave out records without frames), NoLock
+// (as OpenCollection) and Codec for MrecToStores ("zstd" default, "raw",
+// "auto").
+type MrecOptions struct {
+	Block          string
+	Columns        []string
+	Scalars        []string
+	ExcludeSystems bool
+	NoLock         bool
+	Codec          string
+}
+
+// loaderSet is the loaders reading an mrec source, so that closing it
+// closes them first (the source has no borrow count of its own).
+type loaderSet struct {
+	mu      sync.Mutex
+	loaders map[*loaderHandle]struct{} // guarded by mu
+}
+
+func (ls *loaderSet) add(lh *loaderHandle) {
+	ls.mu.Lock()
+	if ls.loaders == nil {
+		ls.loaders = map[*loaderHandle]struct{}{}
+	}
+	ls.loaders[lh] = struct{}{}
+	ls.mu.Unlock()
+}
+
+func (ls *loaderSet) forget(lh *loaderHandle) {
+	ls.mu.Lock()
+	delete(ls.loaders, lh)
+	ls.mu.Unlock()
+}
+
+// closeAll closes the loaders, outside the lock (a loader's close
+// forgets itself here).
+func (ls *loaderSet) closeAll() {
+	ls.mu.Lock()
+	all := make([]*loaderHandle, 0, len(ls.loaders))
+	for l := range ls.loaders {
+		all = append(all, l)
+	}
+	ls.mu.Unlock()
+	for _, l := range all {
+		l.close()
+	}
+}
+
+// mrecHandle owns one C item source (zr_bind_mrec_source), shared by the
+// streams of one MrecStreams call; it knows the loaders reading it.
+type mrecHandle struct {
+	mu      sync.RWMutex // read: any call; write: close
+	h       zrcore.Struct_SS_zr_bind_mrec_source
+	path    string
+	readers loaderSet
+	refs    int32 // streams not yet finalized
+}
+
+func openMrecSource(op, path string, o MrecOptions) (*mrecHandle, error) {
+	block := o.Block
+	if block == "" {
+		block = "atoms"
+	}
+	cols := o.Columns
+	if len(cols) == 0 {
+		cols = []string{"x", "y", "z"}
+	}
+	columns := ""
+	for i, c := range cols {
+		if i > 0 {
+			columns += ","
+		}
+		columns += c
+	}
+	scalars := o.Scalars
+	if scalars == nil {
+		scalars = []string{"step", "pe"}
+	}
+	set := zrcore.Zr_bind_set_new()
+	defer zrcore.Zr_bind_set_free(set)
+	for _, s := range scalars {
+		s := s
+		if err := callAs(op, func() int { return zrcore.Zr_bind_set_add_path(set, s) }); err != nil {
+			return nil, err
+		}
+	}
+	flags := uint(0)
+	if o.NoLock {
+		flags = uint(zrcore.ZMR_OPEN_NOLOCK)
+	}
+	incl := 1
+	if o.ExcludeSystems {
+		incl = 0
+	}
+	out := []uintptr{0}
+	if err := callAs(op, func() int {
+		return zrcore.Zr_bind_mrec_source_open(out, path, flags, block, columns, set, incl)
+	}); err != nil {
+		return nil, err
+	}
+	return &mrecHandle{h: zrcore.SwigcptrStruct_SS_zr_bind_mrec_source(out[0]), path: path}, nil
+}
+
+// close closes the loaders reading the source, then frees it. Idempotent.
+func (mh *mrecHandle) close() {
+	mh.readers.closeAll()
+	mh.mu.Lock()
+	h := mh.h
+	mh.h = nil
+	mh.mu.Unlock()
+	if h != nil {
+		zrcore.Zr_bind_mrec_source_free(h)
+	}
+}
+
+// MrecStream is one stream of a collection read straight from LMDB (see
+// MrecStreams). A Loader takes it anywhere it takes a store (NewLoaderOf);
+// Flip does not apply to it.
+type MrecStream struct {
+	in    *mrecHandle
+	which int
+	name  string
+	kind  Kind
+	dtype string
+	n     uint64
+}
+
+// MrecStreams opens a collection as loader streams read directly from
+// LMDB, no conversion: "positions" (ragged f64, one (n_atoms, 3) record
+// per frame), "record" (dense u64), "step" (dense i64, -1 for none) and
+// every other scalar (dense f64, NaN for none), item for item the stores
+// MrecToStores writes, so a Loader with the same seed gives the same
+// batches over either. The streams share one source: closing any of them
+// closes all and the loaders reading them first. ErrInvalid for a
+// collection of no items.
+func MrecStreams(path string, o MrecOptions) (map[string]*MrecStream, error) {
+	const op = "zrecord.MrecStreams"
+	mh, err := openMrecSource(op, path, o)
+	if err != nil {
+		return nil, err
+	}
+	n := zrcore.Zr_bind_mrec_source_length(mh.h)
+	if n == 0 {
+		mh.close()
+		return nil, opErrorf(op, StatusInvalid, "%s: no frames (and no system holding the column) to stream", path)
+	}
+	out := map[string]*MrecStream{}
+	dtypes := map[string]string{"f64": "<f8", "u64": "<u8", "i64": "<i8"}
+	for k := 0; k < int(zrcore.Zr_bind_mrec_source_nstreams(mh.h)); k++ {
+		st := &MrecStream{in: mh, which: k, name: zrcore.Zr_bind_mrec_source_stream_name(mh.h, int64(k)),
+			kind: Dense, dtype: dtypes[zrcore.Zr_bind_mrec_source_stream_dtype(mh.h, int64(k))], n: n}
+		if k == 0 {
+			st.kind = Ragged
+		}
+		out[st.name] = st
+	}
+	// the GC never frees C handles itself: the last stream dropped closes
+	// the source (a Loader keeps the streams it reads reachable)
+	mh.refs = int32(len(out))
+	for _, st := range out {
+		runtime.SetFinalizer(st, func(s *MrecStream) {
+			if atomic.AddInt32(&s.in.refs, -1) == 0 {
+				s.in.close()
+			}
+		})
+	}
+	return out, nil
+}
+
+func (s *MrecStream) Name() string  { return s.name }
+func (s *MrecStream) Kind() Kind    { return s.kind }
+func (s *MrecStream) Dtype() string { return s.dtype }
+
+// Len is the number of items (0 once closed).
+func (s *MrecStream) Len() uint64 {
+	s.in.mu.RLock()
+	defer s.in.mu.RUnlock()
+	if s.in.h == nil {
+		return 0
+	}
+	return s.n
+}
+
+// Closed tells whether the streams were closed.
+func (s *MrecStream) Closed() bool {
+	s.in.mu.RLock()
+	defer s.in.mu.RUnlock()
+	return s.in.h == nil
+}
+
+// Close closes every stream of its MrecStreams call, and the loaders
+// reading them first. Idempotent.
+func (s *MrecStream) Close() { s.in.close() }
+
+func (s *MrecStream) source() streamSource { return s }
+
+func (s *MrecStream) acquire(what string, set zrcore.Struct_SS_zr_bind_set) (zrcore.Struct_SS_zrs_store, Kind, error) {
+	s.in.mu.RLock()
+	if s.in.h == nil {
+		s.in.mu.RUnlock()
+		return nil, 0, errorf(StatusClosed, "%s: mrec stream %s of %s is closed", what, s.name, s.in.path)
+	}
+	if err := call(func() int { return zrcore.Zr_bind_set_add_mrec(set, s.in.h, int64(s.which)) }); err != nil {
+		s.in.mu.RUnlock()
+		return nil, 0, err
+	}
+	return nil, s.kind, nil
+}
+
+func (s *MrecStream) release() { s.in.mu.RUnlock() }
+
+// MrecToStores converts a collection into stores under outDir (made if
+// missing): "positions" (ragged f64), "record" (dense u64) and one dense
+// store per scalar, the items MrecStreams reads, and opens them. The
+// stores are written under <name>.partial and renamed only once all are
+// complete: on an error (a missing column, an unwritable directory, a
+// store that exists) none is at its name.
+func MrecToStores(path, outDir string, o MrecOptions) (map[string]*Store, error) {
+	const op = "zrecord.MrecToStores"
+	mh, err := openMrecSource(op, path, o)
+	if err != nil {
+		return nil, err
+	}
+	defer mh.close()
+	codec := o.Codec
+	if codec == "" {
+		codec = "zstd"
+	}
+	if err := callAs(op, func() int { return zrcore.Zr_bind_mrec_to_stores(mh.h, outDir, codec) }); err != nil {
+		return nil, err
+	}
+	out := map[string]*Store{}
+	for k := 0; k < int(zrcore.Zr_bind_mrec_source_nstreams(mh.h)); k++ {
+		name := zrcore.Zr_bind_mrec_source_stream_name(mh.h, int64(k))
+		s, err := Open(outDir + "/" + name)
+		if err != nil {
+			for _, t := range out {
+				t.Close()
+			}
+			return nil, err
+		}
+		out[name] = s
+	}
+	return out, nil
 }

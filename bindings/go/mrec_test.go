@@ -446,3 +446,184 @@ func TestMrecValidateNamesTheFile(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Six records of three frames (frame 1 carries frame 0's atoms forward,
+// frame 2 has no pe), then a system-only record holding x y z (the Lua
+// and Python suites' shape of collection).
+func writeStreamCollection(t *testing.T, path string) {
+	t.Helper()
+	w, err := CreateCollection(path, "", `{"meta": {"pe": {"dtype": "f64", "fill": "NaN"}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	for r := 0; r < 6; r++ {
+		n := 2 + r%3
+		if err := w.BeginRecord("", nil); err != nil {
+			t.Fatal(err)
+		}
+		for k := 0; k < 3; k++ {
+			f := &MrecFrame{Step: int64(10*r + k), HasStep: true}
+			if k != 2 {
+				f.Meta = map[string]any{"pe": -1.0*float64(k) - float64(r)}
+				f.MetaTypes = map[string]string{"pe": "f64"}
+			}
+			if k != 1 {
+				var cols []MrecColumn
+				for j, c := range []string{"x", "y", "z"} {
+					v := make([]float64, n)
+					for a := range v {
+						v[a] = float64(r) + float64(k)/10 + float64(j+1) + float64(a+1)/100
+					}
+					cols = append(cols, MrecColumn{Name: c, Dtype: "f64", Shape: []uint64{uint64(n)}, Data: f64Bytes(v...)})
+				}
+				f.Blocks = []MrecBlock{{Name: "atoms", Count: uint64(n), Columns: cols}}
+			}
+			if err := w.AddFrame(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sys := &MrecFrame{Meta: map[string]any{"pe": 2.5}, Blocks: []MrecBlock{{Name: "atoms", Count: 2, Columns: []MrecColumn{
+		{Name: "x", Dtype: "f64", Shape: []uint64{2}, Data: f64Bytes(1, 2)},
+		{Name: "y", Dtype: "f64", Shape: []uint64{2}, Data: f64Bytes(3, 4)},
+		{Name: "z", Dtype: "f64", Shape: []uint64{2}, Data: f64Bytes(5, 6)}}}}}
+	if err := w.BeginRecord("", sys); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMrecStreamsGiveTheBatchesOfTheConvertedStores(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.mrec.lmdb")
+	writeStreamCollection(t, path)
+	streams, err := MrecStreams(path, MrecOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores, err := MrecToStores(path, filepath.Join(dir, "z"), MrecOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, s := range stores {
+			s.Close()
+		}
+	}()
+	names := []string{"positions", "record", "step", "pe"}
+	if len(streams) != 4 || len(stores) != 4 || streams["positions"].Len() != 19 || stores["positions"].Len() != 19 {
+		t.Fatalf("streams %d, stores %d, items %d", len(streams), len(stores), streams["positions"].Len())
+	}
+	if streams["step"].Dtype() != "<i8" || streams["positions"].Kind() != Ragged {
+		t.Fatalf("step dtype %s, positions kind %v", streams["step"].Dtype(), streams["positions"].Kind())
+	}
+	a := make([]Source, len(names))
+	b := make([]Source, len(names))
+	for i, n := range names {
+		a[i], b[i] = streams[n], stores[n]
+	}
+	for _, o := range []LoaderOptions{{BatchSize: 5, Seed: 11}, {BatchSize: 4, Seed: 3, Mode: IID, UseMode: true, NumWorkers: 2}} {
+		la, err := NewLoaderOf(a, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lb, err := NewLoaderOf(b, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for step := 0; step < 12; step++ {
+			x, err1 := la.Next()
+			y, err2 := lb.Next()
+			if err1 != nil || err2 != nil {
+				t.Fatal(err1, err2)
+			}
+			if len(x.Indices) != len(y.Indices) {
+				t.Fatalf("step %d: batch sizes differ", step)
+			}
+			for i := range x.Indices {
+				if x.Indices[i] != y.Indices[i] {
+					t.Fatalf("step %d: indices differ", step)
+				}
+			}
+			for s := range names {
+				if !bytes.Equal(x.Data[s], y.Data[s]) || len(x.Records[s]) != len(y.Records[s]) {
+					t.Fatalf("step %d: stream %s differs", step, names[s])
+				}
+				for i := range x.Records[s] {
+					if !bytes.Equal(x.Records[s][i].Data, y.Records[s][i].Data) ||
+						len(x.Records[s][i].Shape) != len(y.Records[s][i].Shape) {
+						t.Fatalf("step %d: %s record %d differs", step, names[s], i)
+					}
+				}
+			}
+		}
+		la.Close()
+		lb.Close()
+	}
+	// the values: carry-forward, x y z side by side, the system-only item
+	whole, err := NewLoaderOf(a, LoaderOptions{BatchSize: 19, Mode: Sequential, UseMode: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt, err := whole.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole.Close()
+	p := bt.Records[0]
+	if !bytes.Equal(p[1].Data, p[0].Data) || len(p[0].Shape) != 2 || p[0].Shape[1] != 3 {
+		t.Fatalf("frame 1 does not carry frame 0's atoms: %v %v", p[0].Shape, p[1].Shape)
+	}
+	pe := math.Float64frombits(binary.LittleEndian.Uint64(bt.Data[3][8*2:]))
+	sysPe := math.Float64frombits(binary.LittleEndian.Uint64(bt.Data[3][8*18:]))
+	sysStep := int64(binary.LittleEndian.Uint64(bt.Data[2][8*18:]))
+	if !math.IsNaN(pe) || sysPe != 2.5 || sysStep != -1 || binary.LittleEndian.Uint64(bt.Data[1][8*18:]) != 6 {
+		t.Fatalf("pe %v, system pe %v step %d", pe, sysPe, sysStep)
+	}
+	// closing a stream closes its loaders and every stream of the call
+	l, err := NewLoaderOf(a, LoaderOptions{BatchSize: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams["pe"].Close()
+	if _, err := l.Next(); !errors.Is(err, ErrClosed) || !streams["positions"].Closed() {
+		t.Fatalf("after close: %v", err)
+	}
+	if _, err := NewLoaderOf(a, LoaderOptions{BatchSize: 3}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("a loader over closed streams: %v", err)
+	}
+}
+
+func TestMrecToStoresFailureLeavesNoStore(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f.mrec.lmdb")
+	writeStreamCollection(t, path)
+	out := filepath.Join(dir, "out")
+	_, err := MrecToStores(path, out, MrecOptions{Columns: []string{"x", "q"}})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "atoms/q is missing") {
+		t.Fatalf("a missing column: %v", err)
+	}
+	if names, _ := os.ReadDir(out); len(names) != 0 {
+		t.Fatalf("left behind: %v", names)
+	}
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := MrecToStores(path, filepath.Join(file, "z"), MrecOptions{}); !errors.Is(err, ErrIO) {
+		t.Fatalf("an output under a file: %v", err)
+	}
+	stores, err := MrecToStores(path, out, MrecOptions{Scalars: []string{}})
+	if err != nil || len(stores) != 2 {
+		t.Fatalf("no scalars: %v %d", err, len(stores))
+	}
+	for _, s := range stores {
+		s.Close()
+	}
+	if _, err := MrecToStores(path, out, MrecOptions{Scalars: []string{}}); !errors.Is(err, ErrExist) {
+		t.Fatalf("an existing store: %v", err)
+	}
+}

@@ -663,6 +663,7 @@ ZR_OUT_HANDLE(zld_mixture)
 ZR_OUT_HANDLE(zmr_reader)
 ZR_OUT_HANDLE(zmr_writer)
 ZR_OUT_HANDLE(zmr_frame)
+ZR_OUT_HANDLE(zr_bind_mrec_source)
 
 %define ZR_OUT_INT(TYPE, NAME)
 %typemap(in, numinputs=0) TYPE *NAME (TYPE tmp = (TYPE)0) %{ $1 = &tmp; %}

@@ -828,19 +828,30 @@ function M.loader(streams, options)
   local handles, stores, dtypes = {}, {}, {}
   for i, s in ipairs(list) do
     local mt = getmetatable(s)
-    if mt ~= Store and mt ~= Concat then
+    if mt == M.MrecStream then
+      if s:closed() then
+        if mix then raw.zld_mixture_free(mix) end
+        fail("ECLOSED", "loader: %s: mrec stream %s of %s is closed", stream_label(names, i), s.name, s._source.path)
+      end
+      if opts.flip ~= nil then
+        if mix then raw.zld_mixture_free(mix) end
+        fail("EINVAL", "loader: flip applies to stores, and %s is an mrec stream", stream_label(names, i))
+      end
+      handles[i], dtypes[i] = false, dtype_id(s.dtype)
+    elseif mt ~= Store and mt ~= Concat then
       if mix then raw.zld_mixture_free(mix) end
       fail("EINVAL", "loader: %s is not a zrecord store or concatenation, got %s", stream_label(names, i), type(s))
-    end
-    if rawget(s, "_h") == nil then
+    elseif rawget(s, "_h") == nil then
       if mix then raw.zld_mixture_free(mix) end
       fail("ECLOSED", "loader: %s: %s %s is closed", stream_label(names, i), s.kind,
            mt == Store and ("store " .. s.path) or ("concatenation " .. s.path))
     end
-    handles[i] = rawget(s, "_h")
-    if mt == Store then
+    if mt == M.MrecStream then
+    elseif mt == Store then
+      handles[i] = rawget(s, "_h")
       stores[i], dtypes[i] = handles[i], raw.zrs_get_dtype(handles[i])
     else
+      handles[i] = rawget(s, "_h")
       stores[i], dtypes[i] = raw.zrs_concat_shard(handles[i], 0), raw.zrs_concat_dtype(handles[i])
     end
   end
@@ -855,6 +866,7 @@ function M.loader(streams, options)
     local ok2, h2 = pcall(function()
       for i, s in ipairs(list) do
         if mix then raw.zr_bind_set_add_mixture(set, mix, i - 1)
+        elseif getmetatable(s) == M.MrecStream then raw.zr_bind_set_add_mrec(set, s._source._h, s._which)
         elseif getmetatable(s) == Store then raw.zr_bind_set_add_store(set, handles[i])
         else raw.zr_bind_set_add_concat(set, handles[i]) end
       end
@@ -871,6 +883,10 @@ function M.loader(streams, options)
   local self = setmetatable({ _h = h[1], _streams = mixture and { mixture } or list, _names = names,
                               _dtypes = dtypes, _flips = h[2], _mixture = mix,
                               _mixture_of = mixture, _mix_mode = mix_mode, _pack = pack }, Loader)
+  -- an mrec source has no borrow count: closing it closes this loader first
+  for _, s in ipairs(list) do
+    if getmetatable(s) == M.MrecStream then s._loaders[self] = true end
+  end
   return self
 end
 
@@ -1354,5 +1370,115 @@ function CollectionWriter:abort()
 end
 CollectionWriter.__close = function(self) self:abort() end
 CollectionWriter.__gc = function(self) pcall(CollectionWriter.abort, self) end
+
+-- ------------------------------------------- collections as loader streams
+
+-- A collection read straight from LMDB as loader streams (libzmrec's item
+-- source through zr_bind_mrec.h): one source per call, shared by its
+-- streams; closing any stream closes the source and the loaders reading it.
+local MrecStream = {}
+MrecStream.__index = MrecStream
+MrecStream.__name = "zrecord.mrec_stream"
+M.MrecStream = MrecStream
+
+local MrecSource = {}
+MrecSource.__index = MrecSource
+
+function MrecSource:close()
+  local h = rawget(self, "_h")
+  if h == nil then return end
+  for _, st in ipairs(self.streams) do
+    for l in pairs(st._loaders) do l:close() end
+  end
+  self._h = nil
+  raw.zr_bind_mrec_source_free(h)
+end
+MrecSource.__gc = function(self) pcall(MrecSource.close, self) end
+
+local function mrec_source(path, opts, what)
+  check_path(path)
+  if opts ~= nil and type(opts) ~= "table" then
+    fail("EINVAL", "%s: options must be a table, got %s", what, type(opts))
+  end
+  opts = opts or {}
+  local known = { block = true, column = true, scalars = true, include_systems = true, nolock = true,
+                  codec = true }
+  for k in pairs(opts) do
+    if not known[k] or (k == "codec" and what ~= "mrec_to_stores") then
+      fail("EINVAL", "%s: unknown option '%s'", what, tostring(k))
+    end
+  end
+  local column = opts.column or { "x", "y", "z" }
+  if type(column) == "table" then column = table.concat(column, ",") end
+  local scalars = opts.scalars or { "step", "pe" }
+  local set = raw.zr_bind_set_new()
+  local ok, h = pcall(function()
+    for _, name in ipairs(scalars) do raw.zr_bind_set_add_path(set, tostring(name)) end
+    return raw.zr_bind_mrec_source_open(path, opts.nolock and raw.ZMR_OPEN_NOLOCK or 0, opts.block or "atoms",
+                                        column, set, opts.include_systems == false and 0 or 1)
+  end)
+  raw.zr_bind_set_free(set)
+  if not ok then error(h, 0) end
+  return setmetatable({ _h = h, path = path, streams = {} }, MrecSource)
+end
+
+--- A collection as loader streams read directly from LMDB, no conversion:
+--- {positions = ragged f64 (one (n_atoms, 3) record per frame), record =
+--- dense u64, step = dense i64 (-1 for none), <other scalar> = dense f64
+--- (NaN for none)}, item for item the stores mrec_to_stores writes, so a
+--- loader with the same seed gives the same batches over either. opts:
+--- block ("atoms"), column ({"x", "y", "z"} or one name), scalars ({"step",
+--- "pe"}), include_systems (true), nolock. A stream has len(), kind,
+--- dtype, closed() and close() (closes every stream of the call and the
+--- loaders reading them). EINVAL for a collection of no items.
+function M.mrec_streams(path, opts)
+  local src = mrec_source(path, opts, "mrec_streams")
+  local n = raw.zr_bind_mrec_source_length(src._h)
+  if n == 0 then
+    src:close()
+    fail("EINVAL", "mrec_streams: %s: no frames (and no system holding the column) to stream", path)
+  end
+  local out = {}
+  for k = 0, raw.zr_bind_mrec_source_nstreams(src._h) - 1 do
+    local dt = raw.zr_bind_mrec_source_stream_dtype(src._h, k)
+    local st = setmetatable({ _source = src, _which = k, _loaders = setmetatable({}, { __mode = "k" }),
+                              name = raw.zr_bind_mrec_source_stream_name(src._h, k),
+                              kind = k == 0 and "ragged" or "dense",
+                              dtype = ({ f64 = "<f8", u64 = "<u8", i64 = "<i8" })[dt] }, MrecStream)
+    src.streams[#src.streams + 1] = st
+    out[st.name] = st
+  end
+  return out
+end
+
+function MrecStream:len()
+  local h = rawget(self._source, "_h")
+  if h == nil then fail("ECLOSED", "mrec stream %s of %s is closed", self.name, self._source.path) end
+  return raw.zr_bind_mrec_source_length(h)
+end
+function MrecStream:closed() return rawget(self._source, "_h") == nil end
+function MrecStream:close() self._source:close() end
+MrecStream.__len = function(self) return self:len() end
+
+--- Convert a collection into stores under out_dir (made if missing):
+--- positions (ragged f64), record (dense u64) and one dense store per
+--- scalar, the items mrec_streams reads; opts as there plus codec ("zstd",
+--- "raw" or "auto"). Returns {name = open store}. The stores are written
+--- under <name>.partial and renamed only once all are complete: on an error
+--- (a missing column, an unwritable directory) none is at its name.
+function M.mrec_to_stores(path, out_dir, opts)
+  check_path(out_dir)
+  local src = mrec_source(path, opts, "mrec_to_stores")
+  local ok, err = pcall(raw.zr_bind_mrec_to_stores, src._h, out_dir, (opts and opts.codec) or "zstd")
+  local names = {}
+  for k = 0, raw.zr_bind_mrec_source_nstreams(src._h) - 1 do
+    names[#names + 1] = raw.zr_bind_mrec_source_stream_name(src._h, k)
+  end
+  src:close()
+  if not ok then error(err, 0) end
+  local out = {}
+  for _, name in ipairs(names) do out[name] = M.open(out_dir .. "/" .. name) end
+  return out
+end
 
 return M

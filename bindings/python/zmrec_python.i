@@ -317,300 +317,32 @@ PyObject *zmr_py_frame_scalars(zmr_frame *f)
 
 /* ===================================================== LMDB loader streams
  *
- * A collection read straight from LMDB as loader streams (zld_stream,
- * libzloader's generic interface), for loaderx.mrec.lmdb_streams: one item
- * per trajectory frame (and, when asked, per system-only record holding
- * the column), in collection order, exactly the items to_zrecord converts:
- *   stream 0  ragged f64: the frame's resolved <block>/<column> (the last
- *             update of the record that holds the block), or several 1-d
- *             f64 columns ("x,y,z") side by side as one (n, k) array, in
- *             RaggedStore's packed form [u64 ndim][u64 dims][payload];
- *   stream 1  dense u64: the item's record;
- *   stream 2+ dense: per scalar, "step" as i64 (-1 when absent), any other
- *             as f64 (NaN when absent): step / time of the update, else
- *             its meta key; for a system item the system's meta key.
- * The callbacks run on the loader's worker threads; a zmr_reader is safe
- * to share (every call runs its own read transaction). The source opens
- * its own reader, so it can be rebuilt in a forked child. */
+ * A collection read straight from LMDB as loader streams, for
+ * loaderx.mrec.lmdb_streams and to_zrecord: libzmrec's item source
+ * (zmr_source, zmrec.h) through the shared glue of zr_bind_mrec.h (its
+ * loader streams and its conversion into stores). Here only the capsule
+ * that holds a zr_bind_mrec_source and the mapping of Python values. */
 
 %{
-typedef struct zmr_py_src zmr_py_src;
-
-typedef struct zmr_py_sstream {
-    zmr_py_src *src;
-    size_t which;
-} zmr_py_sstream;
-
-#define ZMR_PY_MAXCOLS 8
-
-/* An item's value: one column as stored, or several 1-d f64 columns
- * (x, y, z) side by side as one (n, k) array. */
-typedef struct zmr_py_val {
-    zmr_frame *owner;
-    size_t k;
-    zmr_column c[ZMR_PY_MAXCOLS];
-    uint64_t ndim, shape[ZMR_MAX_NDIM], nbytes;
-} zmr_py_val;
-
-struct zmr_py_src {
-    zmr_reader *r;
-    char *block, *column; /* column: one name or "x,y,z" */
-    size_t ncols;
-    char *cols[ZMR_PY_MAXCOLS];
-    uint64_t n, cap;
-    uint64_t *rec;
-    int64_t *frame; /* -1: the record's system */
-    size_t nscalars;
-    char **scalars;
-    zmr_py_sstream *streams; /* 2 + nscalars */
-};
-
-static void zmr_py_src_free(zmr_py_src *s)
-{
-    if (s == NULL)
-        return;
-    zmr_close(s->r);
-    free(s->block);
-    free(s->column);
-    for (size_t k = 0; k < s->ncols; k++)
-        free(s->cols[k]);
-    free(s->rec);
-    free(s->frame);
-    for (size_t k = 0; k < s->nscalars; k++)
-        free(s->scalars[k]);
-    free(s->scalars);
-    free(s->streams);
-    free(s);
-}
-
-/* Forward a libzmrec failure to the loader's error channel (one numeric
- * convention: zmr_status == zr_status). */
-static int zmr_py_src_fail(int st, uint64_t rec, int64_t frame)
-{
-    if (frame < 0)
-        return zr_set_error(st, "mrec record %llu (system): %s", (unsigned long long)rec, zmr_last_error());
-    return zr_set_error(st, "mrec record %llu frame %lld: %s", (unsigned long long)rec, (long long)frame,
-                        zmr_last_error());
-}
-
-static int zmr_py_src_push(zmr_py_src *s, uint64_t rec, int64_t frame)
-{
-    if (s->n == s->cap) {
-        uint64_t cap = s->cap ? 2 * s->cap : 64;
-        uint64_t *r = realloc(s->rec, cap * sizeof *r);
-        if (r == NULL)
-            return -1;
-        s->rec = r;
-        int64_t *f = realloc(s->frame, cap * sizeof *f);
-        if (f == NULL)
-            return -1;
-        s->frame = f;
-        s->cap = cap;
-    }
-    s->rec[s->n] = rec;
-    s->frame[s->n] = frame;
-    s->n++;
-    return 0;
-}
-
-/* Item i's resolved value: v->owner (free it) holds its columns. */
-static int zmr_py_src_column(zmr_py_src *s, uint64_t i, zmr_py_val *v)
-{
-    uint64_t rec = s->rec[i];
-    int64_t k = s->frame[i];
-    zmr_frame *f = NULL;
-    size_t b;
-    int st;
-    v->owner = NULL;
-    if (k < 0) {
-        if ((st = zmr_read_system(s->r, rec, &f)) < 0)
-            return zmr_py_src_fail(st, rec, k);
-        if (f == NULL || zmr_frame_find_block(f, s->block, &b) < 0) {
-            zmr_frame_free(f);
-            return zr_set_error(ZR_ECORRUPT, "mrec record %llu: the system has no block '%s'",
-                                (unsigned long long)rec, s->block);
-        }
-    } else {
-        /* carry-forward: the last update at or before k holding the block */
-        for (int64_t j = k;; j--) {
-            if (j < 0)
-                return zr_set_error(ZR_ECORRUPT, "mrec record %llu frame %lld: no update sets block '%s'",
-                                    (unsigned long long)rec, (long long)k, s->block);
-            if ((st = zmr_read_update(s->r, rec, (uint64_t)j, &f)) < 0)
-                return zmr_py_src_fail(st, rec, j);
-            if (zmr_frame_find_block(f, s->block, &b) == ZMR_OK)
-                break;
-            zmr_frame_free(f);
-            f = NULL;
-        }
-    }
-    v->k = s->ncols;
-    for (size_t c = 0; c < s->ncols; c++) {
-        zmr_column *col = &v->c[c];
-        int missing = zmr_frame_find_column(f, s->block, s->cols[c], col) < 0;
-        const char *why = missing ? "is missing"
-                          : col->dtype != ZMR_F64 ? "is not an f64 column"
-                          : s->ncols > 1 && (col->ndim != 1 || col->shape[0] != v->c[0].shape[0])
-                              ? "is not a 1-d column of the first one's length" : NULL;
-        if (why) {
-            zmr_frame_free(f);
-            return zr_set_error(ZR_ECORRUPT, "mrec record %llu frame %lld: %s/%s %s", (unsigned long long)rec,
-                                (long long)k, s->block, s->cols[c], why);
-        }
-    }
-    if (s->ncols == 1) {
-        v->ndim = v->c[0].ndim;
-        memcpy(v->shape, v->c[0].shape, 8 * v->ndim);
-        v->nbytes = v->c[0].nbytes;
-    } else {
-        v->ndim = 2;
-        v->shape[0] = v->c[0].shape[0];
-        v->shape[1] = s->ncols;
-        v->nbytes = v->shape[0] * s->ncols * 8;
-    }
-    v->owner = f;
-    return 0;
-}
-
-static uint64_t zmr_py_packed_size(const zmr_py_val *v) { return 8 + 8 * v->ndim + v->nbytes; }
-
-/* v's values row-major at dst (v->nbytes bytes) */
-static void zmr_py_val_copy(const zmr_py_val *v, unsigned char *dst)
-{
-    if (v->k == 1) {
-        if (v->nbytes)
-            memcpy(dst, v->c[0].data, v->nbytes);
-        return;
-    }
-    double *o = (double *)(void *)dst;
-    for (uint64_t r = 0; r < v->shape[0]; r++)
-        for (size_t c = 0; c < v->k; c++)
-            memcpy(&o[r * v->k + c], (const double *)v->c[c].data + r, 8);
-}
-
-static int zmr_py_src_sizes(void *user, const uint64_t *index, uint64_t count, uint64_t *sizes)
-{
-    zmr_py_src *s = ((zmr_py_sstream *)user)->src;
-    for (uint64_t i = 0; i < count; i++) {
-        zmr_py_val v;
-        int st = zmr_py_src_column(s, index[i], &v);
-        if (st < 0)
-            return st;
-        sizes[i] = zmr_py_packed_size(&v);
-        zmr_frame_free(v.owner);
-    }
-    return 0;
-}
-
-/* Scalar `name` of item i as a double (*present 0 when absent). */
-static int zmr_py_src_scalar(zmr_py_src *s, uint64_t i, const char *name, double *out, int64_t *iout,
-                             int *present)
-{
-    uint64_t rec = s->rec[i];
-    int64_t k = s->frame[i];
-    zmr_frame *f = NULL;
-    int st = k < 0 ? zmr_read_system(s->r, rec, &f) : zmr_read_update(s->r, rec, (uint64_t)k, &f);
-    if (st < 0)
-        return zmr_py_src_fail(st, rec, k);
-    *present = 0;
-    if (f == NULL)
-        return 0;
-    if (k >= 0 && !strcmp(name, "step") && zmr_frame_get_step(f, iout)) {
-        *out = (double)*iout;
-        *present = 1;
-    } else if (k >= 0 && !strcmp(name, "time") && zmr_frame_get_time(f, out)) {
-        *iout = (int64_t)*out;
-        *present = 1;
-    } else {
-        zmr_value v;
-        if (zmr_frame_get_meta(f, name, &v) == ZMR_OK) {
-            *present = 1;
-            switch (v.tag) {
-            case ZMR_TAG_BOOL: *iout = v.b[0]; *out = v.b[0]; break;
-            case ZMR_TAG_I32: case ZMR_TAG_I64: *iout = v.i[0]; *out = (double)v.i[0]; break;
-            case ZMR_TAG_U32: case ZMR_TAG_U64: *iout = (int64_t)v.u[0]; *out = (double)v.u[0]; break;
-            case ZMR_TAG_F64: *out = v.f[0]; *iout = isfinite(v.f[0]) ? (int64_t)v.f[0] : -1; break;
-            default:
-                zmr_frame_free(f);
-                return zr_set_error(ZR_ECORRUPT, "mrec record %llu frame %lld: meta '%s' is a %s, not a number",
-                                    (unsigned long long)rec, (long long)k, name, zmr_tag_name(v.tag));
-            }
-        }
-    }
-    zmr_frame_free(f);
-    return 0;
-}
-
-static int zmr_py_src_gather(void *user, const uint64_t *index, uint64_t count, void *dst, uint64_t cap,
-                             const uint64_t *bounds)
-{
-    zmr_py_sstream *ss = user;
-    zmr_py_src *s = ss->src;
-    unsigned char *out = dst;
-    for (uint64_t i = 0; i < count; i++) {
-        uint64_t it = index[i];
-        if (ss->which == 0) {
-            zmr_py_val val;
-            int st = zmr_py_src_column(s, it, &val);
-            if (st < 0)
-                return st;
-            uint64_t need = zmr_py_packed_size(&val);
-            if (bounds[i + 1] - bounds[i] != need || bounds[i + 1] > cap) {
-                zmr_frame_free(val.owner);
-                return zr_set_error(ZR_ECORRUPT, "mrec item %llu: %llu bytes now, %llu when sized",
-                                    (unsigned long long)it, (unsigned long long)need,
-                                    (unsigned long long)(bounds[i + 1] - bounds[i]));
-            }
-            unsigned char *p = out + bounds[i];
-            uint64_t nd = val.ndim;
-            memcpy(p, &nd, 8);
-            memcpy(p + 8, val.shape, 8 * nd);
-            zmr_py_val_copy(&val, p + 8 + 8 * nd);
-            zmr_frame_free(val.owner);
-        } else if (ss->which == 1) {
-            if ((i + 1) * 8 > cap)
-                return zr_set_error(ZR_EINVAL, "mrec record stream: destination too small");
-            memcpy(out + 8 * i, &s->rec[it], 8);
-        } else {
-            const char *name = s->scalars[ss->which - 2];
-            double d = NAN;
-            int64_t v = -1;
-            int present;
-            int st = zmr_py_src_scalar(s, it, name, &d, &v, &present);
-            if (st < 0)
-                return st;
-            if ((i + 1) * 8 > cap)
-                return zr_set_error(ZR_EINVAL, "mrec scalar stream: destination too small");
-            if (!strcmp(name, "step")) {
-                if (!present)
-                    v = -1;
-                memcpy(out + 8 * i, &v, 8);
-            } else {
-                if (!present)
-                    d = NAN;
-                memcpy(out + 8 * i, &d, 8);
-            }
-        }
-    }
-    return 0;
-}
+#include "zr_bind_mrec.h"
 
 /* What a freed source's capsule points at. */
 static char zmr_py_src_freed;
 
-static char *zmr_py_strdup(const char *s)
+static zr_bind_mrec_source *zmr_py_src(PyObject *cap)
 {
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
+    zr_bind_mrec_source *s = PyCapsule_GetPointer(cap, "loaderx.mrec.source");
+    if (s != NULL && (void *)s == (void *)&zmr_py_src_freed) {
+        PyErr_SetString(PyExc_ValueError, "mrec streams are closed");
+        return NULL;
+    }
+    return s;
 }
 %}
 
 %inline %{
-/* Open `path` and list its items (see above). scalars: a sequence of str.
- * Returns an opaque source handle; free with zmr_py_source_free. */
+/* Open `path` as an item source (zr_bind_mrec_source_open_v). scalars: a
+ * sequence of str. Returns a capsule; free with zmr_py_source_free. */
 PyObject *zmr_py_source_open(const char *path, unsigned flags, const char *block, const char *column,
                              PyObject *scalars, int include_systems)
 {
@@ -618,103 +350,58 @@ PyObject *zmr_py_source_open(const char *path, unsigned flags, const char *block
     if (seq == NULL)
         return NULL;
     Py_ssize_t ns = PySequence_Fast_GET_SIZE(seq);
-    zmr_py_src *s = calloc(1, sizeof *s);
-    if (s == NULL) {
+    const char **names = calloc((size_t)ns + 1, sizeof *names);
+    if (names == NULL) {
         Py_DECREF(seq);
         return PyErr_NoMemory();
     }
-    s->block = zmr_py_strdup(block);
-    s->column = zmr_py_strdup(column);
-    for (const char *p = column; s->column && *p;) {
-        size_t n = strcspn(p, ",");
-        if (n == 0 || s->ncols == ZMR_PY_MAXCOLS) {
+    for (Py_ssize_t k = 0; k < ns; k++)
+        if ((names[k] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, k))) == NULL) {
+            free(names);
             Py_DECREF(seq);
-            zmr_py_src_free(s);
-            PyErr_Format(PyExc_ValueError, "columns %s: 1..%d names separated by commas", column, ZMR_PY_MAXCOLS);
             return NULL;
         }
-        if ((s->cols[s->ncols] = malloc(n + 1)) == NULL) {
-            free(s->column);
-            s->column = NULL;
-            break;
-        }
-        memcpy(s->cols[s->ncols], p, n);
-        s->cols[s->ncols++][n] = '\0';
-        p += n + (p[n] == ',');
-    }
-    s->scalars = calloc((size_t)ns + 1, sizeof *s->scalars);
-    s->streams = calloc((size_t)ns + 2, sizeof *s->streams);
-    if (!s->block || !s->column || !s->scalars || !s->streams) {
-        Py_DECREF(seq);
-        zmr_py_src_free(s);
-        return PyErr_NoMemory();
-    }
-    for (Py_ssize_t k = 0; k < ns; k++) {
-        const char *name = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, k));
-        if (name == NULL || (s->scalars[k] = zmr_py_strdup(name)) == NULL) {
-            Py_DECREF(seq);
-            zmr_py_src_free(s);
-            return name ? PyErr_NoMemory() : NULL;
-        }
-        s->nscalars++;
-    }
-    Py_DECREF(seq);
-    for (size_t k = 0; k < s->nscalars + 2; k++) {
-        s->streams[k].src = s;
-        s->streams[k].which = k;
-    }
-    int st, nomem = 0;
+    zr_bind_mrec_source *s = NULL;
+    int rc;
     Py_BEGIN_ALLOW_THREADS
-    st = zmr_open(&s->r, path, flags);
-    for (uint64_t rec = 0; st == ZMR_OK && rec < zmr_n_records(s->r); rec++) {
-        uint64_t nf = 0;
-        zmr_record_info(s->r, rec, NULL, &nf, NULL, NULL);
-        if (nf) {
-            for (uint64_t k = 0; st == ZMR_OK && k < nf; k++)
-                if (zmr_py_src_push(s, rec, (int64_t)k) < 0)
-                    st = ZMR_ENOMEM, nomem = 1;
-        } else if (include_systems) {
-            zmr_frame *f = NULL;
-            zmr_column c;
-            if ((st = zmr_read_system(s->r, rec, &f)) == ZMR_OK && f && s->ncols &&
-                zmr_frame_find_column(f, block, s->cols[0], &c) == ZMR_OK && zmr_py_src_push(s, rec, -1) < 0)
-                st = ZMR_ENOMEM, nomem = 1;
-            zmr_frame_free(f);
-        }
-    }
+    rc = zr_bind_mrec_source_open_v(&s, path, flags, block, column, names, (size_t)ns, include_systems);
     Py_END_ALLOW_THREADS
-    if (st < 0) {
-        zmr_py_src_free(s);
-        if (nomem)
-            return PyErr_NoMemory();
-        zmr_py_raise(st);
-        return NULL;
-    }
+    free(names);
+    Py_DECREF(seq);
+    ZMR_PY_CHECK(rc);
     return PyCapsule_New(s, "loaderx.mrec.source", NULL);
 }
 
 PyObject *zmr_py_source_length(PyObject *cap)
 {
-    zmr_py_src *s = PyCapsule_GetPointer(cap, "loaderx.mrec.source");
-    if (s == NULL)
-        return NULL;
-    if ((void *)s == (void *)&zmr_py_src_freed) {
-        PyErr_SetString(PyExc_ValueError, "mrec streams are closed");
-        return NULL;
-    }
-    return PyLong_FromUnsignedLongLong(s->n);
+    zr_bind_mrec_source *s = zmr_py_src(cap);
+    return s ? PyLong_FromUnsignedLongLong(zr_bind_mrec_source_length(s)) : NULL;
 }
 
 PyObject *zmr_py_source_free(PyObject *cap)
 {
-    zmr_py_src *s = PyCapsule_GetPointer(cap, "loaderx.mrec.source");
+    zr_bind_mrec_source *s = PyCapsule_GetPointer(cap, "loaderx.mrec.source");
     if (s == NULL)
         return NULL;
     if ((void *)s == (void *)&zmr_py_src_freed)
         Py_RETURN_NONE;
-    zmr_py_src_free(s);
+    zr_bind_mrec_source_free(s);
     if (PyCapsule_SetPointer(cap, &zmr_py_src_freed) < 0) /* never freed or used twice */
         return NULL;
+    Py_RETURN_NONE;
+}
+
+/* The source converted into stores under out_dir (zr_bind_mrec_to_stores). */
+PyObject *zmr_py_source_to_stores(PyObject *cap, const char *out_dir, const char *codec)
+{
+    zr_bind_mrec_source *s = zmr_py_src(cap);
+    if (s == NULL)
+        return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = zr_bind_mrec_to_stores(s, out_dir, codec);
+    Py_END_ALLOW_THREADS
+    ZMR_PY_CHECK(rc);
     Py_RETURN_NONE;
 }
 
@@ -725,62 +412,49 @@ PyObject *zmr_py_loader_create(PyObject *entries, PyObject *options)
     zr_bind_options opts;
     if (zr_py_loader_options(options, &opts) < 0)
         return NULL;
-    const zld_options *o = &opts.o;
     PyObject *seq = PySequence_Fast(entries, "streams must be a sequence");
-    if (seq == NULL)
-        return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    zld_stream *st = calloc((size_t)(n > 0 ? n : 1), sizeof *st);
-    if (st == NULL) {
-        Py_DECREF(seq);
-        return PyErr_NoMemory();
+    zr_bind_set *set = seq ? zr_bind_set_new() : NULL;
+    if (seq == NULL || set == NULL) {
+        Py_XDECREF(seq);
+        return seq ? PyErr_NoMemory() : NULL;
     }
-    for (Py_ssize_t k = 0; k < n; k++) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int rc = ZR_OK;
+    for (Py_ssize_t k = 0; k < n && rc == ZR_OK; k++) {
         PyObject *it = PySequence_Fast_GET_ITEM(seq, k);
         void *p = NULL;
         if (PyTuple_Check(it) && PyTuple_GET_SIZE(it) == 2) {
-            zmr_py_src *s = PyCapsule_GetPointer(PyTuple_GET_ITEM(it, 0), "loaderx.mrec.source");
+            zr_bind_mrec_source *s = PyCapsule_GetPointer(PyTuple_GET_ITEM(it, 0), "loaderx.mrec.source");
             size_t which = PyLong_AsSize_t(PyTuple_GET_ITEM(it, 1));
             if (s == NULL || PyErr_Occurred() || (void *)s == (void *)&zmr_py_src_freed ||
-                which >= s->nscalars + 2) {
+                which >= zr_bind_mrec_source_nstreams(s)) {
                 PyErr_Clear();
                 PyErr_Format(PyExc_TypeError, "streams[%zd] is not an open mrec stream", k);
                 goto fail;
             }
-            st[k].user = &s->streams[which];
-            st[k].name = which == 0 ? s->column : which == 1 ? "record" : s->scalars[which - 2];
-            st[k].length = s->n;
-            st[k].kind = which == 0 ? ZLD_STREAM_RAGGED : ZLD_STREAM_DENSE;
-            st[k].record_size = which == 0 ? 0 : 8;
-            st[k].gather = zmr_py_src_gather;
-            st[k].sizes = which == 0 ? zmr_py_src_sizes : NULL;
+            rc = zr_bind_set_add_mrec(set, s, which);
         } else if (SWIG_IsOK(SWIG_ConvertPtr(it, &p, SWIGTYPE_p_zrs_store, 0)) && p != NULL) {
-            int rc = zld_stream_from_store(&st[k], (zrs_store *)p);
-            if (rc < 0) {
-                zr_py_raise(rc);
-                goto fail;
-            }
+            rc = zr_bind_set_add_store(set, (zrs_store *)p);
         } else {
             PyErr_Format(PyExc_TypeError, "streams[%zd] is neither a store handle nor an mrec stream", k);
             goto fail;
         }
     }
-    {
-        zld_loader *l = NULL;
-        int rc;
+    zld_loader *l = NULL;
+    if (rc == ZR_OK) {
         Py_BEGIN_ALLOW_THREADS
-        rc = zld_create_streams(&l, st, (size_t)n, o);
+        rc = zr_bind_loader_create(&l, set, &opts.o);
         Py_END_ALLOW_THREADS
-        free(st);
-        Py_DECREF(seq);
-        if (rc < 0) {
-            zr_py_raise(rc);
-            return NULL;
-        }
-        return SWIG_NewPointerObj(SWIG_as_voidptr(l), SWIGTYPE_p_zld_loader, 0);
     }
+    zr_bind_set_free(set);
+    Py_DECREF(seq);
+    if (rc < 0) {
+        zr_py_raise(rc);
+        return NULL;
+    }
+    return SWIG_NewPointerObj(SWIG_as_voidptr(l), SWIGTYPE_p_zld_loader, 0);
 fail:
-    free(st);
+    zr_bind_set_free(set);
     Py_DECREF(seq);
     return NULL;
 }

@@ -7,14 +7,17 @@
  * arrays; the calls here take and return scalars, strings and one byte
  * buffer each, so one piece of C serves every language, and a binding
  * adds typemaps only (zr_bind_mrec.i wraps these functions for Lua and
- * Go). Every rule of the layout is checked by libzmrec; this file only
+ * Go). A collection's item source as loader streams and its conversion
+ * into stores (the end of this file) serve Python too. Every rule of the layout is checked by libzmrec; this file only
  * names frame kinds and dtypes and copies. Header-only.
  */
 #ifndef ZR_BIND_MREC_H
 #define ZR_BIND_MREC_H
 
+#include <zloader.h>
 #include <zmrec.h>
 #include <zrerror_sys.h>
+#include "zr_bind_shards.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -619,6 +622,199 @@ static inline int zr_bind_mrec_column_copy(const zmr_frame *f, size_t b, size_t 
                                            uint64_t dst_capacity)
 {
     return zr_bind_mrec_copy_(f, b, c, false, dst, dst_capacity);
+}
+
+/* ================================================ item sources as loader streams
+ *
+ * A collection as loader streams straight from LMDB (zmr_source, see
+ * zmrec.h "item sources"), and its conversion into stores: the one
+ * implementation the Python, Lua and Go bindings reach. A
+ * zr_bind_mrec_source wraps a zmr_source with the per-stream user
+ * pointers the loader's callbacks get. A loader reading it borrows it: free
+ * the loaders before the source. */
+
+typedef struct zr_bind_mrec_source zr_bind_mrec_source;
+
+typedef struct zr_bind_mrec_sstream {
+    zr_bind_mrec_source *owner;
+    size_t which;
+} zr_bind_mrec_sstream;
+
+struct zr_bind_mrec_source {
+    zmr_source *src;
+    size_t nstreams;
+    zr_bind_mrec_sstream *streams;
+};
+
+static inline void zr_bind_mrec_source_free(zr_bind_mrec_source *s)
+{
+    if (s == NULL)
+        return;
+    zmr_source_free(s->src);
+    free(s->streams);
+    free(s);
+}
+
+/* zmr_source_open with the scalar names as an array (the Python glue). */
+static inline int zr_bind_mrec_source_open_v(zr_bind_mrec_source **out, const char *path,
+                                             unsigned flags, const char *block, const char *columns,
+                                             const char *const *scalars, size_t nscalars,
+                                             int include_systems)
+{
+    if (out == NULL)
+        return zr_set_error(ZR_EINVAL, "mrec source: out is NULL");
+    *out = NULL;
+    for (size_t k = 0; k < nscalars && scalars != NULL; k++)
+        if (scalars[k] != NULL && (!strcmp(scalars[k], "positions") || !strcmp(scalars[k], "record")))
+            return zr_set_error(ZR_EINVAL, "mrec source: scalar name '%s' collides with a stream name",
+                                scalars[k]);
+    zr_bind_mrec_source *s = (zr_bind_mrec_source *)calloc(1, sizeof *s);
+    if (s == NULL)
+        return zr_set_error(ZR_ENOMEM, "mrec source: out of memory");
+    int rc = zmr_source_open(&s->src, path, flags, block, columns, scalars, nscalars,
+                             include_systems != 0);
+    if (rc == ZR_OK) {
+        s->nstreams = zmr_source_nstreams(s->src);
+        s->streams = (zr_bind_mrec_sstream *)calloc(s->nstreams, sizeof *s->streams);
+        if (s->streams == NULL)
+            rc = zr_set_error(ZR_ENOMEM, "mrec source: out of memory");
+        for (size_t k = 0; rc == ZR_OK && k < s->nstreams; k++) {
+            s->streams[k].owner = s;
+            s->streams[k].which = k;
+        }
+    }
+    if (rc < 0) {
+        zr_bind_mrec_source_free(s);
+        return rc;
+    }
+    *out = s;
+    return ZR_OK;
+}
+
+/* The same with the scalar names as a set of names (zr_bind_set_add_name;
+ * NULL: none), for the bindings without an array typemap. */
+static inline int zr_bind_mrec_source_open(zr_bind_mrec_source **out, const char *path,
+                                           unsigned flags, const char *block, const char *columns,
+                                           const zr_bind_set *scalars, int include_systems)
+{
+    void **names = NULL;
+    size_t n = scalars ? scalars->n : 0;
+    if (scalars != NULL) {
+        int rc = zr_bind_set_pointers(scalars, ZR_BIND_PATH, "mrec scalars", &names);
+        if (rc < 0)
+            return rc;
+    }
+    int rc = zr_bind_mrec_source_open_v(out, path, flags, block, columns, (const char *const *)names, n,
+                                        include_systems);
+    free(names);
+    return rc;
+}
+
+static inline uint64_t zr_bind_mrec_source_length(const zr_bind_mrec_source *s)
+{
+    return s ? zmr_source_length(s->src) : 0;
+}
+
+static inline size_t zr_bind_mrec_source_nstreams(const zr_bind_mrec_source *s)
+{
+    return s ? s->nstreams : 0;
+}
+
+/* Stream k's name as zmr_source_stream_name, except stream 0, which the
+ * bindings call "positions"; NULL past the streams. */
+static inline const char *zr_bind_mrec_source_stream_name(const zr_bind_mrec_source *s, size_t k)
+{
+    return s == NULL || k >= s->nstreams ? NULL : k == 0 ? "positions" : zmr_source_stream_name(s->src, k);
+}
+
+/* Stream k's dtype name: "f64", "u64" or "i64" (NULL past the streams). */
+static inline const char *zr_bind_mrec_source_stream_dtype(const zr_bind_mrec_source *s, size_t k)
+{
+    return s == NULL || k >= s->nstreams ? NULL : zmr_dtype_name(zmr_source_stream_dtype(s->src, k));
+}
+
+static inline int zr_bind_mrec_gather_(void *user, const uint64_t *index, uint64_t count, void *dst,
+                                       uint64_t cap, const uint64_t *bounds)
+{
+    const zr_bind_mrec_sstream *ss = (const zr_bind_mrec_sstream *)user;
+    return zmr_source_gather(ss->owner->src, ss->which, index, count, dst, cap, bounds);
+}
+
+static inline int zr_bind_mrec_sizes_(void *user, const uint64_t *index, uint64_t count, uint64_t *sizes)
+{
+    return zmr_source_sizes(((const zr_bind_mrec_sstream *)user)->owner->src, index, count, sizes);
+}
+
+/* Stream `which` of s as a loader stream (s borrowed). Its name is the
+ * columns string for stream 0 ("x,y,z"), else the stream's name. */
+static inline int zr_bind_mrec_stream(zld_stream *out, zr_bind_mrec_source *s, size_t which)
+{
+    if (out == NULL || s == NULL || which >= s->nstreams)
+        return zr_set_error(ZR_EINVAL, "mrec stream: no source, or stream %zu past its %zu streams", which,
+                            s ? s->nstreams : 0);
+    memset(out, 0, sizeof *out);
+    out->user = &s->streams[which];
+    out->name = zmr_source_stream_name(s->src, which);
+    out->length = zmr_source_length(s->src);
+    out->kind = which == 0 ? ZLD_STREAM_RAGGED : ZLD_STREAM_DENSE;
+    out->record_size = which == 0 ? 0 : 8;
+    out->gather = zr_bind_mrec_gather_;
+    out->sizes = which == 0 ? zr_bind_mrec_sizes_ : NULL;
+    return ZR_OK;
+}
+
+/* Append stream `which` of s to a loader's stream set (s borrowed). */
+static inline int zr_bind_set_add_mrec(zr_bind_set *set, zr_bind_mrec_source *s, size_t which)
+{
+    zld_stream st;
+    int rc = zr_bind_mrec_stream(&st, s, which);
+    return rc < 0 ? rc : zr_bind_set_add_stream(set, &st);
+}
+
+/* Convert the source into stores under out_dir: "positions" (ragged f64,
+ * one record per item, the packed stream 0), "record" (dense u64) and one
+ * dense store of scalars per scalar, named by it ("step" i64, others f64),
+ * every one of zr_bind_mrec_source_length records in item order. codec:
+ * "raw", "zstd" or "auto" (NULL: "zstd"). Through zld_write_stores: the
+ * stores are complete or none is at its path (see there); ZR_EEXIST when
+ * one exists, ZR_EINVAL for another codec, an item's read error naming
+ * the store, record and frame. */
+static inline int zr_bind_mrec_to_stores(zr_bind_mrec_source *s, const char *out_dir, const char *codec)
+{
+    if (s == NULL || out_dir == NULL || *out_dir == '\0')
+        return zr_set_error(ZR_EINVAL, "mrec to stores: no source or no output directory");
+    int c = codec == NULL || !strcmp(codec, "zstd") ? (int)ZRE_CODEC_ZSTD
+          : !strcmp(codec, "raw") ? (int)ZRE_CODEC_RAW : !strcmp(codec, "auto") ? ZLD_CODEC_AUTO : -2;
+    if (c == -2)
+        return zr_set_error(ZR_EINVAL, "mrec to stores: codec '%s': expected 'raw', 'zstd' or 'auto'", codec);
+    size_t n = s->nstreams, dn = strlen(out_dir);
+    zld_stream *st = (zld_stream *)calloc(n, sizeof *st);
+    zld_store_spec *sp = (zld_store_spec *)calloc(n, sizeof *sp);
+    char **paths = (char **)calloc(n, sizeof *paths);
+    int rc = st && sp && paths ? ZR_OK : zr_set_error(ZR_ENOMEM, "mrec to stores: out of memory");
+    for (size_t k = 0; rc == ZR_OK && k < n; k++) {
+        const char *name = zr_bind_mrec_source_stream_name(s, k);
+        zmr_dtype dt = zmr_source_stream_dtype(s->src, k);
+        size_t nn = strlen(name);
+        if ((paths[k] = (char *)malloc(dn + nn + 2)) == NULL) {
+            rc = zr_set_error(ZR_ENOMEM, "mrec to stores: out of memory");
+            break;
+        }
+        memcpy(paths[k], out_dir, dn);
+        paths[k][dn] = '/';
+        memcpy(paths[k] + dn + 1, name, nn + 1);
+        sp[k].path = paths[k];
+        sp[k].dtype = dt == ZMR_U64 ? ZRS_UINT64 : dt == ZMR_I64 ? ZRS_INT64 : ZRS_FLOAT64;
+        rc = zr_bind_mrec_stream(&st[k], s, k);
+    }
+    if (rc == ZR_OK)
+        rc = zld_write_stores(st, sp, n, c);
+    for (size_t k = 0; paths && k < n; k++)
+        free(paths[k]);
+    free(paths);
+    free(st);
+    free(sp);
+    return rc;
 }
 
 #endif

@@ -103,3 +103,23 @@ int zmr_frame_set_step(zmr_frame *f, int64_t step);
 int zmr_frame_set_time(zmr_frame *f, double time);
 int zr_bind_mrec_set_box(zmr_frame *f, const void *data, uint64_t nbytes, unsigned periodic,
                          unsigned cell_defined);
+
+/* A collection as loader streams straight from LMDB and its conversion
+ * into stores (zr_bind_mrec.h): open (the scalar names as a zr_bind_set
+ * of names, zr_bind_set_add_path), free, the items, the streams' names
+ * ("positions", "record", the scalars) and dtypes ("f64", "u64", "i64"),
+ * a stream appended to a loader's stream set (borrowed: free the loader
+ * first), and the stores written under out_dir. */
+%nodefaultctor zr_bind_mrec_source;
+%nodefaultdtor zr_bind_mrec_source;
+typedef struct zr_bind_mrec_source zr_bind_mrec_source;
+int zr_bind_mrec_source_open(zr_bind_mrec_source **out, const char *path, unsigned flags,
+                             const char *block, const char *columns, const zr_bind_set *scalars,
+                             int include_systems);
+void zr_bind_mrec_source_free(zr_bind_mrec_source *s);
+uint64_t zr_bind_mrec_source_length(const zr_bind_mrec_source *s);
+size_t zr_bind_mrec_source_nstreams(const zr_bind_mrec_source *s);
+const char *zr_bind_mrec_source_stream_name(const zr_bind_mrec_source *s, size_t k);
+const char *zr_bind_mrec_source_stream_dtype(const zr_bind_mrec_source *s, size_t k);
+int zr_bind_set_add_mrec(zr_bind_set *set, zr_bind_mrec_source *s, size_t which);
+int zr_bind_mrec_to_stores(zr_bind_mrec_source *s, const char *out_dir, const char *codec);

@@ -18,10 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One item of a set: a path (copied), a store, a concatenation, a
- * mixture's stream, or a mixture source's weight and mode. */
+/* One item of a set: a path or name (copied), a store, a concatenation, a
+ * mixture's stream, a mixture source's weight and mode, or a generic
+ * loader stream (a copy of its zld_stream, e.g. an mrec source's). */
 typedef enum zr_bind_item_kind {
-    ZR_BIND_PATH, ZR_BIND_STORE, ZR_BIND_CONCAT, ZR_BIND_MIXTURE, ZR_BIND_WEIGHT
+    ZR_BIND_PATH, ZR_BIND_STORE, ZR_BIND_CONCAT, ZR_BIND_MIXTURE, ZR_BIND_WEIGHT, ZR_BIND_STREAM
 } zr_bind_item_kind;
 
 typedef struct zr_bind_item {
@@ -91,7 +92,7 @@ static inline void zr_bind_set_free(zr_bind_set *set)
     if (set == NULL)
         return;
     for (size_t k = 0; k < set->n; k++)
-        if (set->items[k].kind == ZR_BIND_PATH)
+        if (set->items[k].kind == ZR_BIND_PATH || set->items[k].kind == ZR_BIND_STREAM)
             free(set->items[k].p);
     free(set->items);
     free(set);
@@ -120,6 +121,23 @@ static inline int zr_bind_set_add_store(zr_bind_set *set, zrs_store *s)
 {
     zr_bind_item it = { ZR_BIND_STORE, s, 0, 0.0, ZSM_CYCLIC };
     return s ? zr_bind_set_push(set, it) : zr_set_error(ZR_EINVAL, "shards: a store is not open");
+}
+
+/* Append a generic loader stream: *st is copied, st->user borrowed (it
+ * must outlive whatever is made from the set). */
+static inline int zr_bind_set_add_stream(zr_bind_set *set, const zld_stream *st)
+{
+    if (st == NULL)
+        return zr_set_error(ZR_EINVAL, "shards: a stream is NULL");
+    zld_stream *copy = (zld_stream *)malloc(sizeof *copy);
+    if (copy == NULL)
+        return zr_set_error(ZR_ENOMEM, "shards: out of memory for a stream");
+    *copy = *st;
+    zr_bind_item it = { ZR_BIND_STREAM, copy, 0, 0.0, ZSM_CYCLIC };
+    int rc = zr_bind_set_push(set, it);
+    if (rc < 0)
+        free(copy);
+    return rc;
 }
 
 static inline int zr_bind_set_add_concat(zr_bind_set *set, zrs_concat *c)
@@ -248,8 +266,8 @@ static inline int zr_bind_mixture_locate(const zld_mixture *m, uint64_t virt, ui
     return rc;
 }
 
-/* A loader over the set's streams: stores, concatenations and mixture
- * streams, in order. Concatenations read side by side must be sharded
+/* A loader over the set's streams: stores, concatenations, mixture
+ * streams and generic streams, in order. Concatenations read side by side must be sharded
  * alike (zrs_concat_check_aligned against the first one). */
 static inline int zr_bind_loader_create(zld_loader **out, const zr_bind_set *streams,
                           const zld_options *options)
@@ -277,6 +295,9 @@ static inline int zr_bind_loader_create(zld_loader **out, const zr_bind_set *str
             break;
         case ZR_BIND_MIXTURE:
             rc = zld_mixture_stream((zld_mixture *)it->p, it->stream, &st[k]);
+            break;
+        case ZR_BIND_STREAM:
+            st[k] = *(const zld_stream *)it->p;
             break;
         default:
             rc = zr_set_error(ZR_EINVAL, "loader: stream %zu is not a store, a concatenation "

@@ -38,6 +38,8 @@
 %ignore zld_stream_kind;
 %ignore zld_stream_from_store;
 %ignore zld_create_streams;
+%ignore zld_store_spec; /* streams written into stores: reached through zr_bind_mrec_to_stores */
+%ignore zld_write_stores;
 /* Positive "not yet" results that the generic int typemaps do not know;
  * a binding wraps it in its own glue (Python: interruptible next). */
 %ignore zld_next_wait;

@@ -307,6 +307,42 @@ typedef struct zld_stream {
  * holds no reference. ZR_EINVAL for NULL arguments. */
 ZLD_API int zld_stream_from_store(zld_stream *out, zrs_store *store);
 
+/* One store zld_write_stores makes from a stream: its final path (must not
+ * exist), dtype and, for a dense stream, item shape (ndim 0: a store of
+ * scalars; record_size must be itemsize * prod(item_shape)). */
+typedef struct zld_store_spec {
+    const char *path;
+    zrs_dtype dtype;
+    size_t ndim;
+    const uint64_t *item_shape;
+} zld_store_spec;
+
+/* zld_write_stores' codec that picks raw or zstd per store from its first
+ * slice of records (zrs_codec_auto). */
+#define ZLD_CODEC_AUTO (-1)
+
+/* Write every record of streams[0..n) (equal lengths, 0 allowed) into a
+ * new store each, specs[k] describing store k: dense or ragged as the
+ * stream is, codec ZRE_CODEC_RAW, ZRE_CODEC_ZSTD or ZLD_CODEC_AUTO. The
+ * records are gathered in slices (at most 1024 records or about 64 MiB)
+ * through the streams' callbacks on the calling thread and appended as
+ * they come, so memory stays bounded. Every store is filled at
+ * "<path>.partial" (a leftover of an earlier crashed run there is removed
+ * first; missing parent directories are created), synced and closed, and
+ * only when all of them are complete is each renamed to its path. So a
+ * failure or a crash never leaves a store at a final path that lacks
+ * records: on failure every .partial is removed (a crash may leave them,
+ * never a final path); only when publishing itself fails (a rename, or
+ * the directory's sync after one) can the stores renamed before it stay,
+ * each complete. ZR_EINVAL for no streams, a NULL
+ * or repeated path, unequal lengths, a record size the dtype and shape do
+ * not give, an unknown codec; ZR_EEXIST naming a path that exists; a
+ * stream's own error with "write stores: PATH (stream NAME)" in front;
+ * the stores' errors; ZR_EIO naming the directory or rename the OS
+ * refused. */
+ZLD_API int zld_write_stores(const zld_stream *streams, const zld_store_spec *specs, size_t n,
+                             int codec);
+
 typedef struct zld_loader zld_loader;
 typedef struct zld_batch zld_batch;
 

@@ -424,6 +424,84 @@ ZMR_API zmr_status zmr_read_frame(zmr_reader *r, uint64_t rec, uint64_t k, zmr_f
  * with (or naming) PATH. */
 ZMR_API zmr_status zmr_validate(const char *path, unsigned flags);
 
+/* ========================================================== item sources
+ *
+ * A collection read as a training loader's item source, straight from
+ * LMDB (no conversion): one item per trajectory frame, record by record in
+ * collection order, and, when include_systems is set, one item per record
+ * without frames whose system holds the first named column (frame -1),
+ * in its place in that order. Each item is read as numbered streams, all
+ * of zmr_source_length items:
+ *   stream 0  the item's value, ragged f64: the frame's <block>/<column>
+ *             resolved with carry-forward (the last update at or before
+ *             the frame that holds the block; a system item: the system's
+ *             block), as stored (any ndim), or several 1-d f64 columns
+ *             ("x,y,z") side by side as one (n, k) array. Handed out packed
+ *             as a ragged store record: [u64 ndim][u64 dims...][f64 values
+ *             row-major], little-endian, 8 + 8 * ndim + 8 * prod(dims)
+ *             bytes (zmr_source_sizes).
+ *   stream 1  the item's record index, dense u64 (8 bytes).
+ *   stream 2+k  scalar k, dense 8 bytes: "step" as i64 (-1 when absent),
+ *             any other name as f64 (NaN when absent). A frame item takes
+ *             "step" / "time" from the update, else meta key <name> of the
+ *             update; a system item meta key <name> of the system. Bool,
+ *             integer and f64 meta convert (an f64 step truncates, a
+ *             non-finite one is -1); another tag is ZMR_ECORRUPT.
+ * Values are read again at every gather (nothing is cached); a source
+ * holds its own reader, so it is safe to gather from several threads at
+ * once, and, like a reader, must be opened after fork(), never before.
+ * Errors name the record and frame: ZMR_ECORRUPT for a frame without the
+ * block, a column missing, not f64 or (several columns) not 1-d of the
+ * first one's length; the reader's statuses for the reads. */
+
+typedef struct zmr_source zmr_source;
+
+/* At most this many column names in `columns`. */
+#define ZMR_SOURCE_MAX_COLUMNS 8
+
+/* Open the collection at `path` (flags as zmr_open's) and list its items.
+ * block: the block holding the value; columns: one column name, or 2..8
+ * names separated by commas; scalars[0..nscalars): the scalar streams'
+ * names (copied; may repeat). ZMR_EINVAL for NULL arguments or a columns
+ * string with an empty name or more than ZMR_SOURCE_MAX_COLUMNS names;
+ * zmr_open's errors; ZMR_ENOMEM. Columns are checked per item when read,
+ * so a source whose column does not exist opens (and fails at the first
+ * read naming the item). A source of 0 items is valid. *out is the
+ * caller's: free it with zmr_source_free. */
+ZMR_API zmr_status zmr_source_open(zmr_source **out, const char *path, unsigned flags,
+                                   const char *block, const char *columns,
+                                   const char *const *scalars, size_t nscalars,
+                                   bool include_systems);
+/* Close the source's reader and free it (NULL: no-op). Nothing may gather
+ * from it any more: a loader reading it must be freed first. */
+ZMR_API void zmr_source_free(zmr_source *s);
+/* Items (0 for NULL). */
+ZMR_API uint64_t zmr_source_length(const zmr_source *s);
+/* Streams: 2 + the number of scalars (0 for NULL). */
+ZMR_API size_t zmr_source_nstreams(const zmr_source *s);
+/* Stream `stream`'s name: the columns string as given (stream 0),
+ * "record" (1), the scalar's name (2+); owned by the source, NULL past
+ * the streams. */
+ZMR_API const char *zmr_source_stream_name(const zmr_source *s, size_t stream);
+/* Its dtype: ZMR_F64 (stream 0, scalars other than "step"), ZMR_U64
+ * (record), ZMR_I64 ("step"). Stream 0 is ragged, the others are 8-byte
+ * scalars. */
+ZMR_API zmr_dtype zmr_source_stream_dtype(const zmr_source *s, size_t stream);
+/* sizes[i] = the packed bytes of stream 0 for item items[i] (i < count).
+ * ZMR_ERANGE for an item past the length, the item's read errors. */
+ZMR_API zmr_status zmr_source_sizes(const zmr_source *s, const uint64_t *items, uint64_t count,
+                                    uint64_t *sizes);
+/* Write stream `stream` of items[0..count) into dst (dst_capacity bytes,
+ * the caller's). Stream 0: item i packed at dst + bounds[i], exactly
+ * bounds[i+1] - bounds[i] bytes (count + 1 offsets built from
+ * zmr_source_sizes; ZMR_EINVAL otherwise); streams 1+: 8 bytes per item at
+ * dst + 8 * i (bounds ignored, may be NULL). ZMR_EINVAL for a stream past
+ * the streams or a destination too small, ZMR_ERANGE for an item past the
+ * length, the item's read errors (the items before it are written). */
+ZMR_API zmr_status zmr_source_gather(const zmr_source *s, size_t stream, const uint64_t *items,
+                                     uint64_t count, void *dst, uint64_t dst_capacity,
+                                     const uint64_t *bounds);
+
 #ifdef __cplusplus
 }
 #endif

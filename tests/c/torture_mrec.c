@@ -2077,6 +2077,78 @@ static void test_reference_map_size(void **state)
     HAS("map size (mm_mapsize) 4096 is below the bytes its pages use");
 }
 
+/* A collection as an item source: items, streams, values, errors. */
+static void test_source(void **state)
+{
+    zt_dir *d = *state;
+    const char *path = zt_dir_at(d, "src.mrec.lmdb");
+    write_collection(path);
+    const char *scalars[] = {"step", "energy", "n", "charge"};
+    zmr_source *s;
+    OK(zmr_source_open(&s, path, 0, "atoms", "position", scalars, 4, true));
+    /* record 0's three frames, record 2's two (record 1's system has no
+     * atoms/position, so it is no item) */
+    assert_int_equal(zmr_source_length(s), 5);
+    assert_int_equal(zmr_source_nstreams(s), 6);
+    assert_string_equal(zmr_source_stream_name(s, 0), "position");
+    assert_string_equal(zmr_source_stream_name(s, 1), "record");
+    assert_string_equal(zmr_source_stream_name(s, 5), "charge");
+    assert_null(zmr_source_stream_name(s, 6));
+    assert_int_equal(zmr_source_stream_dtype(s, 1), ZMR_U64);
+    assert_int_equal(zmr_source_stream_dtype(s, 2), ZMR_I64);
+    assert_int_equal(zmr_source_stream_dtype(s, 3), ZMR_F64);
+    uint64_t items[5] = {0, 1, 2, 3, 4}, sizes[5], bounds[6] = {0};
+    OK(zmr_source_sizes(s, items, 5, sizes));
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(sizes[i], 8 + 16 + 8 * 3 * (i < 3 ? 3 : 2));
+        bounds[i + 1] = bounds[i] + sizes[i];
+    }
+    unsigned char buf[512];
+    OK(zmr_source_gather(s, 0, items, 5, buf, sizeof buf, bounds));
+    uint64_t nd, dims[2];
+    double v;
+    memcpy(&nd, buf + bounds[2], 8);
+    memcpy(dims, buf + bounds[2] + 8, 16);
+    memcpy(&v, buf + bounds[2] + 24 + 8, 8);
+    assert_int_equal(nd, 2);
+    assert_true(dims[0] == 3 && dims[1] == 3);
+    assert_true(v == 1.5); /* frame 2: x[1] = 0.5 + its shift 1.0 */
+    uint64_t rec[5];
+    OK(zmr_source_gather(s, 1, items, 5, rec, sizeof rec, NULL));
+    assert_true(rec[0] == 0 && rec[2] == 0 && rec[3] == 2 && rec[4] == 2);
+    int64_t step[5];
+    OK(zmr_source_gather(s, 2, items, 5, step, sizeof step, NULL));
+    assert_true(step[0] == 0 && step[2] == 2 && step[3] == 100 && step[4] == 101);
+    double e[5], n[5], charge[5];
+    OK(zmr_source_gather(s, 3, items, 5, e, sizeof e, NULL));
+    assert_true(e[0] == -1.5 && isnan(e[1]) && isnan(e[4])); /* the declared fill, NaN */
+    OK(zmr_source_gather(s, 4, items, 5, n, sizeof n, NULL));
+    assert_true(n[0] == 18446744073709551615.0 && n[3] == 1.0);
+    OK(zmr_source_gather(s, 5, items, 5, charge, sizeof charge, NULL));
+    assert_true(isnan(charge[0])); /* a frame item reads its update's meta, not the system's */
+    /* errors name what is wrong */
+    uint64_t past = 5;
+    assert_int_equal(zmr_source_gather(s, 1, &past, 1, rec, sizeof rec, NULL), ZMR_ERANGE);
+    assert_int_equal(zmr_source_gather(s, 6, items, 1, rec, sizeof rec, NULL), ZMR_EINVAL);
+    assert_int_equal(zmr_source_gather(s, 1, items, 5, rec, 16, NULL), ZMR_EINVAL);
+    bounds[1] -= 8;
+    assert_int_equal(zmr_source_gather(s, 0, items, 1, buf, sizeof buf, bounds), ZMR_EINVAL);
+    zmr_source_free(s);
+    OK(zmr_source_open(&s, path, 0, "atoms", "nope", NULL, 0, false));
+    assert_int_equal(zmr_source_sizes(s, items, 1, sizes), ZMR_ECORRUPT);
+    if (!strstr(zmr_last_error(), "mrec record 0 frame 0: atoms/nope is missing"))
+        fail_msg("%s", zmr_last_error());
+    zmr_source_free(s);
+    /* several columns must each be 1-d f64 of one length */
+    OK(zmr_source_open(&s, path, 0, "atoms", "position,position", NULL, 0, false));
+    assert_int_equal(zmr_source_sizes(s, items, 1, sizes), ZMR_ECORRUPT);
+    assert_non_null(strstr(zmr_last_error(), "atoms/position is not a 1-d column"));
+    zmr_source_free(s);
+    assert_int_equal(zmr_source_open(&s, path, 0, "atoms", "a,,b", NULL, 0, true), ZMR_EINVAL);
+    assert_null(s);
+    assert_int_equal(zmr_source_open(&s, zt_dir_at(d, "none"), 0, "atoms", "x", NULL, 0, true), ZMR_EIO);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2109,6 +2181,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_off_grid, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_writer_normalizes, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_reference_map_size, setup, zt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_source, setup, zt_dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -274,4 +274,98 @@ T.test("validate_names_the_file", function()
   zr.validate_collection(write_collection(T.path("ok") .. ".mrec.lmdb"))
 end)
 
+-- ------------------------------------------- collections as loader streams
+
+-- Six records of three frames (frame 1 carries frame 0's atoms forward,
+-- frame 2 has no pe), then a system-only record holding x y z.
+local function stream_collection(path)
+  local w = zr.create_collection(path, { schema = '{"meta": {"pe": {"dtype": "f64", "fill": "NaN"}}}' })
+  for r = 0, 5 do
+    local n = 2 + r % 3
+    w:begin_record(nil, nil)
+    for k = 0, 2 do
+      local fr = { step = 10 * r + k }
+      if k ~= 2 then fr.meta = { pe = -1.0 * k - r }; fr.meta_types = { pe = "f64" } end
+      if k ~= 1 then
+        local cols = {}
+        for j, c in ipairs({ "x", "y", "z" }) do
+          local v = {}
+          for a = 1, n do v[a] = r + k / 10 + j + a / 100 end
+          cols[j] = { name = c, dtype = "f64", shape = { n }, data = f64s(table.unpack(v)) }
+        end
+        fr.blocks = { { name = "atoms", count = n, columns = cols } }
+      end
+      w:add_frame(fr)
+    end
+  end
+  w:begin_record(nil, { meta = { pe = 2.5 }, blocks = { { name = "atoms", count = 2, columns = {
+    { name = "x", dtype = "f64", shape = { 2 }, data = f64s(1, 2) },
+    { name = "y", dtype = "f64", shape = { 2 }, data = f64s(3, 4) },
+    { name = "z", dtype = "f64", shape = { 2 }, data = f64s(5, 6) } } } } })
+  w:commit()
+  return path
+end
+
+local function same_batch(a, b, what)
+  T.eq(#a.indices, #b.indices, what .. " batch size")
+  for i = 1, #a.indices do T.eq(a.indices[i], b.indices[i], what .. " index " .. i) end
+  for _, name in ipairs({ "positions", "record", "step", "pe" }) do
+    local x, y = a[name], b[name]
+    if type(x) == "string" then
+      T.eq(x, y, what .. " " .. name)
+    else
+      T.eq(#x, #y, what .. " " .. name .. " rows")
+      for i = 1, #x do
+        T.eq(x[i].data, y[i].data, what .. " " .. name .. " row " .. i)
+        T.eq(table.concat(x[i].shape, ","), table.concat(y[i].shape, ","), what .. " shape " .. i)
+      end
+    end
+  end
+end
+
+T.test("mrec_streams_give_the_batches_of_the_converted_stores", function()
+  local path = stream_collection(T.path("s") .. ".mrec.lmdb")
+  local streams = zr.mrec_streams(path)
+  local stores = zr.mrec_to_stores(path, T.path("z"))
+  T.eq(streams.positions:len(), 6 * 3 + 1, "items")
+  T.eq(#stores.positions, 6 * 3 + 1, "converted items")
+  T.eq(streams.step.dtype, "<i8", "step dtype")
+  T.eq(stores.pe.dtype, "<f8", "pe store dtype")
+  for _, opts in ipairs({ { batch_size = 5, seed = 11 }, { batch_size = 4, seed = 3, mode = "iid", num_workers = 2 } }) do
+    local a <close> = zr.loader(streams, opts)
+    local b <close> = zr.loader(stores, opts)
+    for step = 1, 12 do same_batch(a:next(), b:next(), "step " .. step) end
+  end
+  -- the values: carry-forward, the fill, the system-only item
+  local whole <close> = zr.loader(streams, { batch_size = 19, mode = "sequential" })
+  local b = whole:next()
+  T.eq(b.positions[2].data, b.positions[1].data, "frame 1 carries frame 0's atoms")
+  T.eq(table.concat(b.positions[1].shape, ","), "2,3", "x y z side by side")
+  local pe = { string.unpack("<" .. string.rep("d", 19), b.pe) }
+  T.ok(pe[3] ~= pe[3], "frame 2 has no pe: NaN")
+  T.eq(pe[19], 2.5, "the system's pe")
+  T.eq(select(19, string.unpack("<" .. string.rep("i8", 19), b.step)), -1, "no step for a system")
+  T.eq(select(19, string.unpack("<" .. string.rep("I8", 19), b.record)), 6, "the system's record")
+  -- closing a stream closes its loaders and every stream of the call
+  local l = zr.loader(streams, { batch_size = 3 })
+  l:next()
+  streams.pe:close()
+  T.ok(rawget(l, "_h") == nil and streams.positions:closed(), "closed together")
+  T.raises("^ECLOSED: ", zr.loader, streams, { batch_size = 3 })
+  for _, s in pairs(stores) do s:close() end
+end)
+
+T.test("mrec_to_stores_failure_leaves_no_store", function()
+  local path = stream_collection(T.path("f") .. ".mrec.lmdb")
+  local out = T.path("out")
+  T.raises("^ECORRUPT: .*atoms/q is missing", zr.mrec_to_stores, path, out, { column = { "x", "q" } })
+  for _, name in ipairs({ "positions", "record", "positions.partial", "record.partial" }) do
+    T.raises("^ENOTSTORE: .*does not exist", zr.open, out .. "/" .. name)
+  end
+  T.raises("^EINVAL: .*codec 'lz4'", zr.mrec_to_stores, path, out, { codec = "lz4" })
+  local stores = zr.mrec_to_stores(path, out, { scalars = { "step" } })
+  for _, s in pairs(stores) do s:close() end
+  T.raises("^EEXIST: .*positions exists", zr.mrec_to_stores, path, out)
+end)
+
 T.run()

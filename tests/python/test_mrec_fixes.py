@@ -406,3 +406,72 @@ def test_lmdb_streams_on_lammps_import(tmp_path):
     finally:
         for s in list(stores.values()) + list(streams.values()):
             s.close()
+
+
+# ------------------------------------------------- conversion to stores (C)
+
+def _python_conversion(reader, block="atoms", column=mrec.POSITION_COLUMNS, scalars=("step", "pe")):
+    """What to_zrecord wrote when it was a Python loop over frame_items:
+    the reference the C conversion must equal record for record."""
+    import math
+    pos, recs, sc = [], [], {s: [] for s in scalars}
+    for r, k, p, vals in mrec.frame_items(reader, block, column, scalars, True):
+        pos.append(np.ascontiguousarray(p))
+        recs.append(r)
+        for s in scalars:
+            v = vals.get(s)
+            sc[s].append((-1 if v is None else int(v)) if s == "step" else (math.nan if v is None else float(v)))
+    out = {"positions": pos, "record": np.asarray(recs, dtype=np.uint64)}
+    for s in scalars:
+        out[s] = np.asarray(sc[s], dtype=np.int64 if s == "step" else np.float64)
+    return out
+
+
+@pytest.mark.parametrize("column,codec", [(mrec.POSITION_COLUMNS, "zstd"), ("x", "raw"), (("z", "x"), "auto")])
+def test_to_zrecord_equals_the_python_conversion(tmp_path, column, codec):
+    p = _collection(tmp_path / "a.mrec.lmdb", records=9)
+    with mrec.Reader(p) as r:
+        want = _python_conversion(r, column=column, scalars=("step", "pe", "time"))
+        stores = mrec.to_zrecord(r, tmp_path / "z", column=column, scalars=("step", "pe", "time"), codec=codec)
+    try:
+        assert sorted(os.listdir(tmp_path / "z")) == ["pe", "positions", "record", "step", "time"]
+        assert len(stores["positions"]) == len(want["positions"]) == 9 * 4 + 1
+        for k, a in enumerate(want["positions"]):
+            b = stores["positions"][k]
+            assert b.dtype == np.float64 and b.shape == a.shape and b.tobytes() == a.tobytes()
+        for name in ("record", "step", "pe", "time"):
+            got = stores[name][np.arange(len(stores[name]))]
+            assert got.dtype == want[name].dtype and got.tobytes() == want[name].tobytes(), name
+    finally:
+        for s in stores.values():
+            s.close()
+
+
+def test_to_zrecord_failure_leaves_no_store(tmp_path):
+    p = _collection(tmp_path / "a.mrec.lmdb", records=3)
+    out = tmp_path / "z"
+    # a column no frame holds: the error names it, nothing is at a store's name
+    with pytest.raises(CorruptStoreError, match="atoms/q is missing"):
+        mrec.to_zrecord(p, out, column=("x", "q"))
+    assert not out.exists() or os.listdir(out) == []
+    # an output directory that cannot be made (its parent is a file)
+    (tmp_path / "file").write_bytes(b"x")
+    with pytest.raises(OSError, match="cannot make directory"):
+        mrec.to_zrecord(p, tmp_path / "file" / "z")
+    # a failure after positions and record are full (a scalar that is a string)
+    q = tmp_path / "s.mrec.lmdb"
+    with mrec.Writer(q) as w:
+        w.add_record(system={"blocks": {"atoms": {c: np.ones(2) for c in "xyz"}}, "meta": {"name": "water"}})
+    with pytest.raises(CorruptStoreError, match=r"write stores: .*name.*meta 'name' is a string"):
+        mrec.to_zrecord(q, out, scalars=("step", "name"))
+    assert os.listdir(out) == []
+    # a crashed run's leftover .partial is replaced; an existing store is refused
+    os.makedirs(out / "positions.partial")
+    (out / "positions.partial" / "junk").write_bytes(b"half")
+    stores = mrec.to_zrecord(p, out)
+    for s in stores.values():
+        s.close()
+    assert sorted(os.listdir(out)) == ["pe", "positions", "record", "step"]
+    with pytest.raises(FileExistsError):
+        mrec.to_zrecord(p, out)
+    assert sorted(os.listdir(out)) == ["pe", "positions", "record", "step"]

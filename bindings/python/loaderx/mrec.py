@@ -1326,26 +1326,25 @@ def to_zrecord(reader, out_dir, block="atoms", column=POSITION_COLUMNS, scalars=
     frame), ``record`` (DenseStore u64: the mrec record index), and one
     DenseStore per scalar (``step`` i64 with -1 for none, others f64 with
     NaN for none). Returns {name: open store}; every store has one entry
-    per frame, in collection order."""
+    per frame, in collection order: the items :func:`lmdb_streams` reads.
+    ``reader``: a :class:`Reader` or a path. ``codec``: "raw", "zstd" or
+    "auto". The stores are written under ``<name>.partial`` and renamed
+    into place only once all are complete: a failure (a missing column, an
+    unwritable directory) raises and leaves none of them at its name."""
     from .zrecord import DenseStore, RaggedStore
 
-    os.makedirs(out_dir, exist_ok=True)
-    pos, recs, sc = [], [], {s: [] for s in scalars}
-    for r, k, p, vals in frame_items(reader, block, column, scalars, include_systems):
-        pos.append(np.ascontiguousarray(p))
-        recs.append(r)
-        for s in scalars:
-            v = vals.get(s)
-            sc[s].append((-1 if v is None else int(v)) if s == "step" else
-                         (math.nan if v is None else float(v)))
-    stores = {"positions": RaggedStore.create(os.path.join(out_dir, "positions"), np.float64, codec=codec)}
-    stores["positions"].append(pos)
-    stores["record"] = DenseStore.create(os.path.join(out_dir, "record"), np.uint64, (), codec=codec)
-    stores["record"].append(np.asarray(recs, dtype=np.uint64))
+    path = reader.path if isinstance(reader, Reader) else os.fspath(reader)
+    nolock = reader.nolock if isinstance(reader, Reader) else False
+    scalars = tuple(scalars)
+    src = _LmdbSource(path, nolock, block, ",".join(_column_names(column)), scalars, include_systems)
+    try:
+        _zr.zmr_py_source_to_stores(src.capsule(), os.fspath(out_dir), codec)
+    finally:
+        src.close()
+    stores = {"positions": RaggedStore.open(os.path.join(out_dir, "positions")),
+              "record": DenseStore.open(os.path.join(out_dir, "record"))}
     for s in scalars:
-        dt = np.int64 if s == "step" else np.float64
-        stores[s] = DenseStore.create(os.path.join(out_dir, s), dt, (), codec=codec)
-        stores[s].append(np.asarray(sc[s], dtype=dt))
+        stores[s] = DenseStore.open(os.path.join(out_dir, s))
     return stores
 
 
