@@ -136,7 +136,6 @@ type loaderHandle struct {
 	mu      sync.Mutex
 	h       zrcore.Struct_SS_zld_loader
 	mixture zrcore.Struct_SS_zld_mixture // a mixture loader's own mixture, freed with it
-	mrecs   []*mrecHandle                // the mrec sources it reads (no borrow count: they close it first)
 }
 
 // closed reports whether the loader is closed or a store it reads was
@@ -158,9 +157,6 @@ func (lh *loaderHandle) close() {
 	zrcore.Zld_close(h)
 	if lh.mixture != nil {
 		zrcore.Zld_mixture_free(lh.mixture)
-	}
-	for _, mh := range lh.mrecs {
-		mh.readers.forget(lh)
 	}
 }
 
@@ -313,14 +309,6 @@ func newLoader(op string, streams []Source, mix *Mixture, opts LoaderOptions) (*
 	var lh *loaderHandle
 	if err == nil {
 		lh = &loaderHandle{h: zrcore.SwigcptrStruct_SS_zld_loader(out[0]), mixture: mixture}
-		// an mrec source has no borrow count: it closes the loaders reading
-		// it before it goes (registered while its read lock is held)
-		for _, s := range streams {
-			if m, ok := s.(*MrecStream); ok {
-				lh.mrecs = append(lh.mrecs, m.in)
-				m.in.readers.add(lh)
-			}
-		}
 	}
 	for _, s := range streams {
 		s.source().release()

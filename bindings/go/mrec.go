@@ -737,50 +737,15 @@ type MrecOptions struct {
 	Codec          string
 }
 
-// loaderSet is the loaders reading an mrec source, so that closing it
-// closes them first (the source has no borrow count of its own).
-type loaderSet struct {
-	mu      sync.Mutex
-	loaders map[*loaderHandle]struct{} // guarded by mu
-}
-
-func (ls *loaderSet) add(lh *loaderHandle) {
-	ls.mu.Lock()
-	if ls.loaders == nil {
-		ls.loaders = map[*loaderHandle]struct{}{}
-	}
-	ls.loaders[lh] = struct{}{}
-	ls.mu.Unlock()
-}
-
-func (ls *loaderSet) forget(lh *loaderHandle) {
-	ls.mu.Lock()
-	delete(ls.loaders, lh)
-	ls.mu.Unlock()
-}
-
-// closeAll closes the loaders, outside the lock (a loader's close
-// forgets itself here).
-func (ls *loaderSet) closeAll() {
-	ls.mu.Lock()
-	all := make([]*loaderHandle, 0, len(ls.loaders))
-	for l := range ls.loaders {
-		all = append(all, l)
-	}
-	ls.mu.Unlock()
-	for _, l := range all {
-		l.close()
-	}
-}
-
 // mrecHandle owns one C item source (zr_bind_mrec_source), shared by the
-// streams of one MrecStreams call; it knows the loaders reading it.
+// streams of one MrecStreams call. A loader reading it holds it in C, so
+// closing it under a loader frees nothing the loader uses (the loader's
+// Next then fails with ErrClosed naming the collection).
 type mrecHandle struct {
-	mu      sync.RWMutex // read: any call; write: close
-	h       zrcore.Struct_SS_zr_bind_mrec_source
-	path    string
-	readers loaderSet
-	refs    int32 // streams not yet finalized
+	mu   sync.RWMutex // read: any call; write: close
+	h    zrcore.Struct_SS_zr_bind_mrec_source
+	path string
+	refs int32 // streams not yet finalized
 }
 
 func openMrecSource(op, path string, o MrecOptions) (*mrecHandle, error) {
@@ -828,9 +793,9 @@ func openMrecSource(op, path string, o MrecOptions) (*mrecHandle, error) {
 	return &mrecHandle{h: zrcore.SwigcptrStruct_SS_zr_bind_mrec_source(out[0]), path: path}, nil
 }
 
-// close closes the loaders reading the source, then frees it. Idempotent.
+// close lets go of the source (the library frees it once no loader reads
+// it). Idempotent.
 func (mh *mrecHandle) close() {
-	mh.readers.closeAll()
 	mh.mu.Lock()
 	h := mh.h
 	mh.h = nil
@@ -858,8 +823,9 @@ type MrecStream struct {
 // every other scalar (dense f64, NaN for none), item for item the stores
 // MrecToStores writes, so a Loader with the same seed gives the same
 // batches over either. The streams share one source: closing any of them
-// closes all and the loaders reading them first. ErrInvalid for a
-// collection of no items.
+// closes all; a Loader reading them keeps the source until it is closed,
+// and its Next fails with ErrClosed naming the collection. ErrInvalid for
+// a collection of no items.
 func MrecStreams(path string, o MrecOptions) (map[string]*MrecStream, error) {
 	const op = "zrecord.MrecStreams"
 	mh, err := openMrecSource(op, path, o)

@@ -583,14 +583,22 @@ func TestMrecStreamsGiveTheBatchesOfTheConvertedStores(t *testing.T) {
 	if !math.IsNaN(pe) || sysPe != 2.5 || sysStep != -1 || binary.LittleEndian.Uint64(bt.Data[1][8*18:]) != 6 {
 		t.Fatalf("pe %v, system pe %v step %d", pe, sysPe, sysStep)
 	}
-	// closing a stream closes its loaders and every stream of the call
+	// closing a stream closes every stream of the call; a loader reading
+	// them holds the source in C and stops with ErrClosed naming it
 	l, err := NewLoaderOf(a, LoaderOptions{BatchSize: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer l.Close()
+	if _, err := l.Next(); err != nil {
+		t.Fatal(err)
+	}
 	streams["pe"].Close()
-	if _, err := l.Next(); !errors.Is(err, ErrClosed) || !streams["positions"].Closed() {
-		t.Fatalf("after close: %v", err)
+	for i := 0; i < 3; i++ {
+		if _, err := l.Next(); !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), "mrec source") ||
+			!streams["positions"].Closed() || !l.Closed() {
+			t.Fatalf("after close: %v", err)
+		}
 	}
 	if _, err := NewLoaderOf(a, LoaderOptions{BatchSize: 3}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("a loader over closed streams: %v", err)

@@ -883,10 +883,6 @@ function M.loader(streams, options)
   local self = setmetatable({ _h = h[1], _streams = mixture and { mixture } or list, _names = names,
                               _dtypes = dtypes, _flips = h[2], _mixture = mix,
                               _mixture_of = mixture, _mix_mode = mix_mode, _pack = pack }, Loader)
-  -- an mrec source has no borrow count: closing it closes this loader first
-  for _, s in ipairs(list) do
-    if getmetatable(s) == M.MrecStream then s._loaders[self] = true end
-  end
   return self
 end
 
@@ -1387,9 +1383,7 @@ MrecSource.__index = MrecSource
 function MrecSource:close()
   local h = rawget(self, "_h")
   if h == nil then return end
-  for _, st in ipairs(self.streams) do
-    for l in pairs(st._loaders) do l:close() end
-  end
+  -- a loader reading the source holds it in C until it is closed itself
   self._h = nil
   raw.zr_bind_mrec_source_free(h)
 end
@@ -1429,8 +1423,10 @@ end
 --- loader with the same seed gives the same batches over either. opts:
 --- block ("atoms"), column ({"x", "y", "z"} or one name), scalars ({"step",
 --- "pe"}), include_systems (true), nolock. A stream has len(), kind,
---- dtype, closed() and close() (closes every stream of the call and the
---- loaders reading them). EINVAL for a collection of no items.
+--- dtype, closed() and close() (closes every stream of the call; a loader
+--- reading them keeps the source until it is closed itself, and its next
+--- batch fails with ECLOSED naming the collection). EINVAL for a
+--- collection of no items.
 function M.mrec_streams(path, opts)
   local src = mrec_source(path, opts, "mrec_streams")
   local n = raw.zr_bind_mrec_source_length(src._h)
@@ -1441,7 +1437,7 @@ function M.mrec_streams(path, opts)
   local out = {}
   for k = 0, raw.zr_bind_mrec_source_nstreams(src._h) - 1 do
     local dt = raw.zr_bind_mrec_source_stream_dtype(src._h, k)
-    local st = setmetatable({ _source = src, _which = k, _loaders = setmetatable({}, { __mode = "k" }),
+    local st = setmetatable({ _source = src, _which = k,
                               name = raw.zr_bind_mrec_source_stream_name(src._h, k),
                               kind = k == 0 and "ragged" or "dense",
                               dtype = ({ f64 = "<f8", u64 = "<u8", i64 = "<i8" })[dt] }, MrecStream)

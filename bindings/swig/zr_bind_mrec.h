@@ -18,6 +18,7 @@
 #include <zmrec.h>
 #include <zrerror_sys.h>
 #include "zr_bind_shards.h"
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -630,8 +631,11 @@ static inline int zr_bind_mrec_column_copy(const zmr_frame *f, size_t b, size_t 
  * zmrec.h "item sources"), and its conversion into stores: the one
  * implementation the Python, Lua and Go bindings reach. A
  * zr_bind_mrec_source wraps a zmr_source with the per-stream user
- * pointers the loader's callbacks get. A loader reading it borrows it: free
- * the loaders before the source. */
+ * pointers the loader's callbacks get, and a lifetime: a loader reading
+ * it holds it (zld_stream's hooks), so zr_bind_mrec_source_free under a
+ * live loader only closes it: the loader's reads then fail with
+ * ZR_ECLOSED naming the collection, and the last of the owner and the
+ * loaders frees it. */
 
 typedef struct zr_bind_mrec_source zr_bind_mrec_source;
 
@@ -644,15 +648,40 @@ struct zr_bind_mrec_source {
     zmr_source *src;
     size_t nstreams;
     zr_bind_mrec_sstream *streams;
+    char *path;
+    _Atomic long refs;  /* the owner's (until zr_bind_mrec_source_free) + loaders' */
+    _Atomic int closed; /* the owner let go */
 };
 
-static inline void zr_bind_mrec_source_free(zr_bind_mrec_source *s)
+static inline void zr_bind_mrec_source_unref_(zr_bind_mrec_source *s)
 {
-    if (s == NULL)
+    if (atomic_fetch_sub(&s->refs, 1) != 1)
         return;
     zmr_source_free(s->src);
     free(s->streams);
+    free(s->path);
     free(s);
+}
+
+/* The owner's end (NULL and a second call: no-op): frees the source now,
+ * or, while loaders read it, once the last of them is closed; their reads
+ * fail with ZR_ECLOSED from now on. */
+static inline void zr_bind_mrec_source_free(zr_bind_mrec_source *s)
+{
+    if (s == NULL || atomic_exchange(&s->closed, 1))
+        return;
+    zr_bind_mrec_source_unref_(s);
+}
+
+/* 1 once zr_bind_mrec_source_free was called (NULL: 1). */
+static inline int zr_bind_mrec_source_is_closed(const zr_bind_mrec_source *s)
+{
+    return s == NULL || atomic_load(&((zr_bind_mrec_source *)s)->closed);
+}
+
+static inline int zr_bind_mrec_closed_(const zr_bind_mrec_source *s)
+{
+    return zr_set_error(ZR_ECLOSED, "mrec source '%s' was closed while a loader read it", s->path);
 }
 
 /* zmr_source_open with the scalar names as an array (the Python glue). */
@@ -671,6 +700,14 @@ static inline int zr_bind_mrec_source_open_v(zr_bind_mrec_source **out, const ch
     zr_bind_mrec_source *s = (zr_bind_mrec_source *)calloc(1, sizeof *s);
     if (s == NULL)
         return zr_set_error(ZR_ENOMEM, "mrec source: out of memory");
+    atomic_init(&s->refs, 1);
+    atomic_init(&s->closed, 0);
+    if (path == NULL || (s->path = (char *)malloc(strlen(path) + 1)) == NULL) {
+        free(s);
+        return path ? zr_set_error(ZR_ENOMEM, "mrec source: out of memory")
+                    : zr_set_error(ZR_EINVAL, "mrec source: path is NULL");
+    }
+    strcpy(s->path, path);
     int rc = zmr_source_open(&s->src, path, flags, block, columns, scalars, nscalars,
                              include_systems != 0);
     if (rc == ZR_OK) {
@@ -737,12 +774,41 @@ static inline int zr_bind_mrec_gather_(void *user, const uint64_t *index, uint64
                                        uint64_t cap, const uint64_t *bounds)
 {
     const zr_bind_mrec_sstream *ss = (const zr_bind_mrec_sstream *)user;
+    if (atomic_load(&ss->owner->closed))
+        return zr_bind_mrec_closed_(ss->owner);
     return zmr_source_gather(ss->owner->src, ss->which, index, count, dst, cap, bounds);
 }
 
 static inline int zr_bind_mrec_sizes_(void *user, const uint64_t *index, uint64_t count, uint64_t *sizes)
 {
-    return zmr_source_sizes(((const zr_bind_mrec_sstream *)user)->owner->src, index, count, sizes);
+    const zr_bind_mrec_source *s = ((const zr_bind_mrec_sstream *)user)->owner;
+    if (atomic_load(&((zr_bind_mrec_source *)s)->closed))
+        return zr_bind_mrec_closed_(s);
+    return zmr_source_sizes(s->src, index, count, sizes);
+}
+
+/* The loader's hold on the source (zld_stream's lifetime hooks). */
+static inline int zr_bind_mrec_hold_(void *user)
+{
+    zr_bind_mrec_source *s = ((zr_bind_mrec_sstream *)user)->owner;
+    if (atomic_load(&s->closed))
+        return zr_set_error(ZR_ECLOSED, "mrec source '%s' is closed", s->path);
+    atomic_fetch_add(&s->refs, 1);
+    return ZR_OK;
+}
+
+static inline void zr_bind_mrec_release_(void *user)
+{
+    zr_bind_mrec_source_unref_(((zr_bind_mrec_sstream *)user)->owner);
+}
+
+static inline int zr_bind_mrec_is_closed_(void *user, char *msg, size_t cap)
+{
+    const zr_bind_mrec_source *s = ((const zr_bind_mrec_sstream *)user)->owner;
+    if (!atomic_load(&((zr_bind_mrec_source *)s)->closed))
+        return 0;
+    snprintf(msg, cap, "mrec source '%s' was closed while this loader read it", s->path);
+    return 1;
 }
 
 /* Stream `which` of s as a loader stream (s borrowed). Its name is the
@@ -760,6 +826,9 @@ static inline int zr_bind_mrec_stream(zld_stream *out, zr_bind_mrec_source *s, s
     out->record_size = which == 0 ? 0 : 8;
     out->gather = zr_bind_mrec_gather_;
     out->sizes = which == 0 ? zr_bind_mrec_sizes_ : NULL;
+    out->hold = zr_bind_mrec_hold_;
+    out->release = zr_bind_mrec_release_;
+    out->closed = zr_bind_mrec_is_closed_;
     return ZR_OK;
 }
 

@@ -47,7 +47,7 @@
  * batch prepared before is handed out); zld_is_closed reports it. While
  * a loader reads a store, zrs_delete and zrs_compact on it are ZR_EBUSY.
  * Any other zld_stream's `user` is the caller's: it must outlive the
- * loader.
+ * loader, unless the stream has lifetime hooks (see zld_stream).
  *
  * Fork: worker threads do not survive fork(). Never use (or close) a
  * parent's loader in a child; create one there from zld_get_state.
@@ -63,7 +63,7 @@ extern "C" {
 #endif
 
 #define ZLOADER_VERSION_MAJOR 0
-#define ZLOADER_VERSION_MINOR 1
+#define ZLOADER_VERSION_MINOR 2
 #define ZLOADER_VERSION_PATCH 0
 #define ZLOADER_VERSION_NUMBER \
     (ZLOADER_VERSION_MAJOR * 10000 + ZLOADER_VERSION_MINOR * 100 + ZLOADER_VERSION_PATCH)
@@ -299,6 +299,23 @@ typedef struct zld_stream {
     /* Optional (NULL = none): a hint that these records will be read soon;
      * its result is ignored. */
     int (*advise)(void *user, const uint64_t *index, uint64_t count);
+    /* Optional lifetime hooks (NULL = none: `user` is the caller's, and
+     * must outlive the loader). zld_create_streams calls hold(user) once
+     * before anything is read: 0, or a negative zr_status with its detail
+     * (ZR_ECLOSED for a source already closed), which fails the create
+     * naming the stream. release(user) is called once for every hold that
+     * succeeded: at zld_close, after the workers stopped, or when the
+     * create fails later. closed(user, msg, cap): 1, with what was closed
+     * written to msg (cap bytes, NUL-terminated), once the owner closed
+     * what `user` reads, else 0; thread-safe, called by zld_next and
+     * zld_is_closed, which then stop with ZR_ECLOSED naming the stream.
+     * The streams of zld_stream_from_store, zld_stream_from_concat and
+     * zld_mixture_stream set all three (the loader borrows them). Added to
+     * the struct in libzloader 0.2: fill a stream with a designated or
+     * zero initializer, never positionally. */
+    int (*hold)(void *user);
+    void (*release)(void *user);
+    int (*closed)(void *user, char *msg, size_t cap);
 } zld_stream;
 
 /* Describe an open store as a stream (gather, sizes and advise through

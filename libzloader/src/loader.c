@@ -805,26 +805,22 @@ zrs_store *zld__stream_store(const zld_stream *st)
     return st->advise == store_advise ? st->user : NULL;
 }
 
-/* Lifetime: a loader borrows every store, concatenation and mixture its
- * streams read (zrs_borrow, ...) from create to close, so closing one of
- * them under it frees nothing the workers use: their reads fail with
- * ZR_ECLOSED, and so does zld_next (no batch prepared before is handed
- * out). Streams of other kinds are the caller's (see zld_stream). */
+/* Lifetime: a loader holds what every stream reads, through the
+ * stream's hooks (zld_stream: a store's, concatenation's and mixture's are
+ * borrows), from create to close, so closing one of them under it frees
+ * nothing the workers use: their reads fail with ZR_ECLOSED, and so does
+ * zld_next (no batch prepared before is handed out). */
 static void release_streams(const zld_stream *streams, size_t n)
 {
-    for (size_t s = 0; s < n; s++) {
-        if (streams[s].advise == store_advise)
-            zrs_unborrow(streams[s].user);
-        else
-            zld__stream_release(&streams[s]);
-    }
+    for (size_t s = 0; s < n; s++)
+        if (streams[s].hold != NULL && streams[s].release != NULL)
+            streams[s].release(streams[s].user);
 }
 
 static int hold_streams(const zld_stream *streams, size_t nstreams)
 {
     for (size_t s = 0; s < nstreams; s++) {
-        int rc = streams[s].advise == store_advise ? zrs_borrow(streams[s].user)
-                                                   : zld__stream_hold(&streams[s]);
+        int rc = streams[s].hold != NULL ? streams[s].hold(streams[s].user) : ZR_OK;
         if (rc < 0) {
             char msg[ZLD_ERRMSG_MAX - 64];
             snprintf(msg, sizeof msg, "%s", zr_last_error());
@@ -842,18 +838,24 @@ static int streams_closed(const zld_loader *l, const char *what)
     char msg[ZLD_ERRMSG_MAX - 64];
     for (size_t s = 0; s < l->plan.nstreams; s++) {
         const zld_stream *st = &l->streams[s];
-        if (st->advise == store_advise) {
-            if (!zrs_is_closed(st->user))
-                continue;
-            snprintf(msg, sizeof msg, "store '%s' was closed while this loader read it",
-                     zrs_path(st->user));
-        } else if (!zld__stream_closed(st, msg, sizeof msg)) {
+        msg[0] = '\0';
+        if (st->closed == NULL || !st->closed(st->user, msg, sizeof msg))
             continue;
-        }
         zr_set_error(ZR_ECLOSED, "%s: stream %zu: %s", what, s, msg);
         return 1;
     }
     return 0;
+}
+
+/* A store stream's hooks (zld_stream_from_store). */
+static int store_hold(void *user) { return zrs_borrow(user); }
+static void store_release(void *user) { zrs_unborrow(user); }
+static int store_closed(void *user, char *msg, size_t cap)
+{
+    if (!zrs_is_closed(user))
+        return 0;
+    snprintf(msg, cap, "store '%s' was closed while this loader read it", zrs_path(user));
+    return 1;
 }
 
 /* ZLD_READAHEAD_AUTO: hint unless the hinted streams' bytes are already in
@@ -915,6 +917,9 @@ int zld_stream_from_store(zld_stream *out, zrs_store *store)
     }
     out->gather = store_gather;
     out->advise = store_advise;
+    out->hold = store_hold;
+    out->release = store_release;
+    out->closed = store_closed;
     return ZR_OK;
 }
 

@@ -48,6 +48,18 @@ static int concat_advise(void *user, const uint64_t *index, uint64_t count)
     return zrs_concat_advise(user, (const int64_t *)index, count);
 }
 
+/* A concatenation stream's lifetime hooks (zld_stream): a borrow. */
+static int concat_hold(void *user) { return zrs_concat_borrow(user); }
+static void concat_release(void *user) { zrs_concat_unborrow(user); }
+static int concat_closed(void *user, char *msg, size_t cap)
+{
+    if (!zrs_concat_is_closed(user))
+        return 0;
+    snprintf(msg, cap, "the concatenation of '%s' (or one of its stores) was closed while "
+             "a loader read it", zrs_path(zrs_concat_shard(user, 0)));
+    return 1;
+}
+
 /* Fill *out for a concatenation (borrowed); the name is shard 0's path. */
 static void concat_stream(zld_stream *out, zrs_concat *c)
 {
@@ -64,6 +76,9 @@ static void concat_stream(zld_stream *out, zrs_concat *c)
     }
     out->gather = concat_gather;
     out->advise = concat_advise;
+    out->hold = concat_hold;
+    out->release = concat_release;
+    out->closed = concat_closed;
 }
 
 int zld_stream_from_concat(zld_stream *out, zrs_concat *concat)
@@ -419,6 +434,33 @@ int zld_mixture_create(zld_mixture **out, zrs_concat *const *concats, size_t nso
 
 uint64_t zld_mixture_length(const zld_mixture *m) { return m ? m->length : 0; }
 
+/* A mixture stream's lifetime hooks (zld_stream): a reference on the
+ * mixture, which borrows its sources. */
+static int mix_hold(void *user)
+{
+    const mix_stream *ms = user;
+    if (atomic_load(&ms->m->closed))
+        return zr_set_error(ZR_ECLOSED, "mixture stream '%s': the mixture is closed", ms->name);
+    atomic_fetch_add(&ms->m->refs, 1);
+    return ZR_OK;
+}
+
+static void mix_release(void *user) { mixture_release(((const mix_stream *)user)->m); }
+
+static int mix_closed(void *user, char *msg, size_t cap)
+{
+    const mix_stream *ms = user;
+    zld_mixture *m = ms->m;
+    int closed = atomic_load(&m->closed) || zrs_concat_is_closed(ms->all);
+    for (size_t k = 0; !closed && k < m->nborrowed; k++)
+        closed = zrs_concat_is_closed(m->sources[k]);
+    if (!closed)
+        return 0;
+    snprintf(msg, cap, "mixture stream '%s': the mixture or one of its sources was closed "
+             "while a loader read it", ms->name);
+    return 1;
+}
+
 int zld_mixture_stream(zld_mixture *m, size_t stream, zld_stream *out)
 {
     if (m == NULL || out == NULL)
@@ -433,6 +475,9 @@ int zld_mixture_stream(zld_mixture *m, size_t stream, zld_stream *out)
     out->length = m->length;
     out->gather = mix_gather;
     out->advise = mix_advise;
+    out->hold = mix_hold;
+    out->release = mix_release;
+    out->closed = mix_closed;
     if (out->kind == ZLD_STREAM_RAGGED)
         out->sizes = mix_sizes;
     return ZR_OK;
@@ -488,51 +533,3 @@ int zld__stream_bytes(const zld_stream *st, uint64_t *bytes, double *resident, i
     return 1;
 }
 
-/* Lifetime: what a loader borrows for a concatenation or mixture stream. */
-
-int zld__stream_hold(const zld_stream *st)
-{
-    if (st->advise == concat_advise)
-        return zrs_concat_borrow(st->user);
-    if (st->advise == mix_advise) {
-        zld_mixture *m = ((const mix_stream *)st->user)->m;
-        if (atomic_load(&m->closed))
-            return zr_set_error(ZR_ECLOSED, "mixture stream '%s': the mixture is closed",
-                                ((const mix_stream *)st->user)->name);
-        atomic_fetch_add(&m->refs, 1);
-        return ZR_OK;
-    }
-    return 1;
-}
-
-void zld__stream_release(const zld_stream *st)
-{
-    if (st->advise == concat_advise)
-        zrs_concat_unborrow(st->user);
-    else if (st->advise == mix_advise)
-        mixture_release(((const mix_stream *)st->user)->m);
-}
-
-int zld__stream_closed(const zld_stream *st, char *msg, size_t cap)
-{
-    if (st->advise == concat_advise) {
-        if (!zrs_concat_is_closed(st->user))
-            return 0;
-        snprintf(msg, cap, "the concatenation of '%s' (or one of its stores) was closed while "
-                 "a loader read it", zrs_path(zrs_concat_shard(st->user, 0)));
-        return 1;
-    }
-    if (st->advise == mix_advise) {
-        const mix_stream *ms = st->user;
-        const zld_mixture *m = ms->m;
-        int closed = atomic_load(&((zld_mixture *)m)->closed) || zrs_concat_is_closed(ms->all);
-        for (size_t k = 0; !closed && k < m->nborrowed; k++)
-            closed = zrs_concat_is_closed(m->sources[k]);
-        if (!closed)
-            return 0;
-        snprintf(msg, cap, "mixture stream '%s': the mixture or one of its sources was closed "
-                 "while a loader read it", ms->name);
-        return 1;
-    }
-    return 0;
-}

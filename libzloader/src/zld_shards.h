@@ -32,14 +32,5 @@ typedef struct zld__mix_view {
 /* 1 with *out filled for a zld_mixture_stream stream, else 0. */
 int zld__stream_mixture(const zld_stream *st, zld__mix_view *out);
 
-/* A loader's borrow of what a concatenation or mixture stream reads:
- * zld__stream_hold gives ZR_OK (held: release with zld__stream_release),
- * a negative zr_status (ZR_ECLOSED: closed already), or 1 for a stream
- * that is neither (nothing held). zld__stream_closed: 1 with a reason in
- * msg[0..cap) once the concatenation, mixture or a store under it was
- * closed, else 0. */
-int zld__stream_hold(const zld_stream *st);
-void zld__stream_release(const zld_stream *st);
-int zld__stream_closed(const zld_stream *st, char *msg, size_t cap);
 
 #endif

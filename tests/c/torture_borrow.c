@@ -355,6 +355,89 @@ static void test_close_under_loader_repeated(void **state)
     }
 }
 
+/* A stream of the caller's own with lifetime hooks: held once at create,
+ * released once at close (and on a create that fails after the hold), its
+ * `closed` answer stops the loader with ZR_ECLOSED naming the stream. */
+typedef struct hooked {
+    atomic_int holds, releases, closed, refuse;
+} hooked;
+
+static int hooked_gather(void *user, const uint64_t *index, uint64_t count, void *dst, uint64_t cap,
+                         const uint64_t *bounds)
+{
+    (void)user;
+    (void)bounds;
+    if (count * 8 > cap)
+        return zr_set_error(ZR_EINVAL, "hooked: no room");
+    memcpy(dst, index, count * 8);
+    return 0;
+}
+
+static int hooked_hold(void *user)
+{
+    hooked *h = user;
+    if (atomic_load(&h->refuse))
+        return zr_set_error(ZR_ECLOSED, "hooked source is closed");
+    atomic_fetch_add(&h->holds, 1);
+    return 0;
+}
+
+static void hooked_release(void *user) { atomic_fetch_add(&((hooked *)user)->releases, 1); }
+
+static int hooked_closed(void *user, char *msg, size_t cap)
+{
+    if (!atomic_load(&((hooked *)user)->closed))
+        return 0;
+    snprintf(msg, cap, "the hooked source was closed");
+    return 1;
+}
+
+static void test_stream_hooks(void **state)
+{
+    (void)state;
+    hooked a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    zld_stream st[2];
+    for (int k = 0; k < 2; k++)
+        st[k] = (zld_stream){.user = k ? (void *)&b : (void *)&a, .name = k ? "b" : "a", .length = 100,
+                             .kind = ZLD_STREAM_DENSE, .record_size = 8, .gather = hooked_gather,
+                             .hold = hooked_hold, .release = hooked_release, .closed = hooked_closed};
+    zld_options o = ZLD_OPTIONS_INIT;
+    o.batch_size = 4;
+    o.num_workers = 2;
+    zld_loader *l = NULL;
+    /* the second hold fails: the create fails naming it, the first is released */
+    atomic_store(&b.refuse, 1);
+    assert_int_equal(zld_create_streams(&l, st, 2, &o), ZR_ECLOSED);
+    assert_null(l);
+    assert_non_null(strstr(zr_last_error(), "stream 1"));
+    assert_int_equal(atomic_load(&a.holds), 1);
+    assert_int_equal(atomic_load(&a.releases), 1);
+    assert_int_equal(atomic_load(&b.holds), 0);
+    assert_int_equal(atomic_load(&b.releases), 0);
+    atomic_store(&b.refuse, 0);
+    assert_int_equal(zld_create_streams(&l, st, 2, &o), ZR_OK);
+    assert_int_equal(atomic_load(&a.holds), 2);
+    assert_int_equal(atomic_load(&b.holds), 1);
+    zld_batch *bt = NULL;
+    assert_int_equal(zld_next(l, &bt), ZR_OK);
+    zld_batch_free(bt);
+    assert_int_equal(zld_is_closed(l), 0);
+    atomic_store(&b.closed, 1);
+    for (int k = 0; k < 3; k++) {
+        bt = NULL;
+        assert_int_equal(zld_next(l, &bt), ZR_ECLOSED);
+        assert_null(bt);
+        assert_non_null(strstr(zr_last_error(), "stream 1: the hooked source was closed"));
+    }
+    assert_int_equal(zld_is_closed(l), 1);
+    assert_int_equal(atomic_load(&b.releases), 0); /* released at close, not before */
+    zld_close(l);
+    assert_int_equal(atomic_load(&a.releases), 2);
+    assert_int_equal(atomic_load(&b.releases), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -366,6 +449,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mixture_borrowed, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_close_during_gathers, setup, zt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_close_under_loader_repeated, setup, zt_dir_teardown),
+        cmocka_unit_test(test_stream_hooks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -90,8 +90,10 @@ static void streams(zld_stream st[2], zld_store_spec sp[2], const char *dir)
     memset(sp, 0, 2 * sizeof *sp);
     snprintf(paths[0], sizeof paths[0], "%s/out/record", dir);
     snprintf(paths[1], sizeof paths[1], "%s/out/positions", dir);
-    st[0] = (zld_stream){&dense_src, "record", N, ZLD_STREAM_DENSE, 8, gather_cb, NULL, NULL};
-    st[1] = (zld_stream){&ragged_src, "positions", N, ZLD_STREAM_RAGGED, 0, gather_cb, sizes_cb, NULL};
+    st[0] = (zld_stream){.user = &dense_src, .name = "record", .length = N, .kind = ZLD_STREAM_DENSE,
+                         .record_size = 8, .gather = gather_cb};
+    st[1] = (zld_stream){.user = &ragged_src, .name = "positions", .length = N,
+                         .kind = ZLD_STREAM_RAGGED, .gather = gather_cb, .sizes = sizes_cb};
     sp[0] = (zld_store_spec){paths[0], ZRS_UINT64, 0, NULL};
     sp[1] = (zld_store_spec){paths[1], ZRS_FLOAT64, 0, NULL};
     ragged_src.ragged = 1;

@@ -165,7 +165,7 @@ static void test_version(void **state)
 {
     (void)state;
     assert_int_equal(zloader_version(), ZLOADER_VERSION_NUMBER);
-    assert_string_equal(zloader_version_string(), "0.1.0");
+    assert_string_equal(zloader_version_string(), "0.2.0");
 }
 
 static void test_aligned_and_sampler_indices(void **state)

@@ -243,21 +243,16 @@ class _Native:
     interrupted anywhere and called again: it resumes where it stopped,
     never frees twice and never waits on a notification it missed."""
 
-    def __init__(self, handle, streams=()):
-        # The native loader borrows its stores (and concatenations, and
-        # mixtures) itself, so they may be closed or collected in any
-        # order: a closed store makes the loader closed (gone()). Only
-        # mrec-lmdb streams, which the library does not count, keep this
-        # handle (strongly, for the collector's order) in their
-        # ``_loaders`` and close it before their source goes.
+    def __init__(self, handle):
+        # The native loader holds what its streams read itself (stores,
+        # concatenations, mixtures, mrec sources), so they may be closed
+        # or collected in any order: a closed one makes the loader closed
+        # (gone()).
         self.hslot = [handle]  # [handle], [None] once freed
         self.pid = os.getpid()
         self.lock = threading.Condition()
         self.users = 0
         self.closing = False
-        self.streams = [s for s in streams if hasattr(s, "_loaders")]
-        for st in self.streams:
-            st._loaders.add(self)
 
     def call(self, fn, *args):
         """fn(handle, *args) as a registered user of the handle."""
@@ -313,8 +308,6 @@ class _Native:
                 while self.users > 0:
                     self.lock.wait(0.05)
                 _zr.zld_close_slot(self.hslot)
-        for st in self.streams:
-            st._loaders.discard(self)
 
 
 class _Transformer:
@@ -774,7 +767,7 @@ class DataLoader(_Closing):
         elif any(getattr(s, "_zsh_stream", False) for s in self._stores):  # loaderx.shards
             self._native = _Native(_zr.zsh_py_loader_create(handles, options))
         else:  # generic streams (zld_create_streams), stores mixed in as they are
-            self._native = _Native(_zr.zmr_py_loader_create(handles, options), self._stores)
+            self._native = _Native(_zr.zmr_py_loader_create(handles, options))
         h = self._native.hslot[0]
         names, decoders, mask_key = self._names, self._decoders, self._mask_key
         if self._pack is not None:

@@ -1231,9 +1231,8 @@ class _LmdbSource(_Closing):
     def close(self):
         if self._cap is None:
             return
-        for st in self.streams:
-            for native in list(st._loaders):
-                native.close()
+        # A loader reading the streams keeps the native source until it
+        # closes; its next batch raises ClosedError naming the collection.
         cap, self._cap = self._cap, None
         if os.getpid() == self._pid:
             _zr.zmr_py_source_free(cap)
@@ -1243,7 +1242,8 @@ class LmdbStream:
     """A loader stream read straight from an mrec-lmdb collection (see
     :func:`lmdb_streams`): ``len()``, ``dtype``, ``ragged``, ``item_shape``
     (dense streams: ``()``), ``closed``, ``close()`` (closes every stream
-    of its :func:`lmdb_streams` call and the loaders reading them)."""
+    of its :func:`lmdb_streams` call; a DataLoader reading them is closed
+    with them: its next batch raises ClosedError naming the collection)."""
 
     _zld_stream = True  # the DataLoader's generic-stream protocol
 
@@ -1253,7 +1253,6 @@ class LmdbStream:
         self.name = name
         self.dtype = np.dtype(dtype)
         self.ragged = ragged
-        self._loaders = set()  # dataloader._Native handles reading this stream
         if not ragged:
             self.item_shape = ()  # scalar records; a ragged stream has none (like RaggedStore)
         source.streams.append(self)
@@ -1302,7 +1301,8 @@ def lmdb_streams(source, block="atoms", column=POSITION_COLUMNS, scalars=("step"
     loader's worker threads use their own handle). Frames are resolved on
     the worker threads (carry-forward: the last update holding ``block``).
     Close with ``close()`` on any of the streams (or let them be
-    collected); closing closes the loaders reading them first."""
+    collected); a DataLoader reading them keeps the native source until
+    it closes, and its next batch after the close raises ClosedError."""
     path = source.path if isinstance(source, Reader) else os.fspath(source)
     scalars = tuple(scalars)
     for name in ("positions", "record"):
