@@ -4,7 +4,11 @@
  * Small requests (HEAD at open, a whole small object, an upload) run on
  * the calling thread. Block downloads run on the ctx's worker thread: a
  * curl multi handle with up to `connections` range requests in flight,
- * each covering a run of adjacent missing blocks of one object.
+ * each covering a run of adjacent missing blocks of one object. A checked
+ * download goes to c->done; its blocks are written to the cache one at a
+ * time by the writer threads and the threads waiting for a ticket (never
+ * by the worker while writers run), and the job finishes (its ticket is
+ * told) when its last block is written.
  *
  * Failures: connect and read timeouts (no byte for read_timeout seconds);
  * 5xx, 429, connection resets, timeouts and short bodies are retried with

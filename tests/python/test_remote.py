@@ -313,9 +313,18 @@ def test_fast_412_keeps_its_error_every_time(proxy, cache):
                 s[lo:lo + 10]
 
 
-def _gather_in_threads(s, nthreads, rounds, seed):
-    """`nthreads` threads each gather `rounds` random batches of 200 indices
-    from the one handle s: a list of (indices, array or the exception)."""
+def _gather_in_threads(root, proxy, monkeypatch, retries, faults, rounds, seed):
+    """Over 4 KiB blocks, with the proxy failing the requests `faults(n)`
+    plans from request n on: 6 threads each gather `rounds` random batches
+    of 200 indices from one handle. The store's records, the first request
+    number of the gathers and a list of (indices, array or the exception)."""
+    monkeypatch.setenv("ZR_CACHE_BLOCK", "4K")
+    monkeypatch.setenv("ZR_REMOTE_RETRIES", str(retries))
+    with DenseStore.open(root / "images", readonly=True) as local:
+        want = local[0:N]
+    s = DenseStore.open(f"{proxy.url}/images", readonly=True)
+    n = proxy.count
+    faults(n)
     out = []
     lock = threading.Lock()
 
@@ -329,12 +338,13 @@ def _gather_in_threads(s, nthreads, rounds, seed):
                 got = e
             with lock:
                 out.append((idx, got))
-    ts = [threading.Thread(target=work, args=(k,)) for k in range(nthreads)]
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(6)]
     for t in ts:
         t.start()
     for t in ts:
         t.join()
-    return out
+    s.close()
+    return want, n, out
 
 
 def test_concurrent_gathers_through_resets_and_truncations(root, proxy, cache, monkeypatch):
@@ -342,16 +352,10 @@ def test_concurrent_gathers_through_resets_and_truncations(root, proxy, cache, m
     # range requests, written by several writer threads) while the proxy
     # resets or truncates one request in five: every gathered byte is
     # right (the failures are retried), and every entry left is whole.
-    monkeypatch.setenv("ZR_CACHE_BLOCK", "4K")
-    monkeypatch.setenv("ZR_REMOTE_RETRIES", "8")
-    with DenseStore.open(root / "images", readonly=True) as local:
-        want = local[0:N]
-    s = DenseStore.open(f"{proxy.url}/images", readonly=True)
-    n = proxy.count
-    for k in range(n + 1, n + 600, 5):
-        proxy.plan(k, "reset" if k % 2 else "truncate")
-    res = _gather_in_threads(s, 6, 4, seed=10)
-    s.close()
+    def faults(n):
+        for k in range(n + 1, n + 600, 5):
+            proxy.plan(k, "reset" if k % 2 else "truncate")
+    want, n, res = _gather_in_threads(root, proxy, monkeypatch, 8, faults, 4, seed=10)
     assert len(res) == 24
     for idx, got in res:
         assert not isinstance(got, Exception), got
@@ -366,16 +370,10 @@ def test_concurrent_gathers_failing_for_good_name_the_object(root, proxy, cache,
     # The same, with every range request failing once the first few went
     # through: each gather gets right bytes or an error naming the object,
     # never wrong bytes; the handle then reads right again.
-    monkeypatch.setenv("ZR_CACHE_BLOCK", "4K")
-    monkeypatch.setenv("ZR_REMOTE_RETRIES", "1")
-    with DenseStore.open(root / "images", readonly=True) as local:
-        want = local[0:N]
-    s = DenseStore.open(f"{proxy.url}/images", readonly=True)
-    n = proxy.count
-    for k in range(n + 8, n + 5000):
-        proxy.plan(k, "reset" if k % 3 else 503)
-    res = _gather_in_threads(s, 6, 3, seed=20)
-    s.close()
+    def faults(n):
+        for k in range(n + 8, n + 5000):
+            proxy.plan(k, "reset" if k % 3 else 503)
+    want, _, res = _gather_in_threads(root, proxy, monkeypatch, 1, faults, 3, seed=20)
     errors = 0
     for idx, got in res:
         if isinstance(got, Exception):
