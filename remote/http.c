@@ -4,7 +4,11 @@
  * Small requests (HEAD at open, a whole small object, an upload) run on
  * the calling thread. Block downloads run on the ctx's worker thread: a
  * curl multi handle with up to `connections` range requests in flight,
- * each covering a run of adjacent missing blocks of one object.
+ * each covering a run of adjacent missing blocks of one object. A checked
+ * download goes to c->done; its blocks are written to the cache one at a
+ * time by the writer threads and the threads waiting for a ticket (never
+ * by the worker while writers run), and the job finishes (its ticket is
+ * told) when its last block is written.
  *
  * Failures: connect and read timeouts (no byte for read_timeout seconds);
  * 5xx, 429, connection resets, timeouts and short bodies are retried with
@@ -528,6 +532,12 @@ struct zrr_job {
     struct curl_slist *hdrs;
     req r;
     uint64_t lo, hi; /* bytes [lo, hi) */
+    /* Once downloaded (ctx lock): blocks claimed by writers, blocks whose
+     * write is over, bytes that went to the cache, and whether the rest
+     * were dropped (the store is closing). */
+    uint32_t claimed, written;
+    uint64_t cached_bytes;
+    bool dropped;
 };
 
 int zrr_job_queue(zrr_ctx *c, zrr_obj *o, uint32_t b0, uint32_t n, zrr_ticket *t)
@@ -654,27 +664,52 @@ static void job_finish(zrr_ctx *c, zrr_job *j, const zrr_err_buf *err)
     free(j);
 }
 
+/* Blocks of a downloaded job are over (written, or dropped): the last
+ * one frees its bytes and finishes it (lock held). */
+static void job_blocks_over(zrr_ctx *c, zrr_job *j, uint32_t n)
+{
+    j->written += n;
+    if (j->written < j->n)
+        return;
+    free(j->r.buf);
+    j->r.buf = NULL;
+    c->fresh_bytes += j->cached_bytes;
+    zrr_err_buf e = {0};
+    if (j->dropped)
+        zrr_err_set(&e, ZR_ECLOSED, "GET %s: the store is being closed", j->obj->url);
+    job_finish(c, j, &e);
+}
+
 int zrr_job_store_one(zrr_ctx *c)
 {
     zrr_job *j = c->done;
     if (!j)
         return 0;
-    c->done = j->next;
+    const uint32_t b = j->b0 + j->claimed++;
+    if (j->claimed == j->n)
+        c->done = j->next; /* every block claimed: the job leaves the list */
     zrp_mutex_unlock(&c->lock);
     zrr_obj *o = j->obj;
-    uint64_t bytes = 0;
-    for (uint32_t b = 0; b < j->n; b++) {
-        uint64_t at = ((uint64_t)(j->b0 + b) << c->cfg.block_shift) - j->lo;
-        uint32_t len = zrr_block_len(o, j->b0 + b);
-        if (zrr_cache_store(o, j->b0 + b, j->r.buf + at, len, j->nocache) == 0)
-            bytes += len;
-    }
-    free(j->r.buf);
-    j->r.buf = NULL;
+    const uint64_t at = ((uint64_t)b << c->cfg.block_shift) - j->lo;
+    const uint32_t len = zrr_block_len(o, b);
+    const bool cached = zrr_cache_store(o, b, j->r.buf + at, len, j->nocache) == 0;
     zrp_mutex_lock(&c->lock);
-    c->fresh_bytes += bytes;
-    job_finish(c, j, NULL);
+    if (cached)
+        j->cached_bytes += len;
+    job_blocks_over(c, j, 1);
     return 1;
+}
+
+/* A writer thread: writes downloaded blocks until the ctx stops. */
+static void writer_main(void *arg)
+{
+    zrr_ctx *c = arg;
+    zrp_mutex_lock(&c->lock);
+    while (!atomic_load(&c->stop)) {
+        if (!zrr_job_store_one(c))
+            (void)zrp_cond_timedwait(&c->cond, &c->lock, 200000000u);
+    }
+    zrp_mutex_unlock(&c->lock);
 }
 
 /* A transfer ended: check the response and store the blocks, or retry. */
@@ -711,8 +746,8 @@ static void job_done(zrr_ctx *c, zrr_job *j, CURLcode cc)
         k = R_FAIL;
     }
     if (k == R_OK) {
-        /* Checked: its blocks are written by a thread waiting for a ticket
-         * (or by this one when none waits), so the transfers go on. */
+        /* Checked: its blocks are written by the writer threads and the
+         * threads waiting for a ticket, so the transfers go on. */
         unsigned char *buf = j->r.buf;
         j->r.buf = NULL;
         job_release_handle(c, j);
@@ -793,12 +828,14 @@ static void worker_main(void *arg)
             CURLcode cc = msg->data.result;
             job_done(c, j, cc);
         }
-        /* Downloaded blocks nobody is free to write (prefetches, or every
-         * waiter busy): written here. */
-        zrp_mutex_lock(&c->lock);
-        while (c->done && c->idle_waiters == 0 && !atomic_load(&c->stop))
-            (void)zrr_job_store_one(c);
-        zrp_mutex_unlock(&c->lock);
+        /* Without writer threads (none could start), downloaded blocks
+         * nobody waiting is free to write are written here. */
+        if (c->nwriters == 0) {
+            zrp_mutex_lock(&c->lock);
+            while (c->done && c->idle_waiters == 0 && !atomic_load(&c->stop))
+                (void)zrr_job_store_one(c);
+            zrp_mutex_unlock(&c->lock);
+        }
         now = zrp_now_ns();
         if (now - c->last_upkeep_ns > 1000000000u) {
             c->last_upkeep_ns = now;
@@ -816,13 +853,14 @@ static void worker_main(void *arg)
     /* Closing: abort what runs, fail what waits. */
     zrp_mutex_lock(&c->lock);
     while (c->done) {
+        /* Blocks not claimed are dropped; a block being written by a
+         * waiting thread finishes the job when its write is over. */
         zrr_job *j = c->done;
         c->done = j->next;
-        free(j->r.buf);
-        j->r.buf = NULL;
-        zrr_err_buf e = {0};
-        zrr_err_set(&e, ZR_ECLOSED, "GET %s: the store is being closed", j->obj->url);
-        job_finish(c, j, &e);
+        uint32_t left = j->n - j->claimed;
+        j->claimed = j->n;
+        j->dropped = true;
+        job_blocks_over(c, j, left);
     }
     while (c->queue) {
         zrr_job *j = c->queue;
@@ -863,12 +901,33 @@ int zrr_worker_start(zrr_ctx *c)
                             zr_os_strerror(rc));
     }
     c->worker_started = true;
+    /* Writers: one per CPU (a write is CPU work: copy into the page cache,
+     * CRC-32, map), at least two, at most one per connection. A writer
+     * that cannot start is no error: the others, the waiting threads and
+     * (with none at all) the worker write instead. */
+    unsigned w = zrp_cpu_count();
+    if (w < 2)
+        w = 2;
+    if (w > c->cfg.connections)
+        w = c->cfg.connections;
+    if (w > ZRR_MAX_WRITERS)
+        w = ZRR_MAX_WRITERS;
+    while (c->nwriters < w && zrp_thread_start(&c->writers[c->nwriters], writer_main, c) == 0)
+        c->nwriters++;
     return ZR_OK;
 }
 
 void zrr_worker_stop(zrr_ctx *c)
 {
     atomic_store(&c->stop, 1);
+    /* Writers first: each ends after the block it is writing; the worker
+     * then drops what is left. */
+    zrp_mutex_lock(&c->lock);
+    zrp_cond_broadcast(&c->cond);
+    zrp_mutex_unlock(&c->lock);
+    for (unsigned i = 0; i < c->nwriters; i++)
+        zrp_thread_join(c->writers[i]);
+    c->nwriters = 0;
     if (c->worker_started) {
         curl_multi_wakeup((CURLM *)c->multi);
         zrp_thread_join(c->worker);

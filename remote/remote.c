@@ -263,11 +263,17 @@ void zrr_ticket_free(zrr_ticket *t)
 
 /* Queue downloads of the blocks t->miss[0, n) (sorted) that are neither
  * mapped nor already being downloaded, as runs of adjacent blocks (lock
- * held). With t == NULL (a prefetch) the jobs carry no ticket. */
+ * held). A run is at most MAX_REQUEST bytes, and short enough that the
+ * batch's blocks fill every connection (n blocks over `connections`
+ * requests) rather than a few long requests. With t == NULL (a prefetch)
+ * the jobs carry no ticket. */
 static int queue_missing(zrr_ctx *c, zrr_ticket *t, const zrr_held *miss, size_t n, bool *queued)
 {
     const unsigned shift = c->cfg.block_shift;
-    const uint32_t run_max = (uint32_t)(MAX_REQUEST >> shift) ? (uint32_t)(MAX_REQUEST >> shift) : 1;
+    uint32_t run_max = (uint32_t)(MAX_REQUEST >> shift) ? (uint32_t)(MAX_REQUEST >> shift) : 1;
+    const size_t share = (n + c->cfg.connections - 1) / c->cfg.connections;
+    if (share < run_max)
+        run_max = share ? (uint32_t)share : 1;
     zrr_obj *run_obj = NULL;
     uint32_t run_b0 = 0, run_n = 0;
     int rc = ZR_OK;

@@ -111,6 +111,10 @@ struct zrr_ticket {
 
 typedef struct zrr_job zrr_job;
 
+/* Cache-writer threads per ctx, at most (fewer on a machine with fewer
+ * CPUs or a ctx with fewer connections). */
+#define ZRR_MAX_WRITERS 8
+
 struct zrr_ctx {
     zrr_config cfg;
     char *url;
@@ -120,15 +124,20 @@ struct zrr_ctx {
     zrr_obj *objs;
     void *curl_share;
     /* The worker thread: runs every block download (curl multi) and the
-     * cache's upkeep. */
+     * cache's upkeep; it never writes a block itself. The writer threads
+     * (and threads waiting for a ticket) write downloaded blocks to the
+     * cache, one block at a time, so several blocks of one range are
+     * written at once while the transfers go on. */
     void *multi;
     zrp_thread worker;
     bool worker_started;
+    zrp_thread writers[ZRR_MAX_WRITERS];
+    unsigned nwriters;
     bool curl_inited;
     _Atomic int stop;
     zrr_job *queue;       /* waiting to start (due time order not kept) */
     zrr_job *running;     /* transfers in the multi handle (worker only) */
-    zrr_job *done;        /* downloaded, their blocks not yet written (see http.c) */
+    zrr_job *done;        /* downloaded, some of their blocks not yet claimed by a writer */
     unsigned idle_waiters; /* threads waiting for a ticket, free to write blocks */
     unsigned active;      /* running transfers */
     uint64_t fresh_bytes; /* downloaded since the last cache scan */
@@ -152,9 +161,10 @@ int zrr_http_head(zrr_ctx *c, const char *url, zrr_resp *resp);
 int zrr_http_get_all(zrr_ctx *c, const char *url, void **buf, size_t *len, size_t max_len);
 /* Queue a range download of blocks [b0, b0 + n) of o for `t` (lock held). */
 int zrr_job_queue(zrr_ctx *c, zrr_obj *o, uint32_t b0, uint32_t n, zrr_ticket *t);
-/* Write (cache) the blocks of one downloaded job and finish it: called by
- * a waiting thread or the worker, with the lock held (it is dropped while
- * the blocks are written). 1 when a job was taken from c->done, else 0. */
+/* Write (cache) one block of a downloaded job, finishing the job when its
+ * last block is written: called by a writer thread or a waiting thread,
+ * with the lock held (dropped while the block is written). 1 when a block
+ * was taken from c->done, else 0. */
 int zrr_job_store_one(zrr_ctx *c);
 /* A ticket's free once its waiter left and its jobs are over (lock held). */
 void zrr_ticket_free(zrr_ticket *t);

@@ -76,8 +76,9 @@ int zrr_pread(zrr_obj *o, void *buf, size_t len, uint64_t off, const volatile in
 /* Byte ranges a gather is about to read. zrr_fetch_start holds every
  * block of them (no eviction can take one away until zrr_fetch_release)
  * and groups the missing ones into coalesced range requests (adjacent
- * blocks of one object, at most 8 MiB each) that run in parallel on the
- * ctx's worker; zrr_fetch_wait waits for them and returns the first error
+ * blocks of one object, at most 8 MiB each, spread over the connections)
+ * that run in parallel on the ctx's worker, their blocks cached by its
+ * writer threads; zrr_fetch_wait waits for them and returns the first error
  * (all of one call's ranges must belong to one ctx). When the blocks of
  * one request exceed the cache's cap they are kept in memory for it and
  * not cached (they stream through). `interrupt`, when not NULL, is the
