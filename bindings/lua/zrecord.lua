@@ -1413,7 +1413,7 @@ local function mrec_source(path, opts, what)
   end)
   raw.zr_bind_set_free(set)
   if not ok then error(h, 0) end
-  return setmetatable({ _h = h, path = path, streams = {} }, MrecSource)
+  return setmetatable({ _h = h, path = path }, MrecSource)
 end
 
 --- A collection as loader streams read directly from LMDB, no conversion:
@@ -1441,7 +1441,6 @@ function M.mrec_streams(path, opts)
                               name = raw.zr_bind_mrec_source_stream_name(src._h, k),
                               kind = k == 0 and "ragged" or "dense",
                               dtype = ({ f64 = "<f8", u64 = "<u8", i64 = "<i8" })[dt] }, MrecStream)
-    src.streams[#src.streams + 1] = st
     out[st.name] = st
   end
   return out

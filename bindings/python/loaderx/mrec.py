@@ -1211,7 +1211,6 @@ class _LmdbSource(_Closing):
         self._cap = _zr.zmr_py_source_open(*self._args)
         self._pid = os.getpid()
         self.length = _zr.zmr_py_source_length(self._cap)
-        self.streams = []
 
     def capsule(self):
         from .errors import closed
@@ -1255,7 +1254,6 @@ class LmdbStream:
         self.ragged = ragged
         if not ragged:
             self.item_shape = ()  # scalar records; a ragged stream has none (like RaggedStore)
-        source.streams.append(self)
 
     def __len__(self):
         return self._source.length
