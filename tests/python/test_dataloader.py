@@ -153,8 +153,10 @@ def test_closing_a_store_closes_its_loaders(streams):
     next(loader)
     streams["tok"].close()
     assert loader.closed
-    with pytest.raises(ValueError, match="closed"):
+    with pytest.raises(ValueError, match="closed") as e:
         next(loader)
+    # the library's detail names the stream and the store that was closed
+    assert "store '" in str(e.value) and "was closed while this loader read it" in str(e.value)
     with pytest.raises(ValueError, match="closed"):
         DataLoader(streams, batch_size=4)
 

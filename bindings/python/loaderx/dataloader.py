@@ -278,6 +278,17 @@ class _Native:
             h = self.hslot[0]
             return self.closing or h is None or bool(_zr.zld_is_closed(h))
 
+    def closed_error(self):
+        """The ClosedError for a gone() loader: with the library's detail
+        naming the stream and the store when a store it reads was closed."""
+        with self.lock:
+            h = self.hslot[0]
+            if not self.closing and h is not None and _zr.zld_is_closed(h):
+                why = _zr.zr_last_error()  # set by zld_is_closed on this thread
+                if why:
+                    return ClosedError(f"loader is closed: {why}")
+        return closed("loader")
+
     def failed_step(self):
         with self.lock:
             h = self.hslot[0]
@@ -863,8 +874,9 @@ class DataLoader(_Closing):
         takes nothing: the next call returns the same step's batch."""
         native, tf = self._fork_check()
         if native.gone():  # closed by one of its stores: no prefetched batches either
+            err = native.closed_error()
             self.close()
-            raise closed("loader")
+            raise err
         step = self._step
         if tf is not None:
             item = tf.peek(step)
@@ -873,8 +885,9 @@ class DataLoader(_Closing):
                 raise StopIteration
             indices, batch, error = item
             if native.gone():  # a store closed while this step was prepared
+                err = native.closed_error()
                 self.close()
-                raise closed("loader")
+                raise err
             if error is not None:
                 self.close()
                 raise LoaderError(step, self._stream_names(
@@ -886,8 +899,9 @@ class DataLoader(_Closing):
                     more = native.call(_zr.zld_next_arrays, self._nparts, slot)
                 except Exception as exc:
                     if native.gone():  # a store was closed meanwhile
+                        err = native.closed_error()
                         self.close()
-                        raise closed("loader") from exc
+                        raise err from exc
                     failed = native.failed_step()
                     if failed is None:
                         raise
